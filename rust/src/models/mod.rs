@@ -1,0 +1,100 @@
+//! Conjugate cluster models `f(D)` (BRT eq 1.1), kept as sufficient statistics.
+//!
+//! A cluster model only has to say three things: the statistics of a single row, how two
+//! clusters' statistics combine, and the log marginal likelihood of a cluster from its
+//! statistics. The agglomeration engines are generic over [`ClusterModel`], so a new family
+//! is one file, and a model implemented elsewhere (for example in Python, behind a callback)
+//! plugs into the same search.
+
+use ndarray::{ArrayView1, ArrayView2};
+
+use crate::error::{Result, RoseTreeError};
+
+mod bernoulli;
+mod gaussian;
+mod multinomial;
+
+pub use bernoulli::{BernoulliStats, BetaBernoulli};
+pub use gaussian::{DEFAULT_KAPPA0, GaussianStats, NormalInverseWishart};
+pub use multinomial::{CountStats, DirichletMultinomial};
+
+/// A cluster model with sufficient statistics: the only code that knows a distribution.
+///
+/// Implementations must make [`merge`](ClusterModel::merge) associative and commutative up to
+/// rounding, so that the statistics of a cluster do not depend on the order in which its rows
+/// were merged.
+pub trait ClusterModel: Sync {
+    /// Sufficient statistics of a cluster of rows.
+    type Stats: Clone + Send + Sync;
+
+    /// The number of columns a data row must have.
+    fn n_features(&self) -> usize;
+
+    /// Gets ready for data sets of up to `n_rows` rows, for example by tabulating `ln Γ` at
+    /// the integer counts that can occur. Optional: results are the same without it.
+    fn prepare(&mut self, n_rows: usize) {
+        let _ = n_rows;
+    }
+
+    /// Statistics of the single row `row`, which is row `index` of the data (for errors).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidData`] when a value is outside the model's support.
+    fn leaf_stats(&self, row: ArrayView1<'_, f64>, index: usize) -> Result<Self::Stats>;
+
+    /// Statistics of the union of two disjoint clusters.
+    fn merge(&self, a: &Self::Stats, b: &Self::Stats) -> Self::Stats;
+
+    /// `ln f(D)`, the log marginal likelihood of the cluster with statistics `s` (eq 1.1).
+    ///
+    /// # Errors
+    /// Only models backed by user code fail here; the conjugate models never do.
+    fn log_marginal(&self, s: &Self::Stats) -> Result<f64>;
+
+    /// `ln f(A ∪ B)` from the statistics of `A` and `B`. The default merges and evaluates;
+    /// models override it to skip building the merged statistics in the pair-scoring loop.
+    ///
+    /// # Errors
+    /// As [`log_marginal`](ClusterModel::log_marginal).
+    fn log_marginal_merged(&self, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
+        self.log_marginal(&self.merge(a, b))
+    }
+
+    /// Statistics of every row of `x`, checking the number of columns first.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::ShapeMismatch`] for a wrong number of columns, and whatever
+    /// [`leaf_stats`](ClusterModel::leaf_stats) reports for a row.
+    fn leaf_stats_all(&self, x: ArrayView2<'_, f64>) -> Result<Vec<Self::Stats>> {
+        if x.ncols() != self.n_features() {
+            return Err(RoseTreeError::ShapeMismatch {
+                what: "X".into(),
+                expected: format!("{} columns", self.n_features()),
+                found: format!("{} columns", x.ncols()),
+            });
+        }
+        x.rows().into_iter().enumerate().map(|(i, row)| self.leaf_stats(row, i)).collect()
+    }
+}
+
+/// Expands a scalar or per-feature hyperparameter to one value per feature, checking that
+/// each value is finite and positive.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] naming `name` for a wrong length or a value `≤ 0`.
+pub fn per_feature(name: &str, values: &[f64], d: usize) -> Result<Vec<f64>> {
+    let out = match values.len() {
+        1 => vec![values[0]; d],
+        n if n == d => values.to_vec(),
+        n => {
+            return Err(RoseTreeError::param(
+                name,
+                format!("expected a scalar or {d} values (one per feature), got {n}"),
+            ));
+        }
+    };
+    if let Some(v) = out.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+        return Err(RoseTreeError::param(name, format!("must be finite and > 0, got {v}")));
+    }
+    Ok(out)
+}
