@@ -1,0 +1,65 @@
+//! `ln p(D | T)` of a given tree (eq 1.5), bottom-up.
+
+use super::merge::Summary;
+use super::mixing::Mixing;
+use crate::error::{Result, RoseTreeError};
+use crate::models::ClusterModel;
+use crate::tree::{Node, RoseTree, Topology};
+
+/// Annotates `topology` with `ln f`, `ln p` and `ln π` under `model` and `mixing`, given the
+/// statistics of each leaf (data row).
+///
+/// # Errors
+/// [`RoseTreeError::ShapeMismatch`] when `leaves` and the tree disagree on the number of data
+/// items; errors of the model.
+pub fn evaluate<M: ClusterModel>(
+    model: &M,
+    mixing: &Mixing,
+    topology: &Topology,
+    leaves: &[M::Stats],
+) -> Result<RoseTree> {
+    let n = topology.n_leaves();
+    if leaves.len() != n {
+        return Err(RoseTreeError::ShapeMismatch {
+            what: "tree".into(),
+            expected: format!("{} leaves (one per data row)", leaves.len()),
+            found: format!("{n} leaves"),
+        });
+    }
+    let mut stats: Vec<M::Stats> = leaves.to_vec();
+    let mut summary = Vec::with_capacity(n + topology.internal().len());
+    for s in leaves {
+        summary.push(Summary::leaf(model.log_marginal(s)?, mixing));
+    }
+    for children in topology.internal() {
+        let mut merged = stats[children[0]].clone();
+        for &c in &children[1..] {
+            merged = model.merge(&merged, &stats[c]);
+        }
+        let n_leaves = children.iter().map(|&c| summary[c].n_leaves).sum();
+        let sum_log_p = children.iter().map(|&c| summary[c].log_p).sum();
+        let sum_log_d = children.iter().map(|&c| summary[c].log_d).sum();
+        let log_f = model.log_marginal(&merged)?;
+        summary.push(Summary::internal(mixing, n_leaves, children.len(), log_f, sum_log_p, sum_log_d));
+        stats.push(merged);
+    }
+    Ok(annotated(topology, &summary))
+}
+
+/// Builds a [`RoseTree`] from a topology and one summary per node.
+pub(crate) fn annotated(topology: &Topology, summary: &[Summary]) -> RoseTree {
+    let n = topology.n_leaves();
+    let nodes = summary
+        .iter()
+        .enumerate()
+        .map(|(id, s)| Node {
+            children: if id < n { Vec::new() } else { topology.internal()[id - n].clone() },
+            parent: None,
+            n_leaves: s.n_leaves,
+            log_f: s.log_f,
+            log_p: s.log_p,
+            log_pi: s.log_pi,
+        })
+        .collect();
+    RoseTree::from_nodes(n, nodes)
+}

@@ -1,0 +1,154 @@
+//! Mixing proportions `π_T` (BRT eqs 1.5, 1.7; `CONVENTIONS.md`).
+
+use crate::error::{Result, RoseTreeError};
+use crate::math::{ln_gamma, log1m_exp, log_add_exp};
+
+/// How the mixing proportion `π_T` of a node is set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mixing {
+    /// BRT's rule, `π_T = 1 − (1 − γ)^(n_c − 1)` for a node with `n_c` children (eq 1.7).
+    Brt {
+        /// `γ ∈ (0, 1)`.
+        gamma: f64,
+    },
+    /// A constant `π_T = γ`: BHC-γ on binary trees, BRT-γ on rose trees.
+    Gamma {
+        /// `γ ∈ (0, 1)`.
+        gamma: f64,
+    },
+    /// The Dirichlet-process rule of Heller & Ghahramani: `d_leaf = a`,
+    /// `d_T = a Γ(n_T) + Π d_child`, `π_T = a Γ(n_T) / d_T` (BHC-DP; BRT-DP on rose trees).
+    Dp {
+        /// The DP concentration `a > 0`.
+        alpha: f64,
+    },
+}
+
+/// The prior terms of one internal node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodePrior {
+    /// `ln π_T`.
+    pub log_pi: f64,
+    /// `ln(1 − π_T)`.
+    pub log_1m_pi: f64,
+    /// `ln d_T` for [`Mixing::Dp`]; `0` otherwise.
+    pub log_d: f64,
+}
+
+impl Mixing {
+    /// Checks the parameter's domain.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `gamma` unless `0 < γ < 1`, and on `dp_alpha`
+    /// unless `a` is finite and positive.
+    pub fn check(&self) -> Result<()> {
+        match *self {
+            Self::Brt { gamma } | Self::Gamma { gamma } => {
+                if !(gamma > 0.0 && gamma < 1.0) {
+                    return Err(RoseTreeError::param(
+                        "gamma",
+                        format!("must lie strictly between 0 and 1, got {gamma}"),
+                    ));
+                }
+            }
+            Self::Dp { alpha } => {
+                if !(alpha.is_finite() && alpha > 0.0) {
+                    return Err(RoseTreeError::param(
+                        "dp_alpha",
+                        format!("must be finite and > 0, got {alpha}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `ln d` of a leaf (only [`Mixing::Dp`] uses it).
+    pub fn leaf_log_d(&self) -> f64 {
+        match *self {
+            Self::Dp { alpha } => alpha.ln(),
+            _ => 0.0,
+        }
+    }
+
+    /// The prior of an internal node with `n_children` children and `n_leaves` leaves whose
+    /// children have `Σ ln d = sum_log_d_children` (ignored unless [`Mixing::Dp`]).
+    #[inline]
+    pub fn node_prior(&self, n_children: usize, n_leaves: usize, sum_log_d_children: f64) -> NodePrior {
+        match *self {
+            Self::Brt { gamma } => {
+                // ln(1 − π) = (n_c − 1) ln(1 − γ); ln π = ln(1 − e^{that}) computed stably.
+                let log_1m_pi = (n_children as f64 - 1.0) * (-gamma).ln_1p();
+                NodePrior { log_pi: log1m_exp(log_1m_pi), log_1m_pi, log_d: 0.0 }
+            }
+            Self::Gamma { gamma } => {
+                NodePrior { log_pi: gamma.ln(), log_1m_pi: (-gamma).ln_1p(), log_d: 0.0 }
+            }
+            Self::Dp { alpha } => {
+                let log_a_gamma = alpha.ln() + ln_gamma(n_leaves as f64);
+                let log_d = log_add_exp(log_a_gamma, sum_log_d_children);
+                NodePrior {
+                    log_pi: log_a_gamma - log_d,
+                    log_1m_pi: sum_log_d_children - log_d,
+                    log_d,
+                }
+            }
+        }
+    }
+
+    /// Whether `π_T` depends on anything beyond the node's own child count (true for DP,
+    /// whose `d_T` carries information from the whole subtree).
+    pub fn depends_on_subtree(&self) -> bool {
+        matches!(self, Self::Dp { .. })
+    }
+}
+
+/// `ln p(leaves(T) | T) = ln[π f + (1 − π) Π p(children)]` (eq 1.5).
+#[inline]
+pub fn node_log_p(prior: &NodePrior, log_f: f64, sum_log_p_children: f64) -> f64 {
+    log_add_exp(prior.log_pi + log_f, prior.log_1m_pi + sum_log_p_children)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brt_rule_matches_eq_1_7() {
+        let m = Mixing::Brt { gamma: 0.3 };
+        for c in 2..12 {
+            let p = m.node_prior(c, 40, 0.0);
+            let pi = 1.0 - 0.7_f64.powi(c as i32 - 1);
+            assert!((p.log_pi - pi.ln()).abs() < 1e-13);
+            assert!((p.log_1m_pi - (1.0 - pi).ln()).abs() < 1e-13);
+        }
+    }
+
+    #[test]
+    fn gamma_and_brt_agree_on_binary_nodes() {
+        let (a, b) = (Mixing::Gamma { gamma: 0.42 }, Mixing::Brt { gamma: 0.42 });
+        let (pa, pb) = (a.node_prior(2, 7, 0.0), b.node_prior(2, 7, 0.0));
+        assert!((pa.log_pi - pb.log_pi).abs() < 1e-15);
+        assert!((pa.log_1m_pi - pb.log_1m_pi).abs() < 1e-15);
+    }
+
+    #[test]
+    fn dp_rule_reproduces_crp_weights_for_a_cherry() {
+        // Two leaves: d = a Γ(2) + a², π = a / (a + a²) = 1 / (1 + a).
+        let a = 2.5;
+        let m = Mixing::Dp { alpha: a };
+        let p = m.node_prior(2, 2, 2.0 * m.leaf_log_d());
+        assert!((p.log_pi - (1.0 / (1.0 + a)).ln()).abs() < 1e-14);
+        assert!((p.log_d - (a + a * a).ln()).abs() < 1e-14);
+        assert!((p.log_pi.exp() + p.log_1m_pi.exp() - 1.0).abs() < 1e-14);
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        assert!(Mixing::Brt { gamma: 0.0 }.check().is_err());
+        assert!(Mixing::Gamma { gamma: 1.0 }.check().is_err());
+        assert!(Mixing::Brt { gamma: f64::NAN }.check().is_err());
+        assert!(Mixing::Dp { alpha: -1.0 }.check().is_err());
+        assert!(Mixing::Dp { alpha: 0.5 }.check().is_ok());
+    }
+}

@@ -1,0 +1,36 @@
+//! # rosetree
+//!
+//! Bayesian hierarchical clustering with non-binary trees: Bayesian rose trees (Blundell, Teh
+//! & Heller 2010) and their binary special case, Bayesian hierarchical clustering (Heller &
+//! Ghahramani 2005), over conjugate cluster models kept as sufficient statistics.
+//!
+//! The crate is a plain Rust library; the Python package `rosetree` is built from it with the
+//! `python` feature.
+//!
+//! ```
+//! use ndarray::array;
+//! use rosetree::brt::{self, BrtParams, Mixing};
+//! use rosetree::models::BetaBernoulli;
+//!
+//! let x = array![
+//!     [1., 1., 0., 0.], [1., 1., 0., 0.], [1., 1., 1., 0.],
+//!     [0., 0., 1., 1.], [0., 0., 1., 1.],
+//! ];
+//! let model = BetaBernoulli::new(&[1.0], &[1.0], 4)?;
+//! let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view())?;
+//! println!("{}  ln p(D|T) = {:.3}", tree.to_newick(None), tree.log_evidence());
+//! # Ok::<(), rosetree::RoseTreeError>(())
+//! ```
+
+pub mod brt;
+pub mod error;
+pub mod math;
+pub mod models;
+pub mod parallel;
+pub mod tree;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::{Result, RoseTreeError};
+pub use tree::{Node, Partition, RoseTree, Topology};
