@@ -1,0 +1,143 @@
+//! The `rosetree._core` extension module. Each function converts its arguments, computes
+//! the leaf statistics while attached (NumPy memory is only read then), detaches for the
+//! search, and converts the result back.
+
+mod errors;
+mod models;
+mod tree;
+
+use numpy::PyReadonlyArray2;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::brt::{self, BrtParams, Mixing};
+use crate::error::RoseTreeError;
+use crate::models::ClusterModel;
+use crate::tree::Topology;
+use models::{build_model, with_model};
+use tree::PyRoseTree;
+
+fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
+    let m = match mixing {
+        "brt" => Mixing::Brt { gamma },
+        "gamma" => Mixing::Gamma { gamma },
+        "dp" => Mixing::Dp { alpha: dp_alpha },
+        other => {
+            return Err(RoseTreeError::param(
+                "mixing",
+                format!("must be \"brt\", \"gamma\" or \"dp\", got {other:?}"),
+            )
+            .into());
+        }
+    };
+    m.check()?;
+    Ok(m)
+}
+
+/// Polls Python's signal handlers (Ctrl-C) from a detached thread.
+fn interrupted() -> bool {
+    Python::attach(|py| py.check_signals().is_err())
+}
+
+/// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `x`.
+#[pyfunction]
+#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_brt(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    model: &Bound<'_, PyDict>,
+    mixing: &str,
+    gamma: f64,
+    dp_alpha: f64,
+    binary: bool,
+    contract: bool,
+    n_jobs: Option<usize>,
+) -> PyResult<PyRoseTree> {
+    let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
+    let params = BrtParams { mixing, binary, contract, n_threads: n_jobs };
+    params.check()?;
+    let x = x.as_array();
+    let model = build_model(model, x)?;
+    with_model!(model, m => {
+        m.prepare(x.nrows());
+        let leaves = m.leaf_stats_all(x)?;
+        let tree = py.detach(|| brt::fit_stats(&m, &params, leaves, &interrupted))?;
+        Ok(tree.into())
+    })
+}
+
+/// `ln p(D | T)` and the per-node quantities of a given tree, described by the child lists
+/// of its internal nodes (ids as in `rosetree.RoseTree`).
+#[pyfunction]
+#[pyo3(signature = (x, model, internal, *, mixing, gamma, dp_alpha))]
+fn evaluate_tree(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    model: &Bound<'_, PyDict>,
+    internal: Vec<Vec<usize>>,
+    mixing: &str,
+    gamma: f64,
+    dp_alpha: f64,
+) -> PyResult<PyRoseTree> {
+    let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
+    let x = x.as_array();
+    let topology = Topology::new(x.nrows(), internal)?;
+    let model = build_model(model, x)?;
+    with_model!(model, m => {
+        m.prepare(x.nrows());
+        let leaves = m.leaf_stats_all(x)?;
+        let tree = py.detach(|| brt::evaluate(&m, &mixing, &topology, &leaves))?;
+        Ok(tree.into())
+    })
+}
+
+/// The maximum-likelihood rose tree by exhaustive search.
+#[pyfunction]
+#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary))]
+fn optimal_tree(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    model: &Bound<'_, PyDict>,
+    mixing: &str,
+    gamma: f64,
+    dp_alpha: f64,
+    binary: bool,
+) -> PyResult<PyRoseTree> {
+    let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
+    let x = x.as_array();
+    let model = build_model(model, x)?;
+    with_model!(model, m => {
+        m.prepare(x.nrows());
+        let leaves = m.leaf_stats_all(x)?;
+        let tree = py.detach(|| brt::optimal_tree(&m, &mixing, binary, &leaves))?;
+        Ok(tree.into())
+    })
+}
+
+/// `ln f(D)` of all rows of `x` as one cluster.
+#[pyfunction]
+fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyDict>) -> PyResult<f64> {
+    let x = x.as_array();
+    let model = build_model(model, x)?;
+    with_model!(model, m => {
+        m.prepare(x.nrows());
+        let leaves = m.leaf_stats_all(x)?;
+        let mut it = leaves.into_iter();
+        let first = it.next().ok_or_else(|| RoseTreeError::param("X", "needs at least one row"))?;
+        let all = it.fold(first, |acc, s| m.merge(&acc, &s));
+        Ok(m.log_marginal(&all)?)
+    })
+}
+
+/// The compiled core of rosetree.
+#[pymodule(gil_used = false)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRoseTree>()?;
+    m.add_function(wrap_pyfunction!(fit_brt, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(optimal_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! Cluster-model specifications from Python (plain dicts built by `rosetree.config`).
+
+use ndarray::ArrayView2;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::error::RoseTreeError;
+use crate::models::{BetaBernoulli, DEFAULT_KAPPA0, DirichletMultinomial, NormalInverseWishart};
+
+/// The cluster models the bindings can build.
+pub(crate) enum AnyModel {
+    Bernoulli(BetaBernoulli),
+    Gaussian(NormalInverseWishart),
+    Counts(DirichletMultinomial),
+}
+
+/// Runs `$body` with `$m` bound to the concrete model, so generic engine code is
+/// monomorphised once per family.
+macro_rules! with_model {
+    ($model:expr, $m:ident => $body:expr) => {
+        match $model {
+            $crate::python::models::AnyModel::Bernoulli(mut $m) => $body,
+            $crate::python::models::AnyModel::Gaussian(mut $m) => $body,
+            $crate::python::models::AnyModel::Counts(mut $m) => $body,
+        }
+    };
+}
+pub(crate) use with_model;
+
+fn get<'py, T: FromPyObjectOwned<'py>>(spec: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    match spec.get_item(key)? {
+        Some(v) => v.extract().map_err(Into::into),
+        None => Err(RoseTreeError::param(key, "missing from the model specification").into()),
+    }
+}
+
+use pyo3::conversion::FromPyObjectOwned;
+
+/// Builds the model described by `spec` for data `x` (whose shape fixes the dimension, and
+/// whose values give the data-driven defaults of the Normal–inverse-Wishart prior).
+pub(crate) fn build_model(spec: &Bound<'_, PyDict>, x: ArrayView2<'_, f64>) -> PyResult<AnyModel> {
+    let d = x.ncols();
+    let family: String = get(spec, "family")?;
+    Ok(match family.as_str() {
+        "bernoulli" => {
+            let alpha: Vec<f64> = get(spec, "alpha")?;
+            let beta: Vec<f64> = get(spec, "beta")?;
+            AnyModel::Bernoulli(BetaBernoulli::new(&alpha, &beta, d)?)
+        }
+        "dirichlet_multinomial" => {
+            let alpha: Vec<f64> = get(spec, "alpha")?;
+            let coefficient: bool = get(spec, "multinomial_coefficient")?;
+            AnyModel::Counts(DirichletMultinomial::new(&alpha, d, coefficient)?)
+        }
+        "normal_inverse_wishart" => {
+            let mu0: Option<Vec<f64>> = get(spec, "mu0")?;
+            let kappa0: Option<f64> = get(spec, "kappa0")?;
+            let nu0: Option<f64> = get(spec, "nu0")?;
+            let psi0: Option<Vec<f64>> = get(spec, "psi0")?;
+            let kappa0 = kappa0.unwrap_or(DEFAULT_KAPPA0);
+            let nu0 = nu0.unwrap_or(d as f64 + 2.0);
+            // Only the data-driven parts of the default prior need the data.
+            let (mu0, psi0) = match (mu0, psi0) {
+                (Some(mu0), Some(psi0)) => (mu0, psi0),
+                (mu0, psi0) => {
+                    let defaults = NormalInverseWishart::from_data(x, Some(kappa0), Some(nu0))?;
+                    (
+                        mu0.unwrap_or_else(|| defaults.mu0().to_vec()),
+                        psi0.unwrap_or_else(|| defaults.psi0().to_vec()),
+                    )
+                }
+            };
+            if mu0.len() != d {
+                return Err(RoseTreeError::param(
+                    "mu0",
+                    format!("expected {d} values (one per feature), got {}", mu0.len()),
+                )
+                .into());
+            }
+            AnyModel::Gaussian(NormalInverseWishart::new(mu0, kappa0, nu0, psi0)?)
+        }
+        other => {
+            return Err(RoseTreeError::param("model", format!("unknown model family {other:?}")).into());
+        }
+    })
+}
