@@ -1,0 +1,47 @@
+"""rosetree: Bayesian rose trees and Bayesian hierarchical clustering.
+
+Non-binary hierarchical clusterings with a probabilistic meaning (Blundell, Teh & Heller
+2010), and their binary special case (Heller & Ghahramani 2005), computed by a Rust core.
+
+>>> import rosetree as rt
+>>> animals = rt.datasets.load_animals()
+>>> est = rt.BayesianRoseTree(model=rt.BetaBernoulli(), mixing="brt", gamma=0.5)
+>>> est = est.fit(animals.data)
+>>> print(est.tree_.format(labels=animals.names))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from . import datasets
+from ._core import __version__
+from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
+from .estimators import BayesianRoseTree
+from .exceptions import (
+    InvalidDataError,
+    InvalidParameterError,
+    InvalidTreeError,
+    NumericalError,
+    RoseTreeError,
+)
+from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
+from .tree import RoseTree
+
+__all__ = [
+    "BayesianRoseTree",
+    "BetaBernoulli",
+    "ClusterModel",
+    "DirichletMultinomial",
+    "InvalidDataError",
+    "InvalidParameterError",
+    "InvalidTreeError",
+    "NormalInverseWishart",
+    "NumericalError",
+    "RoseTree",
+    "RoseTreeError",
+    "__version__",
+    "datasets",
+    "evaluate_tree",
+    "excess_bits",
+    "log_evidence",
+    "optimal_tree",
+]

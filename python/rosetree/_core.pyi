@@ -1,0 +1,51 @@
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class RoseTree:
+    @property
+    def n_leaves(self) -> int: ...
+    @property
+    def log_evidence(self) -> float: ...
+    def children(self) -> list[list[int]]: ...
+    def sizes(self) -> npt.NDArray[np.uintp]: ...
+    def log_f(self) -> npt.NDArray[np.float64]: ...
+    def log_p(self) -> npt.NDArray[np.float64]: ...
+    def log_pi(self) -> npt.NDArray[np.float64]: ...
+    def n_partitions_log10(self) -> float: ...
+    def partitions(self, limit: int) -> list[tuple[list[int], float]]: ...
+    def to_newick(self, labels: list[str] | None = None) -> str: ...
+
+def fit_brt(
+    x: npt.NDArray[np.float64],
+    model: dict[str, Any],
+    *,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+    binary: bool,
+    contract: bool,
+    n_jobs: int | None = None,
+) -> RoseTree: ...
+def evaluate_tree(
+    x: npt.NDArray[np.float64],
+    model: dict[str, Any],
+    internal: list[list[int]],
+    *,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+) -> RoseTree: ...
+def optimal_tree(
+    x: npt.NDArray[np.float64],
+    model: dict[str, Any],
+    *,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+    binary: bool,
+) -> RoseTree: ...
+def log_marginal(x: npt.NDArray[np.float64], model: dict[str, Any]) -> float: ...

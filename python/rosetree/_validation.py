@@ -1,0 +1,68 @@
+"""Input coercion shared by the estimators and functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .exceptions import InvalidDataError, InvalidParameterError
+
+__all__ = ["check_array", "check_n_jobs"]
+
+
+def check_array(X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a C-contiguous 2-D float64 array, or raise naming the problem.
+
+    Accepts anything :func:`numpy.asarray` accepts, pandas DataFrames (their values), and
+    SciPy sparse matrices (densified). NaN marks a missing entry where ``allow_nan``; the
+    cluster model decides whether it supports missing entries. Infinite values are rejected
+    here, with their row and column.
+    """
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse, without importing scipy
+        X = X.toarray()
+    elif hasattr(X, "to_numpy") and hasattr(X, "columns"):  # pandas.DataFrame
+        X = X.to_numpy()
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(f"{name} could not be read as a numeric array: {exc}") from None
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+    ):
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InvalidDataError(
+                f"{name} must be numeric; got an array of dtype {arr.dtype}"
+            ) from None
+    if np.iscomplexobj(arr):
+        raise InvalidDataError(f"{name} must be real-valued; got complex values")
+    if arr.ndim != 2:
+        raise InvalidDataError(
+            f"{name} must be a 2-D array (rows are data items), got {arr.ndim}-D with shape "
+            f"{arr.shape}; reshape a single feature with X.reshape(-1, 1)"
+        )
+    n, d = arr.shape
+    if n < min_rows:
+        raise InvalidDataError(f"{name} needs at least {min_rows} rows, got {n}")
+    if d == 0:
+        raise InvalidDataError(f"{name} needs at least one column, got 0")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    bad = np.isinf(arr) if allow_nan else ~np.isfinite(arr)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        what = "an infinite value" if np.isinf(arr[row, col]) else "NaN"
+        raise InvalidDataError(f"{name} has {what} in row {row}, column {col}", row, col)
+    return arr
+
+
+def check_n_jobs(n_jobs: Any) -> int | None:
+    """Map scikit-learn's ``n_jobs`` to a thread count (``None``: every core)."""
+    if n_jobs is None or n_jobs == -1:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
+        raise InvalidParameterError(
+            f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}", "n_jobs"
+        )
+    return int(n_jobs)

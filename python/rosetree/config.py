@@ -1,0 +1,173 @@
+"""Cluster-model configuration: frozen values that describe a conjugate prior.
+
+They hold hyperparameters only; the Rust core validates them when a model is fitted, and the
+error names the hyperparameter at fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .exceptions import InvalidParameterError
+
+__all__ = ["BetaBernoulli", "ClusterModel", "DirichletMultinomial", "NormalInverseWishart"]
+
+
+def _vector(name: str, value: Any) -> list[float]:
+    """A scalar or 1-D hyperparameter as a list of floats."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a number or a 1-D array of numbers", name) from None
+    if arr.ndim > 1:
+        raise InvalidParameterError(f"{name} must be a scalar or 1-D, got shape {arr.shape}", name)
+    return [float(v) for v in np.atleast_1d(arr)]
+
+
+def _optional_scalar(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}", name) from None
+
+
+class ClusterModel:
+    """Base of the cluster models :math:`f(D)` (BRT eq 1.1) that rosetree can fit."""
+
+    #: Whether NaN entries (missing values) are marginalised out by this model.
+    supports_missing: bool = False
+
+    def _spec(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def log_marginal(self, X: Any) -> float:
+        r""":math:`\ln f(D)` (BRT eq 1.1) of all rows of ``X`` taken as one cluster.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        float
+        """
+        from . import _core
+        from ._validation import check_array
+
+        return float(_core.log_marginal(check_array(X, min_rows=1), self._spec()))
+
+
+@dataclass(frozen=True)
+class BetaBernoulli(ClusterModel):
+    r"""Independent beta–Bernoulli features for binary data (BRT eq 1.19).
+
+    .. math:: f(D) = \prod_{i=1}^{d} \frac{B(\alpha_i + k_i,\ \beta_i + N_i - k_i)}{B(\alpha_i, \beta_i)}
+
+    where :math:`k_i` counts the ones and :math:`N_i` the observed entries of column *i*.
+
+    Parameters
+    ----------
+    alpha : float or array_like of shape (n_features,), default=1.0
+        Pseudo-count of ones per feature (prior mean of :math:`P(x_i = 1)` is
+        :math:`\alpha_i / (\alpha_i + \beta_i)`).
+    beta : float or array_like of shape (n_features,), default=1.0
+        Pseudo-count of zeros per feature.
+
+    Notes
+    -----
+    Entries must be 0 or 1. NaN marks a missing entry, which is marginalised out.
+    """
+
+    alpha: float | ArrayLike = 1.0
+    beta: float | ArrayLike = 1.0
+    supports_missing = True
+
+    def _spec(self) -> dict[str, Any]:
+        return {
+            "family": "bernoulli",
+            "alpha": _vector("alpha", self.alpha),
+            "beta": _vector("beta", self.beta),
+        }
+
+
+@dataclass(frozen=True)
+class NormalInverseWishart(ClusterModel):
+    r"""Multivariate Gaussian clusters with a conjugate Normal–inverse-Wishart prior.
+
+    :math:`\Sigma \sim \mathcal{IW}(\Psi_0, \nu_0)`, :math:`\mu \mid \Sigma \sim
+    \mathcal{N}(\mu_0, \Sigma / \kappa_0)`, :math:`x \sim \mathcal{N}(\mu, \Sigma)`.
+
+    Parameters
+    ----------
+    mu0 : array_like of shape (n_features,), optional
+        Prior mean. Default: the column means of the data.
+    kappa0 : float, optional
+        Prior pseudo-count of the mean (the BRT paper's *r*). Default: 0.01, a vague prior on
+        where clusters lie.
+    nu0 : float, optional
+        Degrees of freedom, ``nu0 > n_features - 1``. Default: ``n_features + 2``.
+    psi0 : array_like of shape (n_features, n_features), optional
+        Scale matrix, symmetric positive definite (the paper's Wishart scale *S* is
+        ``inv(psi0)``). Default: ``(nu0 - n_features - 1)`` times the data covariance (with a
+        small ridge), so that the prior mean of :math:`\Sigma` is the data covariance.
+
+    Notes
+    -----
+    Missing values are not supported.
+    """
+
+    mu0: ArrayLike | None = None
+    kappa0: float | None = None
+    nu0: float | None = None
+    psi0: ArrayLike | None = None
+
+    def _spec(self) -> dict[str, Any]:
+        psi0 = None
+        if self.psi0 is not None:
+            arr = np.asarray(self.psi0, dtype=np.float64)
+            if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+                raise InvalidParameterError(f"psi0 must be a square matrix, got shape {arr.shape}", "psi0")
+            psi0 = [float(v) for v in arr.ravel()]
+        return {
+            "family": "normal_inverse_wishart",
+            "mu0": None if self.mu0 is None else _vector("mu0", self.mu0),
+            "kappa0": _optional_scalar("kappa0", self.kappa0),
+            "nu0": _optional_scalar("nu0", self.nu0),
+            "psi0": psi0,
+        }
+
+
+@dataclass(frozen=True)
+class DirichletMultinomial(ClusterModel):
+    r"""Dirichlet–multinomial clusters for rows of counts (word counts, say).
+
+    .. math:: \ln f(D) = \ln\Gamma(A) - \ln\Gamma(A + N)
+              + \sum_k [\ln\Gamma(\alpha_k + c_k) - \ln\Gamma(\alpha_k)]
+
+    with :math:`A = \sum_k \alpha_k`, :math:`c_k` the column totals and :math:`N` the total.
+
+    Parameters
+    ----------
+    alpha : float or array_like of shape (n_features,), default=1.0
+        Dirichlet concentration per category.
+    multinomial_coefficient : bool, default=False
+        Add :math:`\sum_\text{rows} \ln(N_r! / \prod_k x_{rk}!)`. It adds the same constant to
+        every tree, so it never changes which tree is found; include it to report the
+        probability of the counts rather than of one ordering of the tokens.
+    """
+
+    alpha: float | ArrayLike = 1.0
+    multinomial_coefficient: bool = False
+
+    def _spec(self) -> dict[str, Any]:
+        return {
+            "family": "dirichlet_multinomial",
+            "alpha": _vector("alpha", self.alpha),
+            "multinomial_coefficient": bool(self.multinomial_coefficient),
+        }

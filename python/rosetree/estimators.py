@@ -1,0 +1,188 @@
+"""Scikit-learn–style estimators."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._validation import check_array, check_n_jobs
+from .config import BetaBernoulli, ClusterModel
+from .exceptions import InvalidParameterError
+from .tree import RoseTree
+
+__all__ = ["BayesianRoseTree"]
+
+_MIXINGS = ("brt", "gamma", "dp")
+
+
+class _ParamsMixin:
+    """``get_params`` / ``set_params`` from the ``__init__`` signature, as in scikit-learn."""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values() if p.name != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Parameters of this estimator, by name."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> _ParamsMixin:
+        """Set parameters by name; returns the estimator."""
+        valid = set(self._param_names())
+        for name, value in params.items():
+            if name not in valid:
+                raise InvalidParameterError(
+                    f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}",
+                    name,
+                )
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def resolve_model(model: Any) -> ClusterModel:
+    """The cluster model to use (``None`` means :class:`BetaBernoulli` with defaults)."""
+    if model is None:
+        return BetaBernoulli()
+    if not isinstance(model, ClusterModel):
+        raise InvalidParameterError(
+            "model must be a rosetree cluster model such as rt.BetaBernoulli(), "
+            f"rt.NormalInverseWishart() or rt.DirichletMultinomial(); got {model!r}",
+            "model",
+        )
+    return model
+
+
+def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
+    """Keyword arguments of the core functions for a mixing rule, checked for type."""
+    if mixing not in _MIXINGS:
+        raise InvalidParameterError(f"mixing must be one of {_MIXINGS}, got {mixing!r}", "mixing")
+    out: dict[str, Any] = {"mixing": mixing}
+    for name, value in (("gamma", gamma), ("dp_alpha", dp_alpha)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
+        out[name] = float(value)
+    return out
+
+
+class BayesianRoseTree(_ParamsMixin):
+    r"""Greedy Bayesian rose tree (Blundell, Teh & Heller 2010), or BHC with ``binary=True``.
+
+    The tree is a mixture over the partitions of the data consistent with it (BRT eq 1.4),
+    computed by the recursion :math:`p(D \mid T) = \pi_T f(D) + (1 - \pi_T) \prod_i p(D_i
+    \mid T_i)` (eq 1.5). It is built by greedy agglomeration: at each step the pair of trees
+    and the merge (join, absorb, collapse) with the highest likelihood ratio (eq 1.23) is
+    taken.
+
+    Parameters
+    ----------
+    model : ClusterModel, default=None
+        The cluster model :math:`f(D)`: :class:`BetaBernoulli` (the default),
+        :class:`NormalInverseWishart` or :class:`DirichletMultinomial`.
+    mixing : {"brt", "gamma", "dp"}, default="brt"
+        How :math:`\pi_T` is set: ``"brt"`` is :math:`1 - (1 - \gamma)^{n_c - 1}` for a node
+        with :math:`n_c` children (eq 1.7); ``"gamma"`` is the constant :math:`\gamma`;
+        ``"dp"`` is Heller & Ghahramani's Dirichlet-process rule with concentration
+        ``dp_alpha``.
+    gamma : float, default=0.5
+        :math:`\gamma \in (0, 1)` for the ``"brt"`` and ``"gamma"`` rules.
+    dp_alpha : float, default=1.0
+        DP concentration for ``mixing="dp"``.
+    binary : bool, default=False
+        Consider joins only: Bayesian hierarchical clustering (BHC-γ with ``"gamma"`` or
+        ``"brt"``, which coincide on binary trees; BHC-DP with ``"dp"``).
+    contract : bool, default=False
+        After the greedy search, contract every edge whose removal raises
+        :math:`p(D \mid T)`, until none does.
+    n_jobs : int, default=None
+        Threads for pair scoring; ``None`` or ``-1`` uses every core. The tree does not
+        depend on it.
+
+    Attributes
+    ----------
+    tree_ : RoseTree
+        The fitted tree.
+    log_evidence_ : float
+        :math:`\ln p(D \mid T)` of the fitted tree (eq 1.5). For ``mixing="dp"`` this is the
+        tree's own marginal likelihood, not the DP lower bound.
+    labels_ : ndarray of shape (n_samples,)
+        Flat clustering read off the tree by :meth:`RoseTree.cut`: descending from the root,
+        a node whose posterior :math:`r_T \ge 0.5` (eq 1.26) is one cluster.
+    n_features_in_ : int
+        Number of columns seen in :meth:`fit`.
+    feature_names_in_ : ndarray of str
+        Column names, when ``X`` was a pandas DataFrame.
+
+    Examples
+    --------
+    >>> import numpy as np, rosetree as rt
+    >>> X = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]])
+    >>> est = rt.BayesianRoseTree(model=rt.BetaBernoulli(alpha=1.0, beta=1.0)).fit(X)
+    >>> est.tree_.to_nested()
+    [[0, 1], [2, 3]]
+    """
+
+    def __init__(
+        self,
+        model: ClusterModel | None = None,
+        *,
+        mixing: str = "brt",
+        gamma: float = 0.5,
+        dp_alpha: float = 1.0,
+        binary: bool = False,
+        contract: bool = False,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.model = model
+        self.mixing = mixing
+        self.gamma = gamma
+        self.dp_alpha = dp_alpha
+        self.binary = binary
+        self.contract = contract
+        self.n_jobs = n_jobs
+
+    def fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
+        """Build the tree over the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+            Data rows (NumPy array, nested lists, pandas DataFrame). NaN marks a missing
+            entry where the model supports it.
+        y : ignored
+
+        Returns
+        -------
+        self : BayesianRoseTree
+        """
+        model = resolve_model(self.model)
+        kwargs = mixing_args(self.mixing, self.gamma, self.dp_alpha)
+        n_jobs = check_n_jobs(self.n_jobs)
+        names = getattr(X, "columns", None)
+        X = check_array(X)
+        core = _core.fit_brt(
+            X,
+            model._spec(),
+            binary=bool(self.binary),
+            contract=bool(self.contract),
+            n_jobs=n_jobs,
+            **kwargs,
+        )
+        self.tree_ = RoseTree(core)
+        self.log_evidence_ = self.tree_.log_evidence
+        self.labels_ = self.tree_.cut()
+        self.n_features_in_ = X.shape[1]
+        if names is not None:
+            self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
+        return self
+
+    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
+        """Fit and return :attr:`labels_`."""
+        return self.fit(X).labels_

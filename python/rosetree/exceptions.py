@@ -1,0 +1,57 @@
+"""Exceptions raised by rosetree, from Python and from the Rust core alike.
+
+Every error about user input is a :class:`ValueError` subclass that names the parameter or
+the row at fault, so ``except ValueError`` keeps working for code written against other
+libraries.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidDataError",
+    "InvalidParameterError",
+    "InvalidTreeError",
+    "NumericalError",
+    "RoseTreeError",
+]
+
+
+class RoseTreeError(Exception):
+    """Base class of every exception rosetree raises on purpose."""
+
+
+class InvalidParameterError(RoseTreeError, ValueError):
+    """A hyperparameter or option is outside its domain.
+
+    Attributes
+    ----------
+    parameter : str or None
+        The parameter's name as the user spells it.
+    """
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class InvalidDataError(RoseTreeError, ValueError):
+    """The data cannot be used with the chosen cluster model.
+
+    Attributes
+    ----------
+    row, column : int or None
+        Zero-based position of the offending entry, where one entry is at fault.
+    """
+
+    def __init__(self, message: str, row: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.row = row
+        self.column = column
+
+
+class InvalidTreeError(RoseTreeError, ValueError):
+    """A tree given by the user is not a rose tree over the data's rows."""
+
+
+class NumericalError(RoseTreeError, ArithmeticError):
+    """A computation produced a non-finite number where a finite one was required."""
