@@ -1,0 +1,43 @@
+import json
+
+import numpy as np
+import pytest
+
+from rosetree.cli import main
+
+
+def test_demo_prints_tree_and_evidence(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "Elephant" in out and "log evidence" in out and "partitions" in out
+
+
+def test_fit_csv_with_labels_and_outputs(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    rows = ["name,kind,a,b,c", "x,p,1,1,0", "y,p,1,1,0", "z,q,0,0,1", "w,q,0,1,1"]
+    data.write_text("\n".join(rows) + "\n")
+    nwk, js = tmp_path / "t.nwk", tmp_path / "t.json"
+    code = main(["fit", str(data), "--labels", "name", "--ignore", "kind",
+                 "--newick", str(nwk), "--json", str(js)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "log evidence" in out
+    assert nwk.read_text().strip() in {"((x,y),(z,w));", "((z,w),(x,y));"}
+    doc = json.loads(js.read_text())
+    assert doc["n_leaves"] == 4 and np.isfinite(doc["log_evidence"])
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "message"),
+    [
+        (["a,b", "1,x", "0,1"], [], "not a number"),
+        (["a,b", "1,0.5", "0,1"], [], "row 0"),
+        (["a,b", "1,0", "0,1"], ["--labels", "nope"], "not in"),
+        (["a,b", "1,0", "0,1"], ["--gamma", "2"], "gamma"),
+    ],
+)
+def test_errors_are_reported_not_raised(tmp_path, capsys, rows, extra, message):
+    data = tmp_path / "d.csv"
+    data.write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(data), *extra]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,227 @@
+"""The public Python API: estimator contract, tree conversions, bad input."""
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+from scipy.cluster import hierarchy
+
+import rosetree as rt
+from rosetree.testing import assert_valid_tree
+
+BLOCKS = np.array(
+    [[1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0],
+     [0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1]], dtype=float,
+)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return rt.datasets.load_toy()
+
+
+def test_contract_from_the_readme():
+    est = rt.BayesianRoseTree(model=rt.BetaBernoulli(alpha=1.0, beta=1.0), mixing="brt", gamma=0.5, binary=False)
+    assert est.fit(BLOCKS) is est
+    assert isinstance(est.tree_, rt.RoseTree)
+    assert est.tree_.to_nested() == [[0, 1, 2], [3, 4, 5]]
+    assert est.log_evidence_ == pytest.approx(est.tree_.log_evidence)
+    assert est.log_evidence_ == pytest.approx(rt.log_evidence(BLOCKS, [[0, 1, 2], [3, 4, 5]]))
+    assert list(est.labels_) == [0, 0, 0, 1, 1, 1]
+    assert est.tree_.n_partitions() == 1 + 2 * 2
+    assert est.tree_.n_partitions(log10=True) == pytest.approx(np.log10(5))
+    assert est.tree_.to_newick() == "((0,1,2),(3,4,5));"
+    assert est.n_features_in_ == 6
+
+
+def test_bhc_is_binary_and_rose_tree_is_simpler_on_toy(toy):
+    brt = rt.BayesianRoseTree(mixing="brt").fit(toy.data)
+    bhc = rt.BayesianRoseTree(mixing="gamma", binary=True).fit(toy.data)
+    assert all(len(bhc.tree_.children[v]) == 2 for v in bhc.tree_.internal_nodes)
+    for est in (brt, bhc):
+        assert_valid_tree(est.tree_)
+    # BRT explains the three blocks with far fewer partitions (BRT Table 1.3: 10^1 vs 10^4).
+    assert brt.tree_.n_partitions(log10=True) < bhc.tree_.n_partitions(log10=True) - 2
+    # Rows with at least two ones in their class's block are unambiguous: the flat
+    # clustering puts them together by class, and apart from the other classes.
+    clear = np.flatnonzero(toy.data.sum(axis=1) >= 2)
+    same_label = brt.labels_[clear][:, None] == brt.labels_[clear][None, :]
+    same_class = toy.target[clear][:, None] == toy.target[clear][None, :]
+    assert (same_label == same_class).all()
+
+
+@pytest.mark.parametrize("mixing", ["brt", "gamma", "dp"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_five_systems_fit_and_report_their_own_evidence(toy, mixing, binary):
+    est = rt.BayesianRoseTree(mixing=mixing, binary=binary, dp_alpha=2.0).fit(toy.data)
+    again = rt.log_evidence(toy.data, est.tree_, mixing=mixing, dp_alpha=2.0, binary=binary)
+    assert est.log_evidence_ == pytest.approx(again, rel=1e-12)
+
+
+def test_to_linkage_is_a_valid_scipy_linkage(toy):
+    tree = rt.BayesianRoseTree().fit(toy.data).tree_
+    Z = tree.to_linkage()
+    assert Z.shape == (47, 4)
+    assert hierarchy.is_valid_linkage(Z)
+    assert hierarchy.is_monotonic(Z)
+    # Cutting the linkage between heights reproduces the tree's top-level split.
+    top = [set(tree.leaves(c)) for c in tree.children[tree.root]]
+    height = max(Z[:, 2]) - 0.5
+    flat = hierarchy.fcluster(Z, t=height, criterion="distance")
+    groups = [set(np.flatnonzero(flat == k)) for k in np.unique(flat)]
+    assert sorted(map(sorted, groups)) == sorted(map(sorted, top))
+
+
+def test_newick_and_json_name_the_leaves():
+    tree = rt.BayesianRoseTree().fit(BLOCKS).tree_
+    names = ["a", "b", "c d", "e", "f", "g"]
+    assert tree.to_newick(names) == "((a,b,'c d'),(e,f,g));"
+    d = tree.to_dict(names)
+    assert d["log_evidence"] == pytest.approx(tree.log_evidence)
+    assert {c["label"] for c in d["root"]["children"][0]["children"]} == {"a", "b", "c d"}
+    assert '"log_evidence"' in tree.to_json(names)
+    with pytest.raises(rt.InvalidParameterError, match="labels"):
+        tree.to_newick(["too", "few"])
+
+
+def test_format_shows_labels_and_log_evidence():
+    text = rt.BayesianRoseTree().fit(BLOCKS).tree_.format(labels=list("abcdef"))
+    assert "log p =" in text and "└── f" in text
+
+
+def test_map_partition_and_cut_on_clear_blocks():
+    tree = rt.BayesianRoseTree().fit(BLOCKS).tree_
+    assert list(tree.map_partition()) == [0, 0, 0, 1, 1, 1]
+    assert list(tree.cut(threshold=1.0)) == list(range(6))
+    assert list(tree.cut(threshold=0.0)) == [0] * 6
+
+
+def test_dataframe_input_keeps_feature_names():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(BLOCKS, columns=[f"f{i}" for i in range(6)])
+    est = rt.BayesianRoseTree().fit(df)
+    assert list(est.feature_names_in_) == list(df.columns)
+    assert est.tree_.to_nested() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_get_and_set_params():
+    est = rt.BayesianRoseTree(gamma=0.3)
+    params = est.get_params()
+    assert params["gamma"] == 0.3 and params["mixing"] == "brt" and params["model"] is None
+    assert est.set_params(gamma=0.7, binary=True) is est
+    assert (est.gamma, est.binary) == (0.7, True)
+    with pytest.raises(rt.InvalidParameterError, match="no parameter 'foo'"):
+        est.set_params(foo=1)
+    assert "gamma=0.7" in repr(est)
+
+
+def test_results_are_deterministic_and_independent_of_threads():
+    X = (np.random.default_rng(0).random((600, 16)) < 0.3).astype(float)
+    trees = [rt.BayesianRoseTree(n_jobs=j).fit(X).tree_ for j in (1, 2, None, 1)]
+    for t in trees[1:]:
+        assert t.children == trees[0].children
+        assert t.log_evidence == trees[0].log_evidence
+
+
+def test_contraction_never_lowers_the_evidence(toy):
+    plain = rt.BayesianRoseTree(binary=True).fit(toy.data)
+    contracted = rt.BayesianRoseTree(binary=True, contract=True).fit(toy.data)
+    assert contracted.log_evidence_ >= plain.log_evidence_
+    assert contracted.tree_.n_nodes <= plain.tree_.n_nodes
+
+
+def test_excess_bits():
+    assert rt.excess_bits([-10.0, -12.0], [-10.0, -12.0 - np.log(2)], 4) == pytest.approx(1 / 8)
+
+
+def test_animals_example_data():
+    ds = rt.datasets.load_animals()
+    assert ds.data.shape == (33, 102) and len(ds.names) == 33
+    est = rt.BayesianRoseTree().fit(ds.data)
+    assert_valid_tree(est.tree_)
+    assert est.log_evidence_ < 0
+
+
+def test_ctrl_c_interrupts_a_long_fit():
+    X = (np.random.default_rng(1).random((6000, 64)) < 0.5).astype(float)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rt.BayesianRoseTree(n_jobs=2).fit(X)
+    finally:
+        timer.cancel()
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    ("X", "match"),
+    [
+        (np.zeros(5), "2-D"),
+        (np.zeros((1, 3)), "at least 2 rows"),
+        (np.zeros((0, 3)), "at least 2 rows"),
+        (np.zeros((3, 0)), "at least one column"),
+        ([["a", "b"], ["c", "d"]], "numeric"),
+        (np.array([[0, 1], [1, np.inf]]), "row 1, column 1"),
+        (np.array([[0, 1], [1, 0]]) + 0j, "real"),
+    ],
+)
+def test_bad_data_raises_invalid_data(X, match):
+    with pytest.raises(rt.InvalidDataError, match=match):
+        rt.BayesianRoseTree().fit(X)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"gamma": 0.0}, "gamma"),
+        ({"gamma": 1.0}, "gamma"),
+        ({"gamma": float("nan")}, "gamma"),
+        ({"gamma": "half"}, "gamma"),
+        ({"mixing": "ward"}, "mixing"),
+        ({"mixing": "dp", "dp_alpha": 0.0}, "dp_alpha"),
+        ({"n_jobs": 0}, "n_jobs"),
+        ({"n_jobs": 1.5}, "n_jobs"),
+        ({"model": "bernoulli"}, "model"),
+    ],
+)
+def test_bad_parameters_name_the_parameter(kwargs, name):
+    with pytest.raises(rt.InvalidParameterError, match=name) as err:
+        rt.BayesianRoseTree(**kwargs).fit(BLOCKS)
+    assert isinstance(err.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("tree", "match"),
+    [
+        ([[0, 1, 2], [3, 4]], "not attached"),
+        ([[0, 1, 2], [3, 4, 4, 5]], "more than once"),
+        ([[0, 1, 2], [3, 4, 6]], "not a row"),
+        ([[0, 1, 2], [3, 4, "5"]], "row indices"),
+        ([[0, 1, 2], []], "empty"),
+    ],
+)
+def test_bad_trees_raise_invalid_tree(tree, match):
+    with pytest.raises(rt.InvalidTreeError, match=match):
+        rt.log_evidence(BLOCKS, tree)
+
+
+def test_binary_flag_rejects_multiway_trees():
+    with pytest.raises(rt.InvalidTreeError, match="binary"):
+        rt.log_evidence(BLOCKS, [[0, 1, 2], [3, 4, 5]], binary=True)
+
+
+def test_exhaustive_search_size_limits():
+    X = np.zeros((13, 2))
+    with pytest.raises(rt.InvalidParameterError, match="2 to 12 rows"):
+        rt.optimal_tree(X)
+    with pytest.raises(rt.InvalidParameterError, match="2 to 8 rows"):
+        rt.optimal_tree(X[:9], mixing="dp")
+
+
+def test_partition_listing_has_a_limit(toy):
+    tree = rt.BayesianRoseTree(binary=True).fit(toy.data).tree_
+    with pytest.raises(rt.InvalidParameterError, match="limit"):
+        tree.partitions(limit=1000)
