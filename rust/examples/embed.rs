@@ -20,7 +20,10 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
 
     for (name, params) in [
         ("BRT", BrtParams::new(Mixing::Brt { gamma: 0.5 })),
-        ("BHC", BrtParams::new(Mixing::Gamma { gamma: 0.5 }).binary(true)),
+        (
+            "BHC",
+            BrtParams::new(Mixing::Gamma { gamma: 0.5 }).binary(true),
+        ),
     ] {
         let tree = brt::fit(&model, &params, x.view())?;
         let out = std::io::Write::write_fmt(

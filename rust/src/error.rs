@@ -55,11 +55,18 @@ pub type Result<T, E = RoseTreeError> = std::result::Result<T, E>;
 impl RoseTreeError {
     /// An [`RoseTreeError::InvalidParameter`] for `name`.
     pub fn param(name: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self::InvalidParameter { name: name.into(), reason: reason.into() }
+        Self::InvalidParameter {
+            name: name.into(),
+            reason: reason.into(),
+        }
     }
 
     /// An [`RoseTreeError::InvalidData`] for one entry.
     pub fn data(row: usize, column: Option<usize>, reason: impl Into<String>) -> Self {
-        Self::InvalidData { row, column, reason: reason.into() }
+        Self::InvalidData {
+            row,
+            column,
+            reason: reason.into(),
+        }
     }
 }

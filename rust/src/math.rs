@@ -48,7 +48,11 @@ pub fn log_sum_exp(xs: &[f64]) -> f64 {
 /// `ln(1 − eˣ)` for `x ≤ 0`, accurate near both ends (Mächler 2012).
 #[inline]
 pub fn log1m_exp(x: f64) -> f64 {
-    if x > -std::f64::consts::LN_2 { (-x.exp_m1()).ln() } else { (-x.exp()).ln_1p() }
+    if x > -std::f64::consts::LN_2 {
+        (-x.exp_m1()).ln()
+    } else {
+        (-x.exp()).ln_1p()
+    }
 }
 
 #[cfg(test)]

@@ -56,7 +56,9 @@ impl Topology {
     /// their parents.
     pub fn new(n_leaves: usize, internal: Vec<Vec<usize>>) -> Result<Self> {
         if n_leaves == 0 {
-            return Err(RoseTreeError::InvalidTree("a tree needs at least one leaf".into()));
+            return Err(RoseTreeError::InvalidTree(
+                "a tree needs at least one leaf".into(),
+            ));
         }
         if n_leaves == 1 && !internal.is_empty() || n_leaves > 1 && internal.is_empty() {
             return Err(RoseTreeError::InvalidTree(format!(
@@ -195,7 +197,10 @@ impl RoseTree {
     pub fn topology(&self) -> Topology {
         Topology {
             n_leaves: self.n_leaves,
-            internal: self.nodes[self.n_leaves..].iter().map(|n| n.children.clone()).collect(),
+            internal: self.nodes[self.n_leaves..]
+                .iter()
+                .map(|n| n.children.clone())
+                .collect(),
         }
     }
 
@@ -261,12 +266,18 @@ impl RoseTree {
 
     fn partitions_below(&self, id: usize) -> Vec<Partition> {
         let node = &self.nodes[id];
-        let whole = Partition { clusters: vec![id], log_weight: node.log_pi };
+        let whole = Partition {
+            clusters: vec![id],
+            log_weight: node.log_pi,
+        };
         if node.is_leaf() {
             return vec![whole];
         }
         let log_1m_pi = crate::math::log1m_exp(node.log_pi);
-        let mut combos = vec![Partition { clusters: Vec::new(), log_weight: log_1m_pi }];
+        let mut combos = vec![Partition {
+            clusters: Vec::new(),
+            log_weight: log_1m_pi,
+        }];
         for &c in &node.children {
             let below = self.partitions_below(c);
             combos = combos

@@ -35,7 +35,9 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     loop {
         let mut improved = false;
         for v in n..root {
-            let Some(u) = parent[v].filter(|_| alive[v]) else { continue };
+            let Some(u) = parent[v].filter(|_| alive[v]) else {
+                continue;
+            };
             let (su, sv) = (summary[u], summary[v]);
             let mut new = Summary::internal(
                 mixing,

@@ -40,7 +40,14 @@ pub fn evaluate<M: ClusterModel>(
         let sum_log_p = children.iter().map(|&c| summary[c].log_p).sum();
         let sum_log_d = children.iter().map(|&c| summary[c].log_d).sum();
         let log_f = model.log_marginal(&merged)?;
-        summary.push(Summary::internal(mixing, n_leaves, children.len(), log_f, sum_log_p, sum_log_d));
+        summary.push(Summary::internal(
+            mixing,
+            n_leaves,
+            children.len(),
+            log_f,
+            sum_log_p,
+            sum_log_d,
+        ));
         stats.push(merged);
     }
     Ok(annotated(topology, &summary))
@@ -53,7 +60,11 @@ pub(crate) fn annotated(topology: &Topology, summary: &[Summary]) -> RoseTree {
         .iter()
         .enumerate()
         .map(|(id, s)| Node {
-            children: if id < n { Vec::new() } else { topology.internal()[id - n].clone() },
+            children: if id < n {
+                Vec::new()
+            } else {
+                topology.internal()[id - n].clone()
+            },
             parent: None,
             n_leaves: s.n_leaves,
             log_f: s.log_f,

@@ -31,7 +31,11 @@ pub fn optimal_tree<M: ClusterModel>(
     leaves: &[M::Stats],
 ) -> Result<RoseTree> {
     let n = leaves.len();
-    let limit = if mixing.depends_on_subtree() { MAX_EXHAUSTIVE_DP } else { MAX_EXHAUSTIVE };
+    let limit = if mixing.depends_on_subtree() {
+        MAX_EXHAUSTIVE_DP
+    } else {
+        MAX_EXHAUSTIVE
+    };
     if !(2..=limit).contains(&n) {
         return Err(RoseTreeError::param(
             "X",
@@ -67,11 +71,19 @@ fn subset_log_marginals<M: ClusterModel>(model: &M, leaves: &[M::Stats]) -> Resu
 
 /// Builds a topology from a recursive description: `blocks(S)` gives the children's subsets.
 fn topology_from(n: usize, full: usize, blocks: &dyn Fn(usize) -> Vec<usize>) -> Topology {
-    fn build(s: usize, blocks: &dyn Fn(usize) -> Vec<usize>, internal: &mut Vec<Vec<usize>>, n: usize) -> usize {
+    fn build(
+        s: usize,
+        blocks: &dyn Fn(usize) -> Vec<usize>,
+        internal: &mut Vec<Vec<usize>>,
+        n: usize,
+    ) -> usize {
         if s.count_ones() == 1 {
             return s.trailing_zeros() as usize;
         }
-        let children = blocks(s).into_iter().map(|b| build(b, blocks, internal, n)).collect();
+        let children = blocks(s)
+            .into_iter()
+            .map(|b| build(b, blocks, internal, n))
+            .collect();
         internal.push(children);
         n + internal.len() - 1
     }
@@ -80,6 +92,8 @@ fn topology_from(n: usize, full: usize, blocks: &dyn Fn(usize) -> Vec<usize>) ->
     Topology::new(n, internal).expect("exhaustive search builds valid trees")
 }
 
+// Subsets are bit masks: indexing by them is the algorithm, not an iteration over a slice.
+#[allow(clippy::needless_range_loop)]
 fn subset_dp(mixing: &Mixing, binary: bool, log_f: &[f64], n: usize) -> Topology {
     let full = (1_usize << n) - 1;
     let max_c = if binary { 2 } else { n };
@@ -156,12 +170,23 @@ struct Cand {
 }
 
 impl<'a> Enumeration<'a> {
+    #[allow(clippy::needless_range_loop)]
     fn new(mixing: &'a Mixing, binary: bool, log_f: &'a [f64], n: usize) -> Self {
         let full = (1_usize << n) - 1;
-        let mut this = Self { mixing, binary, log_f, n, cands: vec![Vec::new(); full + 1] };
+        let mut this = Self {
+            mixing,
+            binary,
+            log_f,
+            n,
+            cands: vec![Vec::new(); full + 1],
+        };
         for s in 1..=full {
             if s.count_ones() == 1 {
-                let leaf = Cand { log_p: log_f[s], log_d: mixing.leaf_log_d(), children: Vec::new() };
+                let leaf = Cand {
+                    log_p: log_f[s],
+                    log_d: mixing.leaf_log_d(),
+                    children: Vec::new(),
+                };
                 this.cands[s] = vec![leaf];
             } else {
                 // The full set keeps only its best tree; every other subset keeps them all.
@@ -186,7 +211,9 @@ impl<'a> Enumeration<'a> {
                     lp += self.cands[b][idx[k]].log_p;
                     ld += self.cands[b][idx[k]].log_d;
                 }
-                let prior = self.mixing.node_prior(blocks.len(), s.count_ones() as usize, ld);
+                let prior = self
+                    .mixing
+                    .node_prior(blocks.len(), s.count_ones() as usize, ld);
                 let cand = Cand {
                     log_p: node_log_p(&prior, self.log_f[s], lp),
                     log_d: prior.log_d,
@@ -247,8 +274,11 @@ impl<'a> Enumeration<'a> {
         if s.count_ones() == 1 {
             return s.trailing_zeros() as usize;
         }
-        let children =
-            self.cands[s][idx].children.iter().map(|&(b, k)| self.build(b, k, internal)).collect();
+        let children = self.cands[s][idx]
+            .children
+            .iter()
+            .map(|&(b, k)| self.build(b, k, internal))
+            .collect();
         internal.push(children);
         self.n + internal.len() - 1
     }
@@ -257,13 +287,23 @@ impl<'a> Enumeration<'a> {
 /// Brute force over every rose tree for any mixing rule: the reference the subset dynamic
 /// programme is tested against.
 #[cfg(test)]
-pub(crate) fn optimal_by_enumeration(mixing: &Mixing, binary: bool, log_f: &[f64], n: usize) -> f64 {
+pub(crate) fn optimal_by_enumeration(
+    mixing: &Mixing,
+    binary: bool,
+    log_f: &[f64],
+    n: usize,
+) -> f64 {
     let e = Enumeration::new(mixing, binary, log_f, n);
     e.cands[(1 << n) - 1][0].log_p
 }
 
 #[cfg(test)]
-pub(crate) fn optimal_by_subset_dp(mixing: &Mixing, binary: bool, log_f: &[f64], n: usize) -> Topology {
+pub(crate) fn optimal_by_subset_dp(
+    mixing: &Mixing,
+    binary: bool,
+    log_f: &[f64],
+    n: usize,
+) -> Topology {
     subset_dp(mixing, binary, log_f, n)
 }
 

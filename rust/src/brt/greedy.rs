@@ -31,12 +31,14 @@ struct Best {
 }
 
 impl Best {
-    const EMPTY: Self = Self { score: f64::NEG_INFINITY, partner: NONE };
+    const EMPTY: Self = Self {
+        score: f64::NEG_INFINITY,
+        partner: NONE,
+    };
 
     /// Higher score wins; equal scores go to the lower partner id.
     fn better(self, other: Self) -> Self {
-        if other.score > self.score || (other.score == self.score && other.partner < self.partner)
-        {
+        if other.score > self.score || (other.score == self.score && other.partner < self.partner) {
             other
         } else {
             self
@@ -80,7 +82,10 @@ pub fn greedy<M: ClusterModel>(
 ) -> Result<RoseTree> {
     let n = leaves.len();
     if n < 2 {
-        return Err(RoseTreeError::param("X", format!("needs at least 2 rows, got {n}")));
+        return Err(RoseTreeError::param(
+            "X",
+            format!("needs at least 2 rows, got {n}"),
+        ));
     }
     if n >= (NONE as usize) / 2 {
         return Err(RoseTreeError::param("X", format!("too many rows ({n})")));
@@ -117,8 +122,13 @@ impl<M: ClusterModel> Search<'_, M> {
     fn score(&self, i: u32, j: u32) -> Result<f64> {
         let (si, sj) = (self.stats_of(i), self.stats_of(j));
         let log_f = self.model.log_marginal_merged(si, sj)?;
-        let (score, _, _) =
-            best_merge(self.mixing, self.binary, &self.summary[i as usize], &self.summary[j as usize], log_f);
+        let (score, _, _) = best_merge(
+            self.mixing,
+            self.binary,
+            &self.summary[i as usize],
+            &self.summary[j as usize],
+            log_f,
+        );
         if score.is_nan() {
             return Err(RoseTreeError::Numerical(format!(
                 "the merge score of trees {i} and {j} is NaN (cluster log marginal {log_f})"
@@ -128,7 +138,9 @@ impl<M: ClusterModel> Search<'_, M> {
     }
 
     fn stats_of(&self, id: u32) -> &M::Stats {
-        self.stats[id as usize].as_ref().expect("live tree has statistics")
+        self.stats[id as usize]
+            .as_ref()
+            .expect("live tree has statistics")
     }
 
     /// The best partner of `k` among live trees with a higher id.
@@ -138,10 +150,16 @@ impl<M: ClusterModel> Search<'_, M> {
         let score = |&j: &u32| self.score(k, j).map(|score| Best { score, partner: j });
         if candidates.len() >= PAR_THRESHOLD {
             self.threads.install(|| {
-                candidates.par_iter().map(score).try_reduce(|| Best::EMPTY, |a, b| Ok(a.better(b)))
+                candidates
+                    .par_iter()
+                    .map(score)
+                    .try_reduce(|| Best::EMPTY, |a, b| Ok(a.better(b)))
             })
         } else {
-            candidates.iter().map(score).try_fold(Best::EMPTY, |a, b| Ok(a.better(b?)))
+            candidates
+                .iter()
+                .map(score)
+                .try_fold(Best::EMPTY, |a, b| Ok(a.better(b?)))
         }
     }
 
@@ -162,9 +180,12 @@ impl<M: ClusterModel> Search<'_, M> {
             if interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
-            let found: Vec<Best> = self
-                .threads
-                .install(|| block.par_iter().map(|&k| self.scan(k)).collect::<Result<_>>())?;
+            let found: Vec<Best> = self.threads.install(|| {
+                block
+                    .par_iter()
+                    .map(|&k| self.scan(k))
+                    .collect::<Result<_>>()
+            })?;
             for (&k, best) in block.iter().zip(found) {
                 self.set_best(k, best);
             }
@@ -176,7 +197,9 @@ impl<M: ClusterModel> Search<'_, M> {
     fn next_pair(&mut self) -> Result<(u32, u32)> {
         loop {
             let k = self.heap.top().ok_or_else(|| {
-                RoseTreeError::Numerical("no candidate merge left before the tree was complete".into())
+                RoseTreeError::Numerical(
+                    "no candidate merge left before the tree was complete".into(),
+                )
             })? as u32;
             let best = self.best[k as usize];
             if self.stats[best.partner as usize].is_some() {
@@ -220,13 +243,20 @@ impl<M: ClusterModel> Search<'_, M> {
         // cached best strictly (a tie keeps the lower-id partner, or the rescan decides).
         let score = |&t: &u32| self.score(t, m).map(|s| (t, s));
         let scored: Vec<(u32, f64)> = if self.active.len() >= PAR_THRESHOLD {
-            self.threads.install(|| self.active.par_iter().map(score).collect::<Result<_>>())?
+            self.threads
+                .install(|| self.active.par_iter().map(score).collect::<Result<_>>())?
         } else {
             self.active.iter().map(score).collect::<Result<_>>()?
         };
         for (t, s) in scored {
             if s > self.best[t as usize].score {
-                self.set_best(t, Best { score: s, partner: m });
+                self.set_best(
+                    t,
+                    Best {
+                        score: s,
+                        partner: m,
+                    },
+                );
             }
         }
         self.active.push(m);

@@ -19,7 +19,11 @@ pub(crate) struct IndexedHeap {
 impl IndexedHeap {
     /// An empty heap for ids `0..capacity`.
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { heap: Vec::with_capacity(capacity), pos: vec![ABSENT; capacity], key: vec![0.0; capacity] }
+        Self {
+            heap: Vec::with_capacity(capacity),
+            pos: vec![ABSENT; capacity],
+            key: vec![0.0; capacity],
+        }
     }
 
     /// `a` comes before `b`.
@@ -138,8 +142,11 @@ mod tests {
                     keys[id] = Some(k);
                 }
             }
-            let mut expected: Vec<(f64, usize)> =
-                keys.iter().enumerate().filter_map(|(i, k)| k.map(|k| (k, i))).collect();
+            let mut expected: Vec<(f64, usize)> = keys
+                .iter()
+                .enumerate()
+                .filter_map(|(i, k)| k.map(|k| (k, i)))
+                .collect();
             expected.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             let mut got = Vec::new();
             while let Some(id) = heap.top() {

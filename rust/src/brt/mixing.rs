@@ -1,7 +1,7 @@
 //! Mixing proportions `π_T` (BRT eqs 1.5, 1.7; `CONVENTIONS.md`).
 
 use crate::error::{Result, RoseTreeError};
-use crate::math::{ln_gamma, log1m_exp, log_add_exp};
+use crate::math::{ln_gamma, log_add_exp, log1m_exp};
 
 /// How the mixing proportion `π_T` of a node is set.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,16 +74,27 @@ impl Mixing {
     /// The prior of an internal node with `n_children` children and `n_leaves` leaves whose
     /// children have `Σ ln d = sum_log_d_children` (ignored unless [`Mixing::Dp`]).
     #[inline]
-    pub fn node_prior(&self, n_children: usize, n_leaves: usize, sum_log_d_children: f64) -> NodePrior {
+    pub fn node_prior(
+        &self,
+        n_children: usize,
+        n_leaves: usize,
+        sum_log_d_children: f64,
+    ) -> NodePrior {
         match *self {
             Self::Brt { gamma } => {
                 // ln(1 − π) = (n_c − 1) ln(1 − γ); ln π = ln(1 − e^{that}) computed stably.
                 let log_1m_pi = (n_children as f64 - 1.0) * (-gamma).ln_1p();
-                NodePrior { log_pi: log1m_exp(log_1m_pi), log_1m_pi, log_d: 0.0 }
+                NodePrior {
+                    log_pi: log1m_exp(log_1m_pi),
+                    log_1m_pi,
+                    log_d: 0.0,
+                }
             }
-            Self::Gamma { gamma } => {
-                NodePrior { log_pi: gamma.ln(), log_1m_pi: (-gamma).ln_1p(), log_d: 0.0 }
-            }
+            Self::Gamma { gamma } => NodePrior {
+                log_pi: gamma.ln(),
+                log_1m_pi: (-gamma).ln_1p(),
+                log_d: 0.0,
+            },
             Self::Dp { alpha } => {
                 let log_a_gamma = alpha.ln() + ln_gamma(n_leaves as f64);
                 let log_d = log_add_exp(log_a_gamma, sum_log_d_children);

@@ -50,7 +50,12 @@ pub struct BrtParams {
 impl BrtParams {
     /// Rose-tree search with `mixing`, no contraction pass, rayon's global pool.
     pub fn new(mixing: Mixing) -> Self {
-        Self { mixing, binary: false, contract: false, n_threads: None }
+        Self {
+            mixing,
+            binary: false,
+            contract: false,
+            n_threads: None,
+        }
     }
 
     /// Join only: Bayesian hierarchical clustering.
@@ -105,7 +110,11 @@ impl BrtParams {
 ///
 /// # Errors
 /// Invalid options, data outside the model's support, fewer than two rows.
-pub fn fit<M: ClusterModel>(model: &M, params: &BrtParams, x: ArrayView2<'_, f64>) -> Result<RoseTree> {
+pub fn fit<M: ClusterModel>(
+    model: &M,
+    params: &BrtParams,
+    x: ArrayView2<'_, f64>,
+) -> Result<RoseTree> {
     let leaves = model.leaf_stats_all(x)?;
     fit_stats(model, params, leaves, &|| false)
 }
@@ -123,8 +132,19 @@ pub fn fit_stats<M: ClusterModel>(
 ) -> Result<RoseTree> {
     params.check()?;
     let threads = Threads::new(params.n_threads)?;
-    let tree = greedy(model, &params.mixing, params.binary, leaves, &threads, interrupt)?;
-    Ok(if params.contract { contract_edges(&tree, &params.mixing) } else { tree })
+    let tree = greedy(
+        model,
+        &params.mixing,
+        params.binary,
+        leaves,
+        &threads,
+        interrupt,
+    )?;
+    Ok(if params.contract {
+        contract_edges(&tree, &params.mixing)
+    } else {
+        tree
+    })
 }
 
 /// `Δ_l` of BRT eq 1.31: the mean excess code length, in bits per data item, of trees `T_i`

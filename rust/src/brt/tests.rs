@@ -28,7 +28,9 @@ impl Rng {
 
 /// Binary data from a few noisy prototypes, so that there is structure to find.
 fn clustered_binary(rng: &mut Rng, n: usize, d: usize, k: usize) -> Array2<f64> {
-    let protos: Vec<Vec<bool>> = (0..k).map(|_| (0..d).map(|_| rng.unit() < 0.5).collect()).collect();
+    let protos: Vec<Vec<bool>> = (0..k)
+        .map(|_| (0..d).map(|_| rng.unit() < 0.5).collect())
+        .collect();
     Array2::from_shape_fn((n, d), |(i, j)| {
         let bit = protos[i % k][j] ^ (rng.unit() < 0.15);
         f64::from(u8::from(bit))
@@ -36,7 +38,11 @@ fn clustered_binary(rng: &mut Rng, n: usize, d: usize, k: usize) -> Array2<f64> 
 }
 
 fn all_mixings() -> [Mixing; 3] {
-    [Mixing::Brt { gamma: 0.4 }, Mixing::Gamma { gamma: 0.3 }, Mixing::Dp { alpha: 1.7 }]
+    [
+        Mixing::Brt { gamma: 0.4 },
+        Mixing::Gamma { gamma: 0.3 },
+        Mixing::Dp { alpha: 1.7 },
+    ]
 }
 
 /// A forest member in the reference search: its nested shape as a topology over all rows.
@@ -76,7 +82,10 @@ impl Shape {
                     })
                     .collect();
                 parts.sort();
-                format!("({})", parts.into_iter().map(|p| p.1).collect::<Vec<_>>().join(","))
+                format!(
+                    "({})",
+                    parts.into_iter().map(|p| p.1).collect::<Vec<_>>().join(",")
+                )
             }
         }
     }
@@ -98,7 +107,12 @@ fn log_p_of(model: &BetaBernoulli, mixing: &Mixing, x: &Array2<f64>, shape: &Sha
     let local: std::collections::HashMap<usize, usize> =
         rows.iter().enumerate().map(|(k, &r)| (r, k)).collect();
     let mut internal = Vec::new();
-    fn build(s: &Shape, local: &std::collections::HashMap<usize, usize>, n: usize, internal: &mut Vec<Vec<usize>>) -> usize {
+    fn build(
+        s: &Shape,
+        local: &std::collections::HashMap<usize, usize>,
+        n: usize,
+        internal: &mut Vec<Vec<usize>>,
+    ) -> usize {
         match s {
             Shape::Leaf(r) => local[r],
             Shape::Node(c) => {
@@ -112,14 +126,28 @@ fn log_p_of(model: &BetaBernoulli, mixing: &Mixing, x: &Array2<f64>, shape: &Sha
     let sub = x.select(ndarray::Axis(0), &rows);
     let leaves = model.leaf_stats_all(sub.view()).unwrap();
     let topo = Topology::new(rows.len(), internal).unwrap();
-    evaluate(model, mixing, &topo, &leaves).unwrap().log_evidence()
+    evaluate(model, mixing, &topo, &leaves)
+        .unwrap()
+        .log_evidence()
 }
 
 /// Figure 1.4 done the slow way: every step rescores every pair and operation from scratch.
-fn reference_greedy(model: &BetaBernoulli, mixing: &Mixing, binary: bool, x: &Array2<f64>) -> (String, f64) {
+fn reference_greedy(
+    model: &BetaBernoulli,
+    mixing: &Mixing,
+    binary: bool,
+    x: &Array2<f64>,
+) -> (String, f64) {
     let n = x.nrows();
-    let mut forest: Vec<(usize, Shape, f64)> =
-        (0..n).map(|i| (i, Shape::Leaf(i), log_p_of(model, mixing, x, &Shape::Leaf(i)))).collect();
+    let mut forest: Vec<(usize, Shape, f64)> = (0..n)
+        .map(|i| {
+            (
+                i,
+                Shape::Leaf(i),
+                log_p_of(model, mixing, x, &Shape::Leaf(i)),
+            )
+        })
+        .collect();
     let mut next_id = n;
     while forest.len() > 1 {
         let mut best: Option<(f64, usize, usize, Shape, f64)> = None;
@@ -183,7 +211,11 @@ fn greedy_matches_the_slow_reference() {
                 let params = BrtParams::new(mixing).binary(binary);
                 let tree = fit(&model, &params, x.view()).unwrap();
                 let (canon, lp) = reference_greedy(&model, &mixing, binary, &x);
-                assert_eq!(shape_of(&tree, tree.root()).canonical(), canon, "{mixing:?} binary={binary}");
+                assert_eq!(
+                    shape_of(&tree, tree.root()).canonical(),
+                    canon,
+                    "{mixing:?} binary={binary}"
+                );
                 assert!((tree.log_evidence() - lp).abs() < 1e-8 * lp.abs());
             }
         }
@@ -215,7 +247,10 @@ fn evidence_is_the_sum_over_enumerated_partitions() {
             let parts = tree.partitions(100_000).unwrap();
             assert_eq!(parts.len() as u128, tree.n_partitions().unwrap());
             let weights: Vec<f64> = parts.iter().map(|p| p.log_weight).collect();
-            assert!(log_sum_exp(&weights).abs() < 1e-12, "mixing proportions sum to one");
+            assert!(
+                log_sum_exp(&weights).abs() < 1e-12,
+                "mixing proportions sum to one"
+            );
             let terms: Vec<f64> = parts
                 .iter()
                 .map(|p| p.log_weight + p.clusters.iter().map(|&c| tree.node(c).log_f).sum::<f64>())
@@ -236,7 +271,12 @@ fn eq_1_10_binary_trees_leave_the_same_mass_off_the_finest_partition() {
         let mixing = Mixing::Brt { gamma };
         let tree = fit(&model, &BrtParams::new(mixing).binary(true), x.view()).unwrap();
         let parts = tree.partitions(100_000).unwrap();
-        let finest: f64 = parts.iter().find(|p| p.clusters.len() == n).unwrap().log_weight.exp();
+        let finest: f64 = parts
+            .iter()
+            .find(|p| p.clusters.len() == n)
+            .unwrap()
+            .log_weight
+            .exp();
         let rest = 1.0 - finest;
         assert!((rest - (1.0 - (1.0 - gamma).powi(n as i32 - 1))).abs() < 1e-12);
     }
@@ -253,9 +293,14 @@ fn subset_dp_finds_the_enumerated_optimum() {
         for mixing in [Mixing::Brt { gamma: 0.5 }, Mixing::Gamma { gamma: 0.2 }] {
             for binary in [false, true] {
                 let topo = optimal_by_subset_dp(&mixing, binary, &log_f, n);
-                let dp = evaluate(&model, &mixing, &topo, &leaves).unwrap().log_evidence();
+                let dp = evaluate(&model, &mixing, &topo, &leaves)
+                    .unwrap()
+                    .log_evidence();
                 let brute = optimal_by_enumeration(&mixing, binary, &log_f, n);
-                assert!((dp - brute).abs() < 1e-9, "n={n} {mixing:?} binary={binary}");
+                assert!(
+                    (dp - brute).abs() < 1e-9,
+                    "n={n} {mixing:?} binary={binary}"
+                );
                 assert_eq!(topo.is_binary(), binary || topo.is_binary());
             }
         }
@@ -271,9 +316,16 @@ fn greedy_never_beats_the_exhaustive_optimum() {
         let model = BetaBernoulli::new(&[1.0], &[1.0], 16).unwrap();
         let leaves = model.leaf_stats_all(x.view()).unwrap();
         for mixing in all_mixings() {
-            let best = optimal_tree(&model, &mixing, false, &leaves).unwrap().log_evidence();
-            let greedy = fit(&model, &BrtParams::new(mixing), x.view()).unwrap().log_evidence();
-            assert!(greedy <= best + 1e-9, "{mixing:?}: greedy {greedy} > optimum {best}");
+            let best = optimal_tree(&model, &mixing, false, &leaves)
+                .unwrap()
+                .log_evidence();
+            let greedy = fit(&model, &BrtParams::new(mixing), x.view())
+                .unwrap()
+                .log_evidence();
+            assert!(
+                greedy <= best + 1e-9,
+                "{mixing:?}: greedy {greedy} > optimum {best}"
+            );
         }
     }
 }
@@ -312,8 +364,22 @@ fn interrupt_stops_the_search() {
 fn too_few_rows_and_bad_options_are_errors() {
     let model = BetaBernoulli::new(&[1.0], &[1.0], 2).unwrap();
     let x = Array2::<f64>::zeros((1, 2));
-    assert!(fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view()).is_err());
+    assert!(
+        fit(
+            &model,
+            &BrtParams::new(Mixing::Brt { gamma: 0.5 }),
+            x.view()
+        )
+        .is_err()
+    );
     let x = Array2::<f64>::zeros((3, 2));
-    assert!(fit(&model, &BrtParams::new(Mixing::Brt { gamma: 1.5 }), x.view()).is_err());
+    assert!(
+        fit(
+            &model,
+            &BrtParams::new(Mixing::Brt { gamma: 1.5 }),
+            x.view()
+        )
+        .is_err()
+    );
     assert!(Threads::new(Some(0)).is_err());
 }

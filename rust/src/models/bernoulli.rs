@@ -25,7 +25,12 @@ struct ShiftedLnGamma {
 impl ShiftedLnGamma {
     fn new(base: Vec<f64>) -> Self {
         let shared = base.windows(2).all(|w| w[0] == w[1]);
-        Self { base, shared, len: 0, table: Vec::new() }
+        Self {
+            base,
+            shared,
+            len: 0,
+            table: Vec::new(),
+        }
     }
 
     fn reserve(&mut self, len: usize) {
@@ -117,7 +122,10 @@ impl BetaBernoulli {
     /// that is not finite and positive, and on `n_features` for `d = 0`.
     pub fn new(alpha: &[f64], beta: &[f64], d: usize) -> Result<Self> {
         if d == 0 {
-            return Err(RoseTreeError::param("n_features", "the data need at least one column"));
+            return Err(RoseTreeError::param(
+                "n_features",
+                "the data need at least one column",
+            ));
         }
         let alpha = per_feature("alpha", alpha, d)?;
         let beta = per_feature("beta", beta, d)?;
@@ -186,16 +194,28 @@ impl ClusterModel for BetaBernoulli {
                 ));
             }
         }
-        Ok(BernoulliStats { n: 1, ones, observed })
+        Ok(BernoulliStats {
+            n: 1,
+            ones,
+            observed,
+        })
     }
 
     fn merge(&self, a: &BernoulliStats, b: &BernoulliStats) -> BernoulliStats {
         let ones = a.ones.iter().zip(&b.ones).map(|(x, y)| x + y).collect();
         let observed = match (&a.observed, &b.observed) {
             (None, None) => None,
-            _ => Some((0..a.ones.len()).map(|i| a.observed(i) + b.observed(i)).collect()),
+            _ => Some(
+                (0..a.ones.len())
+                    .map(|i| a.observed(i) + b.observed(i))
+                    .collect(),
+            ),
         };
-        BernoulliStats { n: a.n + b.n, ones, observed }
+        BernoulliStats {
+            n: a.n + b.n,
+            ones,
+            observed,
+        }
     }
 
     fn log_marginal(&self, s: &BernoulliStats) -> Result<f64> {
@@ -228,7 +248,9 @@ mod tests {
 
     fn stats_of(model: &BetaBernoulli, x: &Array2<f64>) -> BernoulliStats {
         let leaves = model.leaf_stats_all(x.view()).unwrap();
-        leaves[1..].iter().fold(leaves[0].clone(), |acc, s| model.merge(&acc, s))
+        leaves[1..]
+            .iter()
+            .fold(leaves[0].clone(), |acc, s| model.merge(&acc, s))
     }
 
     /// Π_t P(x_t | x_<t), P(x = 1 | ·) = (α + ones so far) / (α + β + observed so far).
@@ -298,11 +320,24 @@ mod tests {
         let model = BetaBernoulli::new(&[1.0], &[1.0], 3).unwrap();
         for bad in [0.5, 2.0, -1.0, f64::INFINITY] {
             let err = model.leaf_stats(array![0., 1., bad].view(), 7).unwrap_err();
-            assert!(matches!(err, RoseTreeError::InvalidData { row: 7, column: Some(2), .. }));
+            assert!(matches!(
+                err,
+                RoseTreeError::InvalidData {
+                    row: 7,
+                    column: Some(2),
+                    ..
+                }
+            ));
         }
-        for (a, b, name) in [(0.0, 1.0, "alpha"), (1.0, -2.0, "beta"), (f64::NAN, 1.0, "alpha")] {
+        for (a, b, name) in [
+            (0.0, 1.0, "alpha"),
+            (1.0, -2.0, "beta"),
+            (f64::NAN, 1.0, "alpha"),
+        ] {
             let err = BetaBernoulli::new(&[a], &[b], 3).unwrap_err();
-            assert!(matches!(err, RoseTreeError::InvalidParameter { name: ref n, .. } if n == name));
+            assert!(
+                matches!(err, RoseTreeError::InvalidParameter { name: ref n, .. } if n == name)
+            );
         }
         assert!(BetaBernoulli::new(&[1.0, 2.0], &[1.0], 3).is_err());
     }

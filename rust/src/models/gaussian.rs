@@ -51,7 +51,14 @@ impl GaussianStats {
 
 fn ln_det_spd(m: DMatrix<f64>) -> Option<f64> {
     let chol = m.cholesky()?;
-    Some(2.0 * chol.l_dirty().diagonal().iter().map(|v| v.ln()).sum::<f64>())
+    Some(
+        2.0 * chol
+            .l_dirty()
+            .diagonal()
+            .iter()
+            .map(|v| v.ln())
+            .sum::<f64>(),
+    )
 }
 
 impl NormalInverseWishart {
@@ -63,13 +70,19 @@ impl NormalInverseWishart {
     pub fn new(mu0: Vec<f64>, kappa0: f64, nu0: f64, psi0: Vec<f64>) -> Result<Self> {
         let d = mu0.len();
         if d == 0 {
-            return Err(RoseTreeError::param("mu0", "needs at least one value (one per feature)"));
+            return Err(RoseTreeError::param(
+                "mu0",
+                "needs at least one value (one per feature)",
+            ));
         }
         if mu0.iter().any(|v| !v.is_finite()) {
             return Err(RoseTreeError::param("mu0", "must be finite"));
         }
         if !(kappa0.is_finite() && kappa0 > 0.0) {
-            return Err(RoseTreeError::param("kappa0", format!("must be finite and > 0, got {kappa0}")));
+            return Err(RoseTreeError::param(
+                "kappa0",
+                format!("must be finite and > 0, got {kappa0}"),
+            ));
         }
         if !(nu0.is_finite() && nu0 > d as f64 - 1.0) {
             return Err(RoseTreeError::param(
@@ -80,7 +93,11 @@ impl NormalInverseWishart {
         if psi0.len() != d * d {
             return Err(RoseTreeError::param(
                 "psi0",
-                format!("expected a {d} x {d} matrix ({} values), got {} values", d * d, psi0.len()),
+                format!(
+                    "expected a {d} x {d} matrix ({} values), got {} values",
+                    d * d,
+                    psi0.len()
+                ),
             ));
         }
         if psi0.iter().any(|v| !v.is_finite()) {
@@ -98,7 +115,13 @@ impl NormalInverseWishart {
             .ok_or_else(|| RoseTreeError::param("psi0", "must be positive definite"))?;
         let prior_const =
             ln_multigamma(nu0 / 2.0, d) - nu0 / 2.0 * ln_det - d as f64 / 2.0 * kappa0.ln();
-        Ok(Self { mu0, kappa0, nu0, psi0, prior_const })
+        Ok(Self {
+            mu0,
+            kappa0,
+            nu0,
+            psi0,
+            prior_const,
+        })
     }
 
     /// The data-driven prior used when none is given: `μ0` the column means, `κ0` (default
@@ -110,7 +133,11 @@ impl NormalInverseWishart {
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] on `X` for fewer than two rows, and
     /// [`RoseTreeError::InvalidData`] for a non-finite value; those of [`Self::new`].
-    pub fn from_data(x: ArrayView2<'_, f64>, kappa0: Option<f64>, nu0: Option<f64>) -> Result<Self> {
+    pub fn from_data(
+        x: ArrayView2<'_, f64>,
+        kappa0: Option<f64>,
+        nu0: Option<f64>,
+    ) -> Result<Self> {
         let (n, d) = x.dim();
         if n < 2 {
             return Err(RoseTreeError::param(
@@ -118,7 +145,11 @@ impl NormalInverseWishart {
                 "needs at least two rows to derive the default Normal-inverse-Wishart prior",
             ));
         }
-        if let Some((i, j)) = x.indexed_iter().find(|(_, v)| !v.is_finite()).map(|(ij, _)| ij) {
+        if let Some((i, j)) = x
+            .indexed_iter()
+            .find(|(_, v)| !v.is_finite())
+            .map(|(ij, _)| ij)
+        {
             return Err(nonfinite(i, j));
         }
         let mean: Vec<f64> = (0..d).map(|j| x.column(j).sum() / n as f64).collect();
@@ -136,10 +167,16 @@ impl NormalInverseWishart {
                 cov[a * d + a] += 1e-6 * mean_var;
             }
         } else {
-            cov.iter_mut().enumerate().for_each(|(k, c)| *c = f64::from(u8::from(k % (d + 1) == 0)));
+            cov.iter_mut()
+                .enumerate()
+                .for_each(|(k, c)| *c = f64::from(u8::from(k % (d + 1) == 0)));
         }
         let nu0 = nu0.unwrap_or(d as f64 + 2.0);
-        let scale = if nu0 > d as f64 + 1.0 { nu0 - d as f64 - 1.0 } else { 1.0 };
+        let scale = if nu0 > d as f64 + 1.0 {
+            nu0 - d as f64 - 1.0
+        } else {
+            1.0
+        };
         cov.iter_mut().for_each(|c| *c *= scale);
         Self::new(mean, kappa0.unwrap_or(DEFAULT_KAPPA0), nu0, cov)
     }
@@ -185,14 +222,23 @@ impl ClusterModel for NormalInverseWishart {
             return Err(nonfinite(index, j));
         }
         let d = row.len();
-        Ok(GaussianStats { n: 1.0, mean: row.to_vec(), scatter: vec![0.0; d * d] })
+        Ok(GaussianStats {
+            n: 1.0,
+            mean: row.to_vec(),
+            scatter: vec![0.0; d * d],
+        })
     }
 
     fn merge(&self, a: &GaussianStats, b: &GaussianStats) -> GaussianStats {
         let d = a.mean.len();
         let n = a.n + b.n;
         let delta: Vec<f64> = a.mean.iter().zip(&b.mean).map(|(x, y)| y - x).collect();
-        let mean = a.mean.iter().zip(&delta).map(|(m, dl)| m + dl * b.n / n).collect();
+        let mean = a
+            .mean
+            .iter()
+            .zip(&delta)
+            .map(|(m, dl)| m + dl * b.n / n)
+            .collect();
         let w = a.n * b.n / n;
         let mut scatter = Vec::with_capacity(d * d);
         for i in 0..d {
@@ -217,10 +263,12 @@ impl ClusterModel for NormalInverseWishart {
                 s.n
             ))
         })?;
-        Ok(-(s.n * d as f64 / 2.0) * std::f64::consts::PI.ln() + ln_multigamma(nun / 2.0, d)
-            - nun / 2.0 * ln_det
-            - d as f64 / 2.0 * kn.ln()
-            - self.prior_const)
+        Ok(
+            -(s.n * d as f64 / 2.0) * std::f64::consts::PI.ln() + ln_multigamma(nun / 2.0, d)
+                - nun / 2.0 * ln_det
+                - d as f64 / 2.0 * kn.ln()
+                - self.prior_const,
+        )
     }
 }
 
@@ -237,7 +285,8 @@ mod tests {
         let z = chol.solve(&dev);
         let maha = dev.dot(&z);
         let ln_det = 2.0 * chol.l().diagonal().iter().map(|v| v.ln()).sum::<f64>();
-        crate::math::ln_gamma((df + d) / 2.0) - crate::math::ln_gamma(df / 2.0)
+        crate::math::ln_gamma((df + d) / 2.0)
+            - crate::math::ln_gamma(df / 2.0)
             - d / 2.0 * (df * std::f64::consts::PI).ln()
             - 0.5 * ln_det
             - (df + d) / 2.0 * (1.0 + maha / df).ln()
@@ -245,14 +294,23 @@ mod tests {
 
     #[test]
     fn matches_sequential_student_t_predictives() {
-        let x = array![[0.3, -1.0, 2.0], [1.1, 0.4, 0.2], [-0.7, 0.9, 1.5], [0.2, 0.1, -0.3], [2.0, -0.5, 0.8]];
+        let x = array![
+            [0.3, -1.0, 2.0],
+            [1.1, 0.4, 0.2],
+            [-0.7, 0.9, 1.5],
+            [0.2, 0.1, -0.3],
+            [2.0, -0.5, 0.8]
+        ];
         let psi0 = vec![2.0, 0.3, 0.1, 0.3, 1.5, -0.2, 0.1, -0.2, 1.0];
         for d in 1..=3 {
             let sub = x.slice(ndarray::s![.., ..d]).to_owned();
             let psi: Vec<f64> = (0..d * d).map(|k| psi0[(k / d) * 3 + k % d]).collect();
-            let model = NormalInverseWishart::new(vec![0.2; d], 0.5, d as f64 + 0.7, psi.clone()).unwrap();
+            let model =
+                NormalInverseWishart::new(vec![0.2; d], 0.5, d as f64 + 0.7, psi.clone()).unwrap();
             let leaves = model.leaf_stats_all(sub.view()).unwrap();
-            let all = leaves[1..].iter().fold(leaves[0].clone(), |a, s| model.merge(&a, s));
+            let all = leaves[1..]
+                .iter()
+                .fold(leaves[0].clone(), |a, s| model.merge(&a, s));
             let (mut mu, mut kappa, mut nu) = (vec![0.2; d], 0.5, d as f64 + 0.7);
             let mut scale = DMatrix::from_row_slice(d, d, &psi);
             let mut expected = 0.0;
@@ -262,12 +320,19 @@ mod tests {
                 expected += ln_student_t(row.as_slice().unwrap(), &mu, &shape, df);
                 let dev: Vec<f64> = row.iter().zip(&mu).map(|(a, b)| a - b).collect();
                 scale += DMatrix::from_fn(d, d, |i, j| kappa / (kappa + 1.0) * dev[i] * dev[j]);
-                mu = mu.iter().zip(row.iter()).map(|(m, v)| (kappa * m + v) / (kappa + 1.0)).collect();
+                mu = mu
+                    .iter()
+                    .zip(row.iter())
+                    .map(|(m, v)| (kappa * m + v) / (kappa + 1.0))
+                    .collect();
                 kappa += 1.0;
                 nu += 1.0;
             }
             let got = model.log_marginal(&all).unwrap();
-            assert!((got - expected).abs() < 1e-10 * expected.abs(), "d={d}: {got} vs {expected}");
+            assert!(
+                (got - expected).abs() < 1e-10 * expected.abs(),
+                "d={d}: {got} vs {expected}"
+            );
         }
     }
 
@@ -278,7 +343,10 @@ mod tests {
         let l = model.leaf_stats_all(x.view()).unwrap();
         let a = model.merge(&model.merge(&model.merge(&l[0], &l[1]), &l[2]), &l[3]);
         let b = model.merge(&model.merge(&l[3], &l[1]), &model.merge(&l[2], &l[0]));
-        let (fa, fb) = (model.log_marginal(&a).unwrap(), model.log_marginal(&b).unwrap());
+        let (fa, fb) = (
+            model.log_marginal(&a).unwrap(),
+            model.log_marginal(&b).unwrap(),
+        );
         assert!((fa - fb).abs() < 1e-12 * fa.abs());
     }
 
@@ -289,15 +357,64 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let eye = vec![1.0, 0.0, 0.0, 1.0];
-        assert_eq!(name(NormalInverseWishart::new(vec![0.0; 2], 1.0, 3.0, vec![1.0, 2.0, 2.0, 1.0])), "psi0");
-        assert_eq!(name(NormalInverseWishart::new(vec![0.0; 2], 1.0, 3.0, vec![1.0, 0.5, 0.0, 1.0])), "psi0");
-        assert_eq!(name(NormalInverseWishart::new(vec![0.0; 2], 1.0, 0.5, eye.clone())), "nu0");
-        assert_eq!(name(NormalInverseWishart::new(vec![0.0; 2], 0.0, 3.0, eye.clone())), "kappa0");
-        assert_eq!(name(NormalInverseWishart::new(vec![0.0; 3], 1.0, 3.0, eye)), "psi0");
-        let model = NormalInverseWishart::from_data(array![[0.0, 1.0], [1.0, 0.0]].view(), None, None).unwrap();
-        let err = model.leaf_stats(array![1.0, f64::NAN].view(), 4).unwrap_err();
-        assert!(matches!(err, RoseTreeError::InvalidData { row: 4, column: Some(1), .. }));
+        assert_eq!(
+            name(NormalInverseWishart::new(
+                vec![0.0; 2],
+                1.0,
+                3.0,
+                vec![1.0, 2.0, 2.0, 1.0]
+            )),
+            "psi0"
+        );
+        assert_eq!(
+            name(NormalInverseWishart::new(
+                vec![0.0; 2],
+                1.0,
+                3.0,
+                vec![1.0, 0.5, 0.0, 1.0]
+            )),
+            "psi0"
+        );
+        assert_eq!(
+            name(NormalInverseWishart::new(
+                vec![0.0; 2],
+                1.0,
+                0.5,
+                eye.clone()
+            )),
+            "nu0"
+        );
+        assert_eq!(
+            name(NormalInverseWishart::new(
+                vec![0.0; 2],
+                0.0,
+                3.0,
+                eye.clone()
+            )),
+            "kappa0"
+        );
+        assert_eq!(
+            name(NormalInverseWishart::new(vec![0.0; 3], 1.0, 3.0, eye)),
+            "psi0"
+        );
+        let model =
+            NormalInverseWishart::from_data(array![[0.0, 1.0], [1.0, 0.0]].view(), None, None)
+                .unwrap();
+        let err = model
+            .leaf_stats(array![1.0, f64::NAN].view(), 4)
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            RoseTreeError::InvalidData {
+                row: 4,
+                column: Some(1),
+                ..
+            }
+        ));
         // Constant data still give a positive-definite default scale.
-        assert!(NormalInverseWishart::from_data(array![[1.0, 1.0], [1.0, 1.0]].view(), None, None).is_ok());
+        assert!(
+            NormalInverseWishart::from_data(array![[1.0, 1.0], [1.0, 1.0]].view(), None, None)
+                .is_ok()
+        );
     }
 }

@@ -73,7 +73,11 @@ pub trait ClusterModel: Sync {
                 found: format!("{} columns", x.ncols()),
             });
         }
-        x.rows().into_iter().enumerate().map(|(i, row)| self.leaf_stats(row, i)).collect()
+        x.rows()
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| self.leaf_stats(row, i))
+            .collect()
     }
 }
 
@@ -94,7 +98,10 @@ pub fn per_feature(name: &str, values: &[f64], d: usize) -> Result<Vec<f64>> {
         }
     };
     if let Some(v) = out.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
-        return Err(RoseTreeError::param(name, format!("must be finite and > 0, got {v}")));
+        return Err(RoseTreeError::param(
+            name,
+            format!("must be finite and > 0, got {v}"),
+        ));
     }
     Ok(out)
 }

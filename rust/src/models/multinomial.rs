@@ -35,12 +35,20 @@ impl DirichletMultinomial {
     /// finite and positive.
     pub fn new(alpha: &[f64], d: usize, multinomial_coefficient: bool) -> Result<Self> {
         if d == 0 {
-            return Err(RoseTreeError::param("n_features", "the data need at least one column"));
+            return Err(RoseTreeError::param(
+                "n_features",
+                "the data need at least one column",
+            ));
         }
         let alpha = per_feature("alpha", alpha, d)?;
         let alpha_sum: f64 = alpha.iter().sum();
         let prior_const = ln_gamma(alpha_sum) - alpha.iter().map(|&a| ln_gamma(a)).sum::<f64>();
-        Ok(Self { alpha, alpha_sum, prior_const, multinomial_coefficient })
+        Ok(Self {
+            alpha,
+            alpha_sum,
+            prior_const,
+            multinomial_coefficient,
+        })
     }
 
     /// Concentration per category.
@@ -72,11 +80,20 @@ impl ClusterModel for DirichletMultinomial {
             } else {
                 continue;
             };
-            return Err(RoseTreeError::data(index, Some(j), format!("{reason} ({v})")));
+            return Err(RoseTreeError::data(
+                index,
+                Some(j),
+                format!("{reason} ({v})"),
+            ));
         }
         let total = row.sum();
-        let log_coefficient = ln_gamma(total + 1.0) - row.iter().map(|&v| ln_gamma(v + 1.0)).sum::<f64>();
-        Ok(CountStats { counts: row.to_vec(), total, log_coefficient })
+        let log_coefficient =
+            ln_gamma(total + 1.0) - row.iter().map(|&v| ln_gamma(v + 1.0)).sum::<f64>();
+        Ok(CountStats {
+            counts: row.to_vec(),
+            total,
+            log_coefficient,
+        })
     }
 
     fn merge(&self, a: &CountStats, b: &CountStats) -> CountStats {
@@ -88,8 +105,17 @@ impl ClusterModel for DirichletMultinomial {
     }
 
     fn log_marginal(&self, s: &CountStats) -> Result<f64> {
-        let body: f64 = self.alpha.iter().zip(&s.counts).map(|(&a, &c)| ln_gamma(a + c)).sum();
-        let coefficient = if self.multinomial_coefficient { s.log_coefficient } else { 0.0 };
+        let body: f64 = self
+            .alpha
+            .iter()
+            .zip(&s.counts)
+            .map(|(&a, &c)| ln_gamma(a + c))
+            .sum();
+        let coefficient = if self.multinomial_coefficient {
+            s.log_coefficient
+        } else {
+            0.0
+        };
         Ok(self.prior_const - ln_gamma(self.alpha_sum + s.total) + body + coefficient)
     }
 
@@ -97,8 +123,11 @@ impl ClusterModel for DirichletMultinomial {
         let body: f64 = (0..self.alpha.len())
             .map(|k| ln_gamma(self.alpha[k] + a.counts[k] + b.counts[k]))
             .sum();
-        let coefficient =
-            if self.multinomial_coefficient { a.log_coefficient + b.log_coefficient } else { 0.0 };
+        let coefficient = if self.multinomial_coefficient {
+            a.log_coefficient + b.log_coefficient
+        } else {
+            0.0
+        };
         Ok(self.prior_const - ln_gamma(self.alpha_sum + a.total + b.total) + body + coefficient)
     }
 }
@@ -126,7 +155,9 @@ mod tests {
             }
         }
         assert!((model.log_marginal(&all).unwrap() - expected).abs() < 1e-12);
-        let merged = model.log_marginal_merged(&model.merge(&l[0], &l[1]), &l[2]).unwrap();
+        let merged = model
+            .log_marginal_merged(&model.merge(&l[0], &l[1]), &l[2])
+            .unwrap();
         assert!((merged - expected).abs() < 1e-12);
     }
 
@@ -137,7 +168,8 @@ mod tests {
         let model = DirichletMultinomial::new(&[a, b], 2, true).unwrap();
         let s = model.leaf_stats(array![3.0, 2.0].view(), 0).unwrap();
         let ln_choose = ln_gamma(6.0) - ln_gamma(4.0) - ln_gamma(3.0);
-        let expected = ln_choose + crate::math::ln_beta(3.0 + a, 2.0 + b) - crate::math::ln_beta(a, b);
+        let expected =
+            ln_choose + crate::math::ln_beta(3.0 + a, 2.0 + b) - crate::math::ln_beta(a, b);
         assert!((model.log_marginal(&s).unwrap() - expected).abs() < 1e-12);
     }
 
@@ -145,8 +177,17 @@ mod tests {
     fn rejects_bad_counts() {
         let model = DirichletMultinomial::new(&[1.0], 3, false).unwrap();
         for bad in [-1.0, 0.5, f64::NAN, f64::INFINITY] {
-            let err = model.leaf_stats(array![1.0, bad, 2.0].view(), 3).unwrap_err();
-            assert!(matches!(err, RoseTreeError::InvalidData { row: 3, column: Some(1), .. }));
+            let err = model
+                .leaf_stats(array![1.0, bad, 2.0].view(), 3)
+                .unwrap_err();
+            assert!(matches!(
+                err,
+                RoseTreeError::InvalidData {
+                    row: 3,
+                    column: Some(1),
+                    ..
+                }
+            ));
         }
         assert!(DirichletMultinomial::new(&[0.0], 3, false).is_err());
     }

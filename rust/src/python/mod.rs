@@ -55,7 +55,12 @@ fn fit_brt(
     n_jobs: Option<usize>,
 ) -> PyResult<PyRoseTree> {
     let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
-    let params = BrtParams { mixing, binary, contract, n_threads: n_jobs };
+    let params = BrtParams {
+        mixing,
+        binary,
+        contract,
+        n_threads: n_jobs,
+    };
     params.check()?;
     let x = x.as_array();
     let model = build_model(model, x)?;

@@ -80,7 +80,9 @@ pub(crate) fn build_model(spec: &Bound<'_, PyDict>, x: ArrayView2<'_, f64>) -> P
             AnyModel::Gaussian(NormalInverseWishart::new(mu0, kappa0, nu0, psi0)?)
         }
         other => {
-            return Err(RoseTreeError::param("model", format!("unknown model family {other:?}")).into());
+            return Err(
+                RoseTreeError::param("model", format!("unknown model family {other:?}")).into(),
+            );
         }
     })
 }

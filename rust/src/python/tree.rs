@@ -18,8 +18,17 @@ impl From<RoseTree> for PyRoseTree {
 }
 
 impl PyRoseTree {
-    fn column<'py>(&self, py: Python<'py>, f: impl Fn(&crate::Node) -> f64) -> Bound<'py, PyArray1<f64>> {
-        self.inner.nodes().iter().map(f).collect::<Vec<_>>().into_pyarray(py)
+    fn column<'py>(
+        &self,
+        py: Python<'py>,
+        f: impl Fn(&crate::Node) -> f64,
+    ) -> Bound<'py, PyArray1<f64>> {
+        self.inner
+            .nodes()
+            .iter()
+            .map(f)
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
     }
 }
 
@@ -39,12 +48,21 @@ impl PyRoseTree {
 
     /// Child ids of every node (empty lists for leaves).
     fn children(&self) -> Vec<Vec<usize>> {
-        self.inner.nodes().iter().map(|n| n.children.clone()).collect()
+        self.inner
+            .nodes()
+            .iter()
+            .map(|n| n.children.clone())
+            .collect()
     }
 
     /// Leaves below every node.
     fn sizes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<usize>> {
-        self.inner.nodes().iter().map(|n| n.n_leaves).collect::<Vec<_>>().into_pyarray(py)
+        self.inner
+            .nodes()
+            .iter()
+            .map(|n| n.n_leaves)
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
     }
 
     /// `ln f` of every node.
@@ -69,7 +87,12 @@ impl PyRoseTree {
 
     /// Every tree-consistent partition as `(node ids, ln m(φ|T))`.
     fn partitions(&self, limit: usize) -> PyResult<Vec<(Vec<usize>, f64)>> {
-        Ok(self.inner.partitions(limit)?.into_iter().map(|p| (p.clusters, p.log_weight)).collect())
+        Ok(self
+            .inner
+            .partitions(limit)?
+            .into_iter()
+            .map(|p| (p.clusters, p.log_weight))
+            .collect())
     }
 
     /// Newick string, leaves named by `labels` or by row index.
