@@ -38,20 +38,23 @@ def enumerate_partitions(t, mixing, gamma, alpha):
         return [([(t,)], 0.0)], math.log(alpha)
     below = [enumerate_partitions(c, mixing, gamma, alpha) for c in t]
     n_c, n_t = len(t), len(rows_of(t))
+    # ln π and ln(1 − π) straight from the definitions, each in the form that keeps its
+    # precision when π is close to 0 or 1.
     if mixing == "brt":
-        pi = 1 - (1 - gamma) ** (n_c - 1)
+        log_1m_pi = (n_c - 1) * math.log1p(-gamma)
+        log_pi = math.log(-math.expm1(log_1m_pi))
         log_d = 0.0
     elif mixing == "gamma":
-        pi = gamma
-        log_d = 0.0
+        log_pi, log_1m_pi, log_d = math.log(gamma), math.log1p(-gamma), 0.0
     else:
-        prod_d = math.exp(sum(ld for _, ld in below))
-        d = alpha * math.gamma(n_t) + prod_d
-        pi, log_d = alpha * math.gamma(n_t) / d, math.log(d)
-    out = [([tuple(sorted(rows_of(t)))], math.log(pi))]
+        log_prod_d = sum(ld for _, ld in below)
+        log_a_gamma = math.log(alpha) + math.lgamma(n_t)
+        log_d = float(np.logaddexp(log_a_gamma, log_prod_d))
+        log_pi, log_1m_pi = log_a_gamma - log_d, log_prod_d - log_d
+    out = [([tuple(sorted(rows_of(t)))], log_pi)]
     for combo in itertools.product(*(parts for parts, _ in below)):
         clusters = [c for cl, _ in combo for c in cl]
-        out.append((clusters, math.log1p(-pi) + sum(w for _, w in combo)))
+        out.append((clusters, log_1m_pi + sum(w for _, w in combo)))
     return out, log_d
 
 

@@ -41,6 +41,8 @@ class RoseTree:
         :math:`\ln p(\mathrm{leaves}(T) \mid T)`, every subtree's log evidence.
     log_pi : ndarray of shape (n_nodes,)
         :math:`\ln \pi_T` (0 at leaves).
+    log_1m_pi : ndarray of shape (n_nodes,)
+        :math:`\ln(1 - \pi_T)` (-inf at leaves), accurate also where :math:`\pi_T \approx 1`.
     log_evidence : float
         :math:`\ln p(D \mid T)` of the whole tree.
     """
@@ -55,12 +57,13 @@ class RoseTree:
         self.log_f = np.asarray(core.log_f())
         self.log_p = np.asarray(core.log_p())
         self.log_pi = np.asarray(core.log_pi())
+        self.log_1m_pi = np.asarray(core.log_1m_pi())
         self.log_evidence: float = float(core.log_evidence)
         parent = np.full(self.n_nodes, -1, dtype=np.int64)
         for node, kids in enumerate(self.children):
             parent[list(kids)] = node
         self.parent = parent
-        for arr in (self.sizes, self.log_f, self.log_p, self.log_pi, self.parent):
+        for arr in (self.sizes, self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self.parent):
             arr.flags.writeable = False
 
     # ------------------------------------------------------------------ structure
@@ -179,7 +182,7 @@ class RoseTree:
         keep = np.ones(self.n_nodes, dtype=bool)
         for v in self.internal_nodes:
             whole = self.log_pi[v] + self.log_f[v]
-            split = _log1m_exp(self.log_pi[v]) + sum(best[c] for c in self.children[v])
+            split = self.log_1m_pi[v] + sum(best[c] for c in self.children[v])
             keep[v] = whole >= split
             best[v] = max(whole, split)
         clusters: list[int] = []
@@ -325,11 +328,6 @@ class RoseTree:
 
     def __str__(self) -> str:
         return self.format()
-
-
-def _log1m_exp(x: float) -> float:
-    """``ln(1 - e**x)`` for ``x < 0``, accurate at both ends."""
-    return math.log(-math.expm1(x)) if x > -math.log(2) else math.log1p(-math.exp(x))
 
 
 def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:

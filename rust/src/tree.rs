@@ -23,6 +23,9 @@ pub struct Node {
     pub log_p: f64,
     /// `ln π_T`, the log mixing proportion of keeping the leaves together; `0` for a leaf.
     pub log_pi: f64,
+    /// `ln(1 − π_T)`, kept separately so that it is accurate when `π_T` is close to one;
+    /// `−∞` for a leaf.
+    pub log_1m_pi: f64,
 }
 
 impl Node {
@@ -273,10 +276,9 @@ impl RoseTree {
         if node.is_leaf() {
             return vec![whole];
         }
-        let log_1m_pi = crate::math::log1m_exp(node.log_pi);
         let mut combos = vec![Partition {
             clusters: Vec::new(),
-            log_weight: log_1m_pi,
+            log_weight: node.log_1m_pi,
         }];
         for &c in &node.children {
             let below = self.partitions_below(c);

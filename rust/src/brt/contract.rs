@@ -93,6 +93,7 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
                 log_f: summary[id].log_f,
                 log_p: summary[id].log_p,
                 log_pi: summary[id].log_pi,
+                log_1m_pi: summary[id].log_1m_pi,
             })
         })
         .collect();

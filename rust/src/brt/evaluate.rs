@@ -70,6 +70,7 @@ pub(crate) fn annotated(topology: &Topology, summary: &[Summary]) -> RoseTree {
             log_f: s.log_f,
             log_p: s.log_p,
             log_pi: s.log_pi,
+            log_1m_pi: s.log_1m_pi,
         })
         .collect();
     RoseTree::from_nodes(n, nodes)

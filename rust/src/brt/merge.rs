@@ -1,7 +1,7 @@
 //! The four merges of greedy rose-tree construction (BRT §1.4, Figure 1.5) and their
 //! likelihood-ratio score (eq 1.23).
 
-use super::mixing::{Mixing, node_log_p};
+use super::mixing::{NodePriors, node_log_p};
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
 /// tie-breaking preference of `CONVENTIONS.md`.
@@ -43,6 +43,8 @@ pub struct Summary {
     pub log_p: f64,
     /// `ln π_T` (`0` for a leaf).
     pub log_pi: f64,
+    /// `ln(1 − π_T)` (`−∞` for a leaf).
+    pub log_1m_pi: f64,
     /// `Σ_children ln p(T_c)`.
     pub sum_log_p_children: f64,
     /// `ln d_T` (DP mixing only).
@@ -53,13 +55,14 @@ pub struct Summary {
 
 impl Summary {
     /// The summary of a single data item with `ln f({x}) = log_f` (π = 1 at a leaf).
-    pub fn leaf(log_f: f64, mixing: &Mixing) -> Self {
+    pub fn leaf(log_f: f64, mixing: &impl NodePriors) -> Self {
         Self {
             n_leaves: 1,
             n_children: 0,
             log_f,
             log_p: log_f,
             log_pi: 0.0,
+            log_1m_pi: f64::NEG_INFINITY,
             sum_log_p_children: 0.0,
             log_d: mixing.leaf_log_d(),
             sum_log_d_children: 0.0,
@@ -67,8 +70,9 @@ impl Summary {
     }
 
     /// The summary of an internal node from its children's totals.
+    #[inline]
     pub fn internal(
-        mixing: &Mixing,
+        mixing: &impl NodePriors,
         n_leaves: usize,
         n_children: usize,
         log_f: f64,
@@ -82,6 +86,7 @@ impl Summary {
             log_f,
             log_p: node_log_p(&prior, log_f, sum_log_p_children),
             log_pi: prior.log_pi,
+            log_1m_pi: prior.log_1m_pi,
             sum_log_p_children,
             log_d: prior.log_d,
             sum_log_d_children,
@@ -98,7 +103,7 @@ impl Summary {
 /// tree's summary. Ties go to the earlier [`MergeOp`].
 #[inline]
 pub fn best_merge(
-    mixing: &Mixing,
+    mixing: &impl NodePriors,
     binary: bool,
     a: &Summary,
     b: &Summary,

@@ -80,6 +80,11 @@ impl PyRoseTree {
         self.column(py, |n| n.log_pi)
     }
 
+    /// `ln(1 − π_T)` of every node (−inf at leaves).
+    fn log_1m_pi<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        self.column(py, |n| n.log_1m_pi)
+    }
+
     /// `log10` of the number of tree-consistent partitions.
     fn n_partitions_log10(&self) -> f64 {
         self.inner.n_partitions_log10()
