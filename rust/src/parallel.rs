@@ -4,7 +4,7 @@ use crate::error::{Result, RoseTreeError};
 
 /// Loops shorter than this run sequentially: the fork–join overhead would cost more than the
 /// work.
-pub(crate) const PAR_THRESHOLD: usize = 256;
+pub(crate) const PAR_THRESHOLD: usize = 1024;
 
 /// Where parallel loops run: rayon's global pool (which respects `RAYON_NUM_THREADS`) or a
 /// dedicated pool of a given size. Only the parallel sections enter the pool; the driving

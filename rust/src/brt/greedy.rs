@@ -1,19 +1,22 @@
 //! Greedy agglomerative construction of Bayesian rose trees (BRT Figure 1.4).
 //!
-//! Memory is `O(n·d)`: instead of a heap of all `O(n²)` pairs, every tree keeps its best
-//! partner among the trees with a higher id (Müllner's generic linkage algorithm, adapted to
-//! maximising a score). A cached best is exact while its partner is alive; once the partner
-//! has been merged away the cached score is only an upper bound, and the tree is rescanned
-//! when it reaches the top of the heap. A newly merged tree has the highest id, so it has no
-//! partner list of its own: each surviving tree scores it once and adopts it if it beats the
-//! cached best. Every pair score is a pure function of the two trees' statistics, so the
-//! result does not depend on the number of threads.
+//! Memory is `O(n·d)`: instead of a heap of all `O(n²)` pairs, every tree keeps a short list
+//! of its best partners among the trees with a higher id (Müllner's generic linkage
+//! algorithm, adapted to maximising a score, with a few candidates per tree instead of one).
+//! Next to the list a tree keeps a *floor*, the best-ranked partner known to be left out of
+//! it: no partner outside the list ranks above the floor. The best live entry of the list is
+//! therefore the tree's exact best merge whenever it ranks above the floor; only when the
+//! listed partners ahead of the floor have all been merged away is the tree rescanned. A
+//! newly merged tree has the highest id, so it has no list
+//! of its own: each surviving tree scores it once and files it in its own list. Every pair
+//! is scored by a pure function of the two trees' statistics, so the result does not depend
+//! on the number of threads.
 
 use rayon::prelude::*;
 
 use super::heap::IndexedHeap;
 use super::merge::{MergeOp, Summary, best_merge};
-use super::mixing::Mixing;
+use super::mixing::{Mixing, PriorTable};
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
 use crate::parallel::{PAR_THRESHOLD, Threads};
@@ -23,42 +26,87 @@ const NONE: u32 = u32::MAX;
 /// How many merges run between two polls of the interrupt callback.
 const POLL_EVERY: usize = 64;
 
-/// A tree's best known merge with a higher-id partner.
-#[derive(Debug, Clone, Copy)]
-struct Best {
-    score: f64,
-    partner: u32,
+/// How many candidate partners a tree remembers.
+const CANDIDATES: usize = 8;
+
+/// A tree's best known partners with higher ids, best first (higher score, then lower id).
+///
+/// Invariant: no partner missing from `list` ranks before `floor`.
+#[derive(Debug, Clone)]
+struct Candidates {
+    list: Vec<(f64, u32)>,
+    floor: Option<(f64, u32)>,
 }
 
-impl Best {
-    const EMPTY: Self = Self {
-        score: f64::NEG_INFINITY,
-        partner: NONE,
-    };
+/// `a` comes before `b` in candidate order: a higher score, or an equal one and a lower id.
+#[inline]
+fn before(a: (f64, u32), b: (f64, u32)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
 
-    /// Higher score wins; equal scores go to the lower partner id.
-    fn better(self, other: Self) -> Self {
-        if other.score > self.score || (other.score == self.score && other.partner < self.partner) {
-            other
-        } else {
-            self
+impl Candidates {
+    fn empty() -> Self {
+        Self {
+            list: Vec::with_capacity(CANDIDATES + 1),
+            floor: None,
         }
+    }
+
+    /// Whichever ranks first of the floor and `entry` becomes the floor.
+    fn lower_floor(&mut self, entry: (f64, u32)) {
+        if self.floor.is_none_or(|f| before(entry, f)) {
+            self.floor = Some(entry);
+        }
+    }
+
+    /// Files a partner, keeping at most [`CANDIDATES`] entries, all ranked before the floor.
+    fn push(&mut self, entry: (f64, u32)) {
+        let full = self.list.len() == CANDIDATES;
+        if self.floor.is_some_and(|f| !before(entry, f))
+            || full && !before(entry, self.list[CANDIDATES - 1])
+        {
+            self.lower_floor(entry);
+            return;
+        }
+        let pos = self.list.partition_point(|&e| before(e, entry));
+        self.list.insert(pos, entry);
+        if self.list.len() > CANDIDATES {
+            let dropped = self.list.pop().expect("list is over capacity");
+            self.lower_floor(dropped);
+        }
+    }
+
+    fn merged(mut self, other: Self) -> Self {
+        if let Some(f) = other.floor {
+            self.lower_floor(f);
+        }
+        for e in other.list {
+            self.push(e);
+        }
+        self
+    }
+
+    /// The heap key: the best listed score (an upper bound while that partner may be dead).
+    fn key(&self) -> Option<f64> {
+        self.list.first().map(|e| e.0)
     }
 }
 
 struct Search<'a, M: ClusterModel> {
     model: &'a M,
-    mixing: &'a Mixing,
+    mixing: PriorTable,
     binary: bool,
     /// Statistics of live trees by tree id; `None` once merged away.
     stats: Vec<Option<M::Stats>>,
+    /// [`ClusterModel::query`] of every live tree with more than one leaf.
+    queries: Vec<Option<M::Query>>,
     summary: Vec<Summary>,
     children: Vec<Vec<u32>>,
     /// The root of a tree that was absorbed or collapsed does not survive as a node.
     dissolved: Vec<bool>,
     /// Live tree ids in increasing order.
     active: Vec<u32>,
-    best: Vec<Best>,
+    candidates: Vec<Candidates>,
     heap: IndexedHeap,
     threads: &'a Threads,
 }
@@ -92,20 +140,23 @@ pub fn greedy<M: ClusterModel>(
     }
     let capacity = 2 * n - 1;
     let log_f = threads.install(|| maybe_par_map(&leaves, |s| model.log_marginal(s)))?;
+    let mixing = PriorTable::new(*mixing, n);
     let mut search = Search {
         model,
-        mixing,
         binary,
-        summary: log_f.iter().map(|&lf| Summary::leaf(lf, mixing)).collect(),
+        summary: log_f.iter().map(|&lf| Summary::leaf(lf, &mixing)).collect(),
+        mixing,
         stats: leaves.into_iter().map(Some).collect(),
+        queries: (0..n).map(|_| None).collect(),
         children: vec![Vec::new(); n],
         dissolved: vec![false; n],
         active: (0..n as u32).collect(),
-        best: vec![Best::EMPTY; capacity],
+        candidates: (0..capacity).map(|_| Candidates::empty()).collect(),
         heap: IndexedHeap::new(capacity),
         threads,
     };
     search.stats.resize(capacity, None);
+    search.queries.resize_with(capacity, || None);
     search.initial_scan(interrupt)?;
     for step in 0..n - 1 {
         if step % POLL_EVERY == 0 && interrupt() {
@@ -118,12 +169,29 @@ pub fn greedy<M: ClusterModel>(
 }
 
 impl<M: ClusterModel> Search<'_, M> {
-    /// `ln L` of merging `i < j`, checked for NaN.
-    fn score(&self, i: u32, j: u32) -> Result<f64> {
+    /// `ln f` of the union of trees `i < j`. Every pair is evaluated the same way wherever it
+    /// is scored: a single row against a cluster through the cluster's cached query, two
+    /// single rows through the query of the lower id (`leaf_query`, computed by the caller),
+    /// two clusters directly.
+    fn pair_log_f(&self, i: u32, j: u32, leaf_query: Option<&M::Query>) -> Result<f64> {
         let (si, sj) = (self.stats_of(i), self.stats_of(j));
-        let log_f = self.model.log_marginal_merged(si, sj)?;
+        let single = |t: u32| self.summary[t as usize].n_leaves == 1;
+        match (single(i), single(j)) {
+            (true, true) => match leaf_query {
+                Some(q) => self.model.log_marginal_query(q, si, sj),
+                None => self.model.log_marginal_merged(si, sj),
+            },
+            (false, true) => self.model.log_marginal_query(self.query_of(i), si, sj),
+            (true, false) => self.model.log_marginal_query(self.query_of(j), sj, si),
+            (false, false) => self.model.log_marginal_merged(si, sj),
+        }
+    }
+
+    /// `ln L` of merging `i < j`, checked for NaN.
+    fn score(&self, i: u32, j: u32, leaf_query: Option<&M::Query>) -> Result<f64> {
+        let log_f = self.pair_log_f(i, j, leaf_query)?;
         let (score, _, _) = best_merge(
-            self.mixing,
+            &self.mixing,
             self.binary,
             &self.summary[i as usize],
             &self.summary[j as usize],
@@ -137,39 +205,50 @@ impl<M: ClusterModel> Search<'_, M> {
         Ok(score)
     }
 
+    fn query_of(&self, id: u32) -> &M::Query {
+        self.queries[id as usize]
+            .as_ref()
+            .expect("live cluster has a query")
+    }
+
     fn stats_of(&self, id: u32) -> &M::Stats {
         self.stats[id as usize]
             .as_ref()
             .expect("live tree has statistics")
     }
 
-    /// The best partner of `k` among live trees with a higher id.
-    fn scan(&self, k: u32) -> Result<Best> {
+    /// The best partners of `k` among live trees with a higher id.
+    fn scan(&self, k: u32) -> Result<Candidates> {
         let start = self.active.partition_point(|&t| t <= k);
-        let candidates = &self.active[start..];
-        let score = |&j: &u32| self.score(k, j).map(|score| Best { score, partner: j });
-        if candidates.len() >= PAR_THRESHOLD {
+        let partners = &self.active[start..];
+        let leaf_query =
+            (self.summary[k as usize].n_leaves == 1).then(|| self.model.query(self.stats_of(k)));
+        let score = |j: u32| self.score(k, j, leaf_query.as_ref()).map(|s| (s, j));
+        if partners.len() >= PAR_THRESHOLD {
             self.threads.install(|| {
-                candidates
+                partners
                     .par_iter()
-                    .map(score)
-                    .try_reduce(|| Best::EMPTY, |a, b| Ok(a.better(b)))
+                    .try_fold(Candidates::empty, |mut c, &j| {
+                        c.push(score(j)?);
+                        Ok(c)
+                    })
+                    .try_reduce(Candidates::empty, |a, b| Ok(a.merged(b)))
             })
         } else {
-            candidates
-                .iter()
-                .map(score)
-                .try_fold(Best::EMPTY, |a, b| Ok(a.better(b?)))
+            let mut c = Candidates::empty();
+            for &j in partners {
+                c.push(score(j)?);
+            }
+            Ok(c)
         }
     }
 
-    fn set_best(&mut self, k: u32, best: Best) {
-        self.best[k as usize] = best;
-        if best.partner == NONE {
-            self.heap.remove(k as usize);
-        } else {
-            self.heap.set(k as usize, best.score);
+    fn set_candidates(&mut self, k: u32, c: Candidates) {
+        match c.key() {
+            Some(key) => self.heap.set(k as usize, key),
+            None => self.heap.remove(k as usize),
         }
+        self.candidates[k as usize] = c;
     }
 
     /// Scores every pair of leaves once: the `O(n²)` part of the search, in row blocks so
@@ -180,20 +259,22 @@ impl<M: ClusterModel> Search<'_, M> {
             if interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
-            let found: Vec<Best> = self.threads.install(|| {
+            let found: Vec<Candidates> = self.threads.install(|| {
                 block
                     .par_iter()
                     .map(|&k| self.scan(k))
                     .collect::<Result<_>>()
             })?;
-            for (&k, best) in block.iter().zip(found) {
-                self.set_best(k, best);
+            for (&k, c) in block.iter().zip(found) {
+                self.set_candidates(k, c);
             }
         }
         Ok(())
     }
 
-    /// The globally best pair, rescanning trees whose cached partner is gone.
+    /// The globally best pair. A tree at the top of the heap whose best listed partner has
+    /// been merged away drops the dead entries and goes back with its next candidate; a tree
+    /// with no live candidate ahead of its floor is rescanned.
     fn next_pair(&mut self) -> Result<(u32, u32)> {
         loop {
             let k = self.heap.top().ok_or_else(|| {
@@ -201,12 +282,24 @@ impl<M: ClusterModel> Search<'_, M> {
                     "no candidate merge left before the tree was complete".into(),
                 )
             })? as u32;
-            let best = self.best[k as usize];
-            if self.stats[best.partner as usize].is_some() {
-                return Ok((k, best.partner));
+            let c = &mut self.candidates[k as usize];
+            let before_len = c.list.len();
+            c.list.retain(|&(_, j)| self.stats[j as usize].is_some());
+            let floor = c.floor;
+            match c.list.first().copied() {
+                // Ahead of the floor, the best live candidate is the exact best partner.
+                Some((score, j)) if floor.is_none_or(|f| before((score, j), f)) => {
+                    if c.list.len() == before_len {
+                        return Ok((k, j));
+                    }
+                    // The key went down: another tree may now be on top.
+                    self.heap.set(k as usize, score);
+                }
+                _ => {
+                    let fresh = self.scan(k)?;
+                    self.set_candidates(k, fresh);
+                }
             }
-            let fresh = self.scan(k)?;
-            self.set_best(k, fresh);
         }
     }
 
@@ -214,7 +307,7 @@ impl<M: ClusterModel> Search<'_, M> {
         let (a, b) = (self.summary[i as usize], self.summary[j as usize]);
         let stats = self.model.merge(self.stats_of(i), self.stats_of(j));
         let log_f = self.model.log_marginal(&stats)?;
-        let (_, op, merged) = best_merge(self.mixing, self.binary, &a, &b, log_f);
+        let (_, op, merged) = best_merge(&self.mixing, self.binary, &a, &b, log_f);
         let m = self.summary.len() as u32;
 
         let children = match op {
@@ -230,18 +323,21 @@ impl<M: ClusterModel> Search<'_, M> {
         self.children.push(children);
         self.summary.push(merged);
         self.dissolved.push(false);
-        self.stats[i as usize] = None;
-        self.stats[j as usize] = None;
+        self.queries[m as usize] = Some(self.model.query(&stats));
+        for t in [i, j] {
+            self.stats[t as usize] = None;
+            self.queries[t as usize] = None;
+        }
         self.stats[m as usize] = Some(stats);
         for t in [i, j] {
             self.heap.remove(t as usize);
+            self.candidates[t as usize] = Candidates::empty();
             let pos = self.active.binary_search(&t).expect("merged tree was live");
             self.active.remove(pos);
         }
 
-        // Every surviving tree scores the new one; it wins outright only if it beats the
-        // cached best strictly (a tie keeps the lower-id partner, or the rescan decides).
-        let score = |&t: &u32| self.score(t, m).map(|s| (t, s));
+        // Every surviving tree scores the new one and files it among its candidates.
+        let score = |&t: &u32| self.score(t, m, None).map(|s| (t, s));
         let scored: Vec<(u32, f64)> = if self.active.len() >= PAR_THRESHOLD {
             self.threads
                 .install(|| self.active.par_iter().map(score).collect::<Result<_>>())?
@@ -249,14 +345,11 @@ impl<M: ClusterModel> Search<'_, M> {
             self.active.iter().map(score).collect::<Result<_>>()?
         };
         for (t, s) in scored {
-            if s > self.best[t as usize].score {
-                self.set_best(
-                    t,
-                    Best {
-                        score: s,
-                        partner: m,
-                    },
-                );
+            let c = &mut self.candidates[t as usize];
+            let old_key = c.key();
+            c.push((s, m));
+            if c.key() != old_key {
+                self.heap.set(t as usize, s);
             }
         }
         self.active.push(m);
@@ -287,6 +380,7 @@ impl<M: ClusterModel> Search<'_, M> {
                     log_f: s.log_f,
                     log_p: s.log_p,
                     log_pi: s.log_pi,
+                    log_1m_pi: s.log_1m_pi,
                 })
             })
             .collect();

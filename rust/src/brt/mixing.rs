@@ -114,6 +114,90 @@ impl Mixing {
     }
 }
 
+/// Anything that gives the prior terms of a node: [`Mixing`] itself, or a [`PriorTable`]
+/// that has them tabulated for the pair-scoring loop.
+pub trait NodePriors: Sync {
+    /// See [`Mixing::node_prior`].
+    fn node_prior(&self, n_children: usize, n_leaves: usize, sum_log_d_children: f64) -> NodePrior;
+    /// See [`Mixing::leaf_log_d`].
+    fn leaf_log_d(&self) -> f64;
+}
+
+impl NodePriors for Mixing {
+    #[inline]
+    fn node_prior(&self, n_children: usize, n_leaves: usize, sum_log_d_children: f64) -> NodePrior {
+        Mixing::node_prior(self, n_children, n_leaves, sum_log_d_children)
+    }
+    fn leaf_log_d(&self) -> f64 {
+        Mixing::leaf_log_d(self)
+    }
+}
+
+/// [`Mixing`] with its transcendental terms tabulated for trees of up to `n` leaves: `ln π`
+/// and `ln(1 − π)` by child count for `"brt"`, `ln(a Γ(n_T))` for `"dp"`. Same values as
+/// [`Mixing::node_prior`], bit for bit.
+#[derive(Debug, Clone)]
+pub struct PriorTable {
+    mixing: Mixing,
+    by_count: Vec<NodePrior>,
+    log_a_gamma: Vec<f64>,
+}
+
+impl PriorTable {
+    /// Tables for trees of up to `n` leaves.
+    pub fn new(mixing: Mixing, n: usize) -> Self {
+        let (mut by_count, mut log_a_gamma) = (Vec::new(), Vec::new());
+        match mixing {
+            Mixing::Brt { .. } | Mixing::Gamma { .. } => {
+                by_count = (0..=n)
+                    .map(|c| mixing.node_prior(c.max(2), 2, 0.0))
+                    .collect();
+            }
+            Mixing::Dp { alpha } => {
+                log_a_gamma = (0..=n)
+                    .map(|m| alpha.ln() + ln_gamma(m.max(1) as f64))
+                    .collect();
+            }
+        }
+        Self {
+            mixing,
+            by_count,
+            log_a_gamma,
+        }
+    }
+}
+
+impl NodePriors for PriorTable {
+    #[inline]
+    fn node_prior(&self, n_children: usize, n_leaves: usize, sum_log_d_children: f64) -> NodePrior {
+        match self.mixing {
+            Mixing::Dp { .. } => match self.log_a_gamma.get(n_leaves) {
+                Some(&log_a_gamma) => {
+                    let log_d = log_add_exp(log_a_gamma, sum_log_d_children);
+                    NodePrior {
+                        log_pi: log_a_gamma - log_d,
+                        log_1m_pi: sum_log_d_children - log_d,
+                        log_d,
+                    }
+                }
+                None => self
+                    .mixing
+                    .node_prior(n_children, n_leaves, sum_log_d_children),
+            },
+            _ => match self.by_count.get(n_children) {
+                Some(&p) => p,
+                None => self
+                    .mixing
+                    .node_prior(n_children, n_leaves, sum_log_d_children),
+            },
+        }
+    }
+
+    fn leaf_log_d(&self) -> f64 {
+        self.mixing.leaf_log_d()
+    }
+}
+
 /// `ln p(leaves(T) | T) = ln[π f + (1 − π) Π p(children)]` (eq 1.5).
 #[inline]
 pub fn node_log_p(prior: &NodePrior, log_f: f64, sum_log_p_children: f64) -> f64 {
@@ -152,6 +236,23 @@ mod tests {
         assert!((p.log_pi - (1.0 / (1.0 + a)).ln()).abs() < 1e-14);
         assert!((p.log_d - (a + a * a).ln()).abs() < 1e-14);
         assert!((p.log_pi.exp() + p.log_1m_pi.exp() - 1.0).abs() < 1e-14);
+    }
+
+    #[test]
+    fn tables_reproduce_the_rules_exactly() {
+        for mixing in [
+            Mixing::Brt { gamma: 0.3 },
+            Mixing::Gamma { gamma: 0.6 },
+            Mixing::Dp { alpha: 1.7 },
+        ] {
+            let table = PriorTable::new(mixing, 20);
+            for (c, n, ld) in [(2, 2, 1.0), (5, 9, -3.0), (20, 20, 0.5), (30, 40, 2.0)] {
+                assert_eq!(
+                    NodePriors::node_prior(&table, c, n, ld),
+                    mixing.node_prior(c, n, ld)
+                );
+            }
+        }
     }
 
     #[test]

@@ -225,8 +225,9 @@ fn greedy_matches_the_slow_reference() {
 #[test]
 fn thread_count_does_not_change_the_tree() {
     let mut rng = Rng(7);
-    // Large enough for the parallel code paths (more than PAR_THRESHOLD trees).
-    let x = clustered_binary(&mut rng, 700, 24, 9);
+    // Large enough for every parallel code path (scans and merges over more than
+    // PAR_THRESHOLD trees).
+    let x = clustered_binary(&mut rng, 2 * crate::parallel::PAR_THRESHOLD + 50, 24, 9);
     let model = BetaBernoulli::new(&[1.0], &[1.0], 24).unwrap();
     let base = BrtParams::new(Mixing::Brt { gamma: 0.5 });
     let one = fit(&model, &base.n_threads(Some(1)), x.view()).unwrap();
@@ -382,4 +383,49 @@ fn too_few_rows_and_bad_options_are_errors() {
         .is_err()
     );
     assert!(Threads::new(Some(0)).is_err());
+}
+
+#[test]
+fn greedy_matches_the_reference_on_a_permuted_sparse_case() {
+    // Found by the Python property test of row-permutation invariance.
+    let rows = [
+        [0., 0., 0., 0., 0., 0., 0., 0.],
+        [0., 0., 0., 0., 0., 0., 0., 1.],
+        [0., 0., 0., 0., 0., 0., 1., 0.],
+        [0., 0., 0., 0., 0., 0., 1., 1.],
+        [0., 0., 0., 0., 1., 0., 0., 0.],
+        [0., 0., 0., 1., 1., 0., 0., 0.],
+        [1., 0., 0., 0., 0., 1., 0., 0.],
+        [1., 0., 0., 1., 0., 0., 0., 1.],
+    ];
+    let perm = [5, 6, 2, 7, 1, 4, 0, 3];
+    let alpha = [
+        1.9252029063692582,
+        0.6530590771345497,
+        1.7083563049667023,
+        0.5537796092394345,
+        1.1717678479421603,
+        0.5310633268348612,
+        1.471362015627923,
+        1.7309711313308742,
+    ];
+    let beta = [
+        1.0233652955884602,
+        1.9267742058707225,
+        1.703065940854157,
+        0.8749660312016792,
+        1.278792931505673,
+        1.5806131700044108,
+        1.7060766929421523,
+        1.8868454004476884,
+    ];
+    let model = BetaBernoulli::new(&alpha, &beta, 8).unwrap();
+    let mixing = Mixing::Brt { gamma: 0.5 };
+    for order in [[0, 1, 2, 3, 4, 5, 6, 7], perm] {
+        let x = Array2::from_shape_fn((8, 8), |(i, j)| rows[order[i]][j]);
+        let tree = fit(&model, &BrtParams::new(mixing), x.view()).unwrap();
+        let (canon, lp) = reference_greedy(&model, &mixing, false, &x);
+        assert_eq!(shape_of(&tree, tree.root()).canonical(), canon);
+        assert!((tree.log_evidence() - lp).abs() < 1e-9);
+    }
 }

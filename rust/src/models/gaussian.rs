@@ -212,6 +212,9 @@ fn nonfinite(row: usize, col: usize) -> RoseTreeError {
 
 impl ClusterModel for NormalInverseWishart {
     type Stats = GaussianStats;
+    type Query = ();
+
+    fn query(&self, _: &GaussianStats) {}
 
     fn n_features(&self) -> usize {
         self.mu0.len()

@@ -27,6 +27,9 @@ pub trait ClusterModel: Sync {
     /// Sufficient statistics of a cluster of rows.
     type Stats: Clone + Send + Sync;
 
+    /// Precomputed terms of one cluster for [`log_marginal_query`](ClusterModel::log_marginal_query).
+    type Query: Send + Sync;
+
     /// The number of columns a data row must have.
     fn n_features(&self) -> usize;
 
@@ -58,6 +61,22 @@ pub trait ClusterModel: Sync {
     /// As [`log_marginal`](ClusterModel::log_marginal).
     fn log_marginal_merged(&self, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
         self.log_marginal(&self.merge(a, b))
+    }
+
+    /// Whatever makes scoring the cluster `a` against many single-row partners cheap (the
+    /// pair-scoring loop of the greedy search). Models without such a shortcut use `()`.
+    fn query(&self, a: &Self::Stats) -> Self::Query;
+
+    /// `ln f(A ∪ B)` given `q = query(a)`. Must agree with
+    /// [`log_marginal_merged`](ClusterModel::log_marginal_merged) up to rounding; the search
+    /// calls it with a single-row `b` whenever one of the pair is a single row, so that is the
+    /// case worth a shortcut.
+    ///
+    /// # Errors
+    /// As [`log_marginal`](ClusterModel::log_marginal).
+    fn log_marginal_query(&self, q: &Self::Query, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
+        let _ = q;
+        self.log_marginal_merged(a, b)
     }
 
     /// Statistics of every row of `x`, checking the number of columns first.

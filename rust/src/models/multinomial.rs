@@ -22,6 +22,7 @@ pub struct DirichletMultinomial {
 /// Column totals, grand total and summed log multinomial coefficients of a cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CountStats {
+    rows: u32,
     counts: Vec<f64>,
     total: f64,
     log_coefficient: f64,
@@ -64,6 +65,9 @@ impl DirichletMultinomial {
 
 impl ClusterModel for DirichletMultinomial {
     type Stats = CountStats;
+    type Query = ();
+
+    fn query(&self, _: &CountStats) {}
 
     fn n_features(&self) -> usize {
         self.alpha.len()
@@ -90,6 +94,7 @@ impl ClusterModel for DirichletMultinomial {
         let log_coefficient =
             ln_gamma(total + 1.0) - row.iter().map(|&v| ln_gamma(v + 1.0)).sum::<f64>();
         Ok(CountStats {
+            rows: 1,
             counts: row.to_vec(),
             total,
             log_coefficient,
@@ -98,6 +103,7 @@ impl ClusterModel for DirichletMultinomial {
 
     fn merge(&self, a: &CountStats, b: &CountStats) -> CountStats {
         CountStats {
+            rows: a.rows + b.rows,
             counts: a.counts.iter().zip(&b.counts).map(|(x, y)| x + y).collect(),
             total: a.total + b.total,
             log_coefficient: a.log_coefficient + b.log_coefficient,
