@@ -1,6 +1,7 @@
 """The public Python API: estimator contract, tree conversions, bad input."""
 
 import os
+import pickle
 import signal
 import threading
 
@@ -132,6 +133,16 @@ def test_contraction_never_lowers_the_evidence(toy):
     assert contracted.tree_.n_nodes <= plain.tree_.n_nodes
 
 
+def test_fitted_estimator_pickles():
+    est = rt.BayesianRoseTree(mixing="dp").fit(BLOCKS)
+    again = pickle.loads(pickle.dumps(est))
+    t, u = est.tree_, again.tree_
+    assert u.children == t.children and u.log_evidence == t.log_evidence
+    np.testing.assert_array_equal(u.log_1m_pi, t.log_1m_pi)
+    assert u.partitions() == t.partitions()
+    assert u.to_newick() == t.to_newick()
+
+
 def test_excess_bits():
     assert rt.excess_bits([-10.0, -12.0], [-10.0, -12.0 - np.log(2)], 4) == pytest.approx(1 / 8)
 
@@ -184,6 +195,7 @@ def test_bad_data_raises_invalid_data(X, match):
         ({"mixing": "dp", "dp_alpha": 0.0}, "dp_alpha"),
         ({"n_jobs": 0}, "n_jobs"),
         ({"n_jobs": 1.5}, "n_jobs"),
+        ({"n_jobs": 10**6}, "n_jobs"),
         ({"model": "bernoulli"}, "model"),
     ],
 )

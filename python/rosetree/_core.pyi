@@ -6,6 +6,18 @@ import numpy.typing as npt
 __version__: str
 
 class RoseTree:
+    def __new__(
+        cls,
+        n_leaves: int,
+        internal: list[list[int]],
+        log_f: list[float],
+        log_p: list[float],
+        log_pi: list[float],
+        log_1m_pi: list[float],
+    ) -> RoseTree: ...
+    def __getnewargs__(
+        self,
+    ) -> tuple[int, list[list[int]], list[float], list[float], list[float], list[float]]: ...
     @property
     def n_leaves(self) -> int: ...
     @property

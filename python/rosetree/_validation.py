@@ -8,7 +8,10 @@ import numpy as np
 
 from .exceptions import InvalidDataError, InvalidParameterError
 
-__all__ = ["check_array", "check_n_jobs"]
+__all__ = ["MAX_JOBS", "check_array", "check_n_jobs"]
+
+#: More threads than this is a mistake, not a configuration (each one is an OS thread).
+MAX_JOBS = 1024
 
 
 def check_array(X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str = "X") -> np.ndarray:
@@ -65,4 +68,6 @@ def check_n_jobs(n_jobs: Any) -> int | None:
         raise InvalidParameterError(
             f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}", "n_jobs"
         )
+    if n_jobs > MAX_JOBS:
+        raise InvalidParameterError(f"n_jobs must be at most {MAX_JOBS}, got {n_jobs}", "n_jobs")
     return int(n_jobs)

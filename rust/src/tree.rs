@@ -145,6 +145,54 @@ impl RoseTree {
         Self { nodes, n_leaves }
     }
 
+    /// Reassembles a tree from its shape and per-node values (as stored by
+    /// [`RoseTree::topology`] and the node fields), for example after serialisation. Each
+    /// slice has one value per node, leaves first.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] for an invalid shape or slices of the wrong length.
+    pub fn from_parts(
+        topology: &Topology,
+        log_f: &[f64],
+        log_p: &[f64],
+        log_pi: &[f64],
+        log_1m_pi: &[f64],
+    ) -> Result<Self> {
+        let n = topology.n_leaves();
+        let total = n + topology.internal().len();
+        if [log_f.len(), log_p.len(), log_pi.len(), log_1m_pi.len()]
+            .iter()
+            .any(|&l| l != total)
+        {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "expected {total} values per node quantity"
+            )));
+        }
+        let mut nodes: Vec<Node> = Vec::with_capacity(total);
+        for id in 0..total {
+            let children = if id < n {
+                Vec::new()
+            } else {
+                topology.internal()[id - n].clone()
+            };
+            let n_leaves = if id < n {
+                1
+            } else {
+                children.iter().map(|&c| nodes[c].n_leaves).sum()
+            };
+            nodes.push(Node {
+                children,
+                parent: None,
+                n_leaves,
+                log_f: log_f[id],
+                log_p: log_p[id],
+                log_pi: log_pi[id],
+                log_1m_pi: log_1m_pi[id],
+            });
+        }
+        Ok(Self::from_nodes(n, nodes))
+    }
+
     /// Assembles a tree from nodes with gaps: `nodes[k]` is `None` for an id that does not
     /// survive (a root dissolved by an absorb or collapse, a contracted edge). The surviving
     /// nodes keep their relative order and are renumbered densely; the last one is the root.

@@ -3,7 +3,7 @@
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 
-use crate::tree::RoseTree;
+use crate::tree::{RoseTree, Topology};
 
 /// A Bayesian rose tree computed in Rust. `rosetree.RoseTree` wraps it.
 #[pyclass(frozen, module = "rosetree._core", name = "RoseTree")]
@@ -34,6 +34,43 @@ impl PyRoseTree {
 
 #[pymethods]
 impl PyRoseTree {
+    /// Rebuilds a tree from the values `__getnewargs__` gives (this is what pickling uses).
+    #[new]
+    fn new(
+        n_leaves: usize,
+        internal: Vec<Vec<usize>>,
+        log_f: Vec<f64>,
+        log_p: Vec<f64>,
+        log_pi: Vec<f64>,
+        log_1m_pi: Vec<f64>,
+    ) -> PyResult<Self> {
+        let topology = Topology::new(n_leaves, internal)?;
+        Ok(RoseTree::from_parts(&topology, &log_f, &log_p, &log_pi, &log_1m_pi)?.into())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn __getnewargs__(
+        &self,
+    ) -> (
+        usize,
+        Vec<Vec<usize>>,
+        Vec<f64>,
+        Vec<f64>,
+        Vec<f64>,
+        Vec<f64>,
+    ) {
+        let nodes = self.inner.nodes();
+        let col = |f: fn(&crate::Node) -> f64| nodes.iter().map(f).collect::<Vec<_>>();
+        (
+            self.inner.n_leaves(),
+            self.inner.topology().internal().to_vec(),
+            col(|n| n.log_f),
+            col(|n| n.log_p),
+            col(|n| n.log_pi),
+            col(|n| n.log_1m_pi),
+        )
+    }
+
     /// Number of leaves (data rows).
     #[getter]
     fn n_leaves(&self) -> usize {
