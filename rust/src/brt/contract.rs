@@ -7,7 +7,7 @@
 
 use super::merge::Summary;
 use super::mixing::Mixing;
-use crate::tree::{Node, RoseTree};
+use crate::tree::RoseTree;
 
 /// Relative improvement of the root's log evidence below which a contraction is not taken,
 /// so that rounding noise cannot make the pass cycle.
@@ -85,17 +85,7 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     }
 
     let sparse = (0..nodes.len())
-        .map(|id| {
-            alive[id].then(|| Node {
-                children: std::mem::take(&mut children[id]),
-                parent: None,
-                n_leaves: summary[id].n_leaves,
-                log_f: summary[id].log_f,
-                log_p: summary[id].log_p,
-                log_pi: summary[id].log_pi,
-                log_1m_pi: summary[id].log_1m_pi,
-            })
-        })
+        .map(|id| alive[id].then(|| summary[id].to_node(std::mem::take(&mut children[id]))))
         .collect();
     RoseTree::from_sparse_nodes(sparse)
 }

@@ -4,7 +4,7 @@ use super::merge::Summary;
 use super::mixing::Mixing;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
-use crate::tree::{Node, RoseTree, Topology};
+use crate::tree::{RoseTree, Topology};
 
 /// Annotates `topology` with `ln f`, `ln p` and `ln π` under `model` and `mixing`, given the
 /// statistics of each leaf (data row).
@@ -59,18 +59,13 @@ pub(crate) fn annotated(topology: &Topology, summary: &[Summary]) -> RoseTree {
     let nodes = summary
         .iter()
         .enumerate()
-        .map(|(id, s)| Node {
-            children: if id < n {
+        .map(|(id, s)| {
+            let children = if id < n {
                 Vec::new()
             } else {
                 topology.internal()[id - n].clone()
-            },
-            parent: None,
-            n_leaves: s.n_leaves,
-            log_f: s.log_f,
-            log_p: s.log_p,
-            log_pi: s.log_pi,
-            log_1m_pi: s.log_1m_pi,
+            };
+            s.to_node(children)
         })
         .collect();
     RoseTree::from_nodes(n, nodes)

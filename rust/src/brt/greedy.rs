@@ -20,7 +20,7 @@ use super::mixing::{Mixing, PriorTable};
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
 use crate::parallel::{PAR_THRESHOLD, Threads};
-use crate::tree::{Node, RoseTree};
+use crate::tree::RoseTree;
 
 const NONE: u32 = u32::MAX;
 /// How many merges run between two polls of the interrupt callback.
@@ -373,15 +373,7 @@ impl<M: ClusterModel> Search<'_, M> {
             .zip(self.children)
             .zip(self.dissolved)
             .map(|((s, children), dissolved)| {
-                (!dissolved).then(|| Node {
-                    children: children.into_iter().map(|c| c as usize).collect(),
-                    parent: None,
-                    n_leaves: s.n_leaves,
-                    log_f: s.log_f,
-                    log_p: s.log_p,
-                    log_pi: s.log_pi,
-                    log_1m_pi: s.log_1m_pi,
-                })
+                (!dissolved).then(|| s.to_node(children.into_iter().map(|c| c as usize).collect()))
             })
             .collect();
         RoseTree::from_sparse_nodes(nodes)

@@ -2,6 +2,7 @@
 //! likelihood-ratio score (eq 1.23).
 
 use super::mixing::{NodePriors, node_log_p};
+use crate::tree::Node;
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
 /// tie-breaking preference of `CONVENTIONS.md`.
@@ -90,6 +91,19 @@ impl Summary {
             sum_log_p_children,
             log_d: prior.log_d,
             sum_log_d_children,
+        }
+    }
+
+    /// The tree node with these quantities and `children`.
+    pub fn to_node(&self, children: Vec<usize>) -> Node {
+        Node {
+            children,
+            parent: None,
+            n_leaves: self.n_leaves,
+            log_f: self.log_f,
+            log_p: self.log_p,
+            log_pi: self.log_pi,
+            log_1m_pi: self.log_1m_pi,
         }
     }
 
