@@ -126,6 +126,38 @@ def test_results_are_deterministic_and_independent_of_threads():
         assert t.log_evidence == trees[0].log_evidence
 
 
+@pytest.mark.parametrize(
+    "model", [rt.BetaBernoulli(alpha=0.5, beta=2.0), rt.DirichletMultinomial(alpha=0.7)]
+)
+@pytest.mark.parametrize("binary", [False, True])
+def test_sparse_input_gives_the_dense_result(model, binary):
+    sparse = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(3)
+    X = (rng.random((300, 40)) < 0.08).astype(float)
+    X[5] = 0.0  # an empty row
+    est = rt.BayesianRoseTree(model=model, binary=binary)
+    dense = est.fit(X).tree_
+    for fmt in (sparse.csr_matrix, sparse.csc_matrix, sparse.coo_array):
+        t = est.fit(fmt(X)).tree_
+        assert t.children == dense.children
+        assert t.log_evidence == pytest.approx(dense.log_evidence, rel=1e-12)
+    assert est.n_features_in_ == 40
+
+
+def test_sparse_input_errors_name_row_and_column():
+    sparse = pytest.importorskip("scipy.sparse")
+    X = sparse.lil_matrix((4, 3))
+    X[2, 1] = 0.5
+    with pytest.raises(rt.InvalidDataError, match="row 2") as err:
+        rt.BayesianRoseTree().fit(X.tocsr())
+    assert err.value.column == 1
+    X[2, 1] = np.inf
+    with pytest.raises(rt.InvalidDataError, match="infinite"):
+        rt.BayesianRoseTree().fit(X.tocsr())
+    with pytest.raises(rt.InvalidDataError, match="at least 2 rows"):
+        rt.BayesianRoseTree().fit(sparse.csr_matrix((1, 3)))
+
+
 def test_contraction_never_lowers_the_evidence(toy):
     plain = rt.BayesianRoseTree(binary=True).fit(toy.data)
     contracted = rt.BayesianRoseTree(binary=True, contract=True).fit(toy.data)

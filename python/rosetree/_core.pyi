@@ -43,6 +43,20 @@ def fit_brt(
     contract: bool,
     n_jobs: int | None = None,
 ) -> RoseTree: ...
+def fit_brt_csr(
+    indptr: npt.NDArray[np.int64],
+    indices: npt.NDArray[np.int64],
+    data: npt.NDArray[np.float64],
+    n_cols: int,
+    model: dict[str, Any],
+    *,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+    binary: bool,
+    contract: bool,
+    n_jobs: int | None = None,
+) -> RoseTree: ...
 def evaluate_tree(
     x: npt.NDArray[np.float64],
     model: dict[str, Any],

@@ -8,7 +8,7 @@ import numpy as np
 
 from .exceptions import InvalidDataError, InvalidParameterError
 
-__all__ = ["MAX_JOBS", "check_array", "check_n_jobs"]
+__all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse"]
 
 #: More threads than this is a mistake, not a configuration (each one is an OS thread).
 MAX_JOBS = 1024
@@ -22,7 +22,7 @@ def check_array(X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str 
     cluster model decides whether it supports missing entries. Infinite values are rejected
     here, with their row and column.
     """
-    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse, without importing scipy
+    if is_sparse(X):
         X = X.toarray()
     elif hasattr(X, "to_numpy") and hasattr(X, "columns"):  # pandas.DataFrame
         X = X.to_numpy()
@@ -58,6 +58,36 @@ def check_array(X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str 
         what = "an infinite value" if np.isinf(arr[row, col]) else "NaN"
         raise InvalidDataError(f"{name} has {what} in row {row}, column {col}", row, col)
     return arr
+
+
+def is_sparse(X: Any) -> bool:
+    """Whether ``X`` is a SciPy sparse matrix or array (without importing SciPy)."""
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def check_csr(X: Any, *, min_rows: int = 2, name: str = "X") -> tuple[np.ndarray, ...]:
+    """``(indptr, indices, data)`` of ``X`` as canonical CSR (sorted, no duplicates).
+
+    The arrays are int64, int64 and float64; infinite stored values are rejected with their
+    row and column, NaN marks a missing entry.
+    """
+    csr = X.tocsr(copy=True)
+    csr.sum_duplicates()
+    n, d = csr.shape
+    if n < min_rows:
+        raise InvalidDataError(f"{name} needs at least {min_rows} rows, got {n}")
+    if d == 0:
+        raise InvalidDataError(f"{name} needs at least one column, got 0")
+    data = np.ascontiguousarray(csr.data, dtype=np.float64)
+    indptr = np.ascontiguousarray(csr.indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(csr.indices, dtype=np.int64)
+    bad = np.flatnonzero(np.isinf(data))
+    if bad.size:
+        k = int(bad[0])
+        row = int(np.searchsorted(indptr, k, side="right") - 1)
+        col = int(indices[k])
+        raise InvalidDataError(f"{name} has an infinite value in row {row}, column {col}", row, col)
+    return indptr, indices, data
 
 
 def check_n_jobs(n_jobs: Any) -> int | None:

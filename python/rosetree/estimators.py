@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_n_jobs
-from .config import BetaBernoulli, ClusterModel
+from ._validation import check_array, check_csr, check_n_jobs, is_sparse
+from .config import BetaBernoulli, ClusterModel, NormalInverseWishart
 from .exceptions import InvalidParameterError
 from .tree import RoseTree
 
@@ -153,9 +153,11 @@ class BayesianRoseTree(_ParamsMixin):
 
         Parameters
         ----------
-        X : array_like of shape (n_samples, n_features)
-            Data rows (NumPy array, nested lists, pandas DataFrame). NaN marks a missing
-            entry where the model supports it.
+        X : array_like or sparse matrix of shape (n_samples, n_features)
+            Data rows (NumPy array, nested lists, pandas DataFrame, SciPy sparse matrix).
+            NaN marks a missing entry where the model supports it. Sparse input is read
+            without a dense copy, except for :class:`NormalInverseWishart`, whose default
+            prior is computed from the dense data.
         y : ignored
 
         Returns
@@ -166,19 +168,21 @@ class BayesianRoseTree(_ParamsMixin):
         kwargs = mixing_args(self.mixing, self.gamma, self.dp_alpha)
         n_jobs = check_n_jobs(self.n_jobs)
         names = getattr(X, "columns", None)
-        X = check_array(X)
-        core = _core.fit_brt(
-            X,
-            model._spec(),
-            binary=bool(self.binary),
-            contract=bool(self.contract),
-            n_jobs=n_jobs,
-            **kwargs,
-        )
+        options = dict(binary=bool(self.binary), contract=bool(self.contract), n_jobs=n_jobs)
+        if is_sparse(X) and not isinstance(model, NormalInverseWishart):
+            indptr, indices, data = check_csr(X)
+            n_features = X.shape[1]
+            core = _core.fit_brt_csr(
+                indptr, indices, data, n_features, model._spec(), **options, **kwargs
+            )
+        else:
+            X = check_array(X)
+            n_features = X.shape[1]
+            core = _core.fit_brt(X, model._spec(), **options, **kwargs)
         self.tree_ = RoseTree(core)
         self.log_evidence_ = self.tree_.log_evidence
         self.labels_ = self.tree_.cut()
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = n_features
         if names is not None:
             self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
         return self

@@ -7,10 +7,9 @@
 //! it: no partner outside the list ranks above the floor. The best live entry of the list is
 //! therefore the tree's exact best merge whenever it ranks above the floor; only when the
 //! listed partners ahead of the floor have all been merged away is the tree rescanned. A
-//! newly merged tree has the highest id, so it has no list
-//! of its own: each surviving tree scores it once and files it in its own list. Every pair
-//! is scored by a pure function of the two trees' statistics, so the result does not depend
-//! on the number of threads.
+//! newly merged tree has the highest id, so it has no list of its own: each surviving tree
+//! scores it once and files it in its own list. Every pair is scored by a pure function of
+//! the two trees' statistics, so the result does not depend on the number of threads.
 
 use rayon::prelude::*;
 
@@ -113,9 +112,9 @@ struct Search<'a, M: ClusterModel> {
 
 /// Builds a rose tree greedily from the statistics of `leaves` (one per data row).
 ///
-/// With `binary` only joins are considered (Bayesian hierarchical clustering). `interrupt`
-/// is polled every few merges from the calling thread (parallel sections run on `threads`); when it returns `true` the search
-/// stops with [`RoseTreeError::Interrupted`].
+/// With `binary` only joins are considered (Bayesian hierarchical clustering). Parallel
+/// sections run on `threads`; `interrupt` is polled every few merges from the calling thread,
+/// and when it returns `true` the search stops with [`RoseTreeError::Interrupted`].
 ///
 /// # Errors
 /// [`RoseTreeError::InvalidParameter`] for fewer than two leaves; errors of the model;

@@ -79,6 +79,28 @@ pub trait ClusterModel: Sync {
         self.log_marginal_merged(a, b)
     }
 
+    /// Statistics of one row given sparsely: value `values[k]` in column `columns[k]`, zero
+    /// elsewhere. The default fills a dense row; models may build their statistics directly.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidData`] for a column out of range, and as
+    /// [`leaf_stats`](ClusterModel::leaf_stats).
+    fn leaf_stats_sparse(
+        &self,
+        columns: &[usize],
+        values: &[f64],
+        index: usize,
+    ) -> Result<Self::Stats> {
+        let mut row = ndarray::Array1::zeros(self.n_features());
+        for (&c, &v) in columns.iter().zip(values) {
+            let slot = row.get_mut(c).ok_or_else(|| {
+                RoseTreeError::data(index, Some(c), format!("column {c} is out of range"))
+            })?;
+            *slot = v;
+        }
+        self.leaf_stats(row.view(), index)
+    }
+
     /// Statistics of every row of `x`, checking the number of columns first.
     ///
     /// # Errors

@@ -6,7 +6,8 @@ mod errors;
 mod models;
 mod tree;
 
-use numpy::PyReadonlyArray2;
+use ndarray::Array2;
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -67,6 +68,66 @@ fn fit_brt(
     with_model!(model, m => {
         m.prepare(x.nrows());
         let leaves = m.leaf_stats_all(x)?;
+        let tree = py.detach(|| brt::fit_stats(&m, &params, leaves, &interrupted))?;
+        Ok(tree.into())
+    })
+}
+
+/// Greedy Bayesian rose tree of the rows of a CSR matrix (`indptr`, `indices`, `data`,
+/// `n_cols` columns), whose leaf statistics are built without a dense copy of the data.
+#[pyfunction]
+#[pyo3(signature = (indptr, indices, data, n_cols, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_brt_csr(
+    py: Python<'_>,
+    indptr: PyReadonlyArray1<'_, i64>,
+    indices: PyReadonlyArray1<'_, i64>,
+    data: PyReadonlyArray1<'_, f64>,
+    n_cols: usize,
+    model: &Bound<'_, PyDict>,
+    mixing: &str,
+    gamma: f64,
+    dp_alpha: f64,
+    binary: bool,
+    contract: bool,
+    n_jobs: Option<usize>,
+) -> PyResult<PyRoseTree> {
+    let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
+    let params = BrtParams {
+        mixing,
+        binary,
+        contract,
+        n_threads: n_jobs,
+    };
+    params.check()?;
+    let (indptr, indices, data) = (indptr.as_slice()?, indices.as_slice()?, data.as_slice()?);
+    let n = indptr.len().saturating_sub(1);
+    let bad = |what: &str| RoseTreeError::param("X", format!("malformed CSR matrix: {what}"));
+    if indptr.first() != Some(&0) || indices.len() != data.len() {
+        return Err(bad("indptr must start at 0 and indices match data in length").into());
+    }
+    let mut rows = Vec::with_capacity(n);
+    for r in 0..n {
+        let (lo, hi) = (indptr[r], indptr[r + 1]);
+        if lo > hi || hi as usize > indices.len() {
+            return Err(bad("indptr must be non-decreasing and within the data").into());
+        }
+        let cols: Vec<usize> = indices[lo as usize..hi as usize]
+            .iter()
+            .map(|&c| usize::try_from(c).ok().filter(|&c| c < n_cols))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("column index out of range"))?;
+        rows.push((cols, lo as usize..hi as usize));
+    }
+    // Shape only: the sparse path serves models whose defaults do not look at the data.
+    let model = build_model(model, Array2::<f64>::zeros((0, n_cols)).view())?;
+    with_model!(model, m => {
+        m.prepare(n);
+        let leaves = rows
+            .iter()
+            .enumerate()
+            .map(|(r, (cols, span))| m.leaf_stats_sparse(cols, &data[span.clone()], r))
+            .collect::<crate::Result<Vec<_>>>()?;
         let tree = py.detach(|| brt::fit_stats(&m, &params, leaves, &interrupted))?;
         Ok(tree.into())
     })
@@ -140,6 +201,7 @@ fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyDict>) -> PyRe
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRoseTree>()?;
     m.add_function(wrap_pyfunction!(fit_brt, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_brt_csr, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;
     m.add_function(wrap_pyfunction!(optimal_tree, m)?)?;
     m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
