@@ -1,4 +1,13 @@
 //! Beta–Bernoulli clusters for binary data (BRT eq 1.19).
+//!
+//! Each feature `i` is an independent coin with bias `θ_i ~ Beta(α_i, β_i)`. Integrating the
+//! biases out, a cluster with `k_i` ones among `N_i` observed entries of column `i` has
+//!
+//! `f(D) = Π_i B(α_i + k_i, β_i + N_i − k_i) / B(α_i, β_i)`.
+//!
+//! The statistics are integer counts, so the pair-scoring loop spends its time in `ln Γ` at
+//! shifted integers; [`ClusterModel::prepare`] tabulates those, and
+//! [`ClusterModel::query`] turns scoring a cluster against a single row into one dot product.
 
 use ndarray::ArrayView1;
 
@@ -6,8 +15,8 @@ use super::{ClusterModel, per_feature};
 use crate::error::{Result, RoseTreeError};
 use crate::math::{ln_beta, ln_gamma};
 
-/// Tables of `ln Γ(base_i + k)` for small integer `k` must stay below this many entries;
-/// beyond it the model evaluates `ln Γ` directly.
+/// Tables of `ln Γ(base_i + k)` for small integer `k` must stay below this many entries
+/// (128 MiB of `f64`); beyond it the model evaluates `ln Γ` directly.
 const MAX_TABLE: usize = 1 << 24;
 
 /// `ln Γ(base_i + k)` for integer `k`, tabulated up to a length fixed by
@@ -18,7 +27,9 @@ struct ShiftedLnGamma {
     base: Vec<f64>,
     /// All bases equal: one row serves every feature.
     shared: bool,
+    /// Entries per row; `0` until [`reserve`](Self::reserve) is called.
     len: usize,
+    /// Row-major `rows × len`, with one row when `shared`.
     table: Vec<f64>,
 }
 
@@ -47,6 +58,13 @@ impl ShiftedLnGamma {
         self.len = len;
     }
 
+    /// The shared row `ln Γ(base + k)` for `k ∈ 0..=n`, if every feature has the same base
+    /// and the table reaches `n`.
+    #[inline]
+    fn shared_row(&self, n: usize) -> Option<&[f64]> {
+        (self.shared && n < self.len).then(|| &self.table[..=n])
+    }
+
     #[inline]
     fn get(&self, i: usize, k: u32) -> f64 {
         let k = k as usize;
@@ -59,10 +77,16 @@ impl ShiftedLnGamma {
     }
 }
 
-/// Independent beta–Bernoulli features:
-/// `f(D) = Π_i B(α_i + k_i, β_i + N_i − k_i) / B(α_i, β_i)`, with `k_i` the ones and `N_i`
-/// the observed entries of column `i` (eq 1.19). A NaN entry is missing: it drops out of both
-/// counts, which is exactly marginalising it out.
+/// Independent beta–Bernoulli features (BRT eq 1.19):
+///
+/// `f(D) = Π_i B(α_i + k_i, β_i + N_i − k_i) / B(α_i, β_i)`,
+///
+/// with `k_i` the ones and `N_i` the observed entries of column `i`. `α_i` is the pseudo-count
+/// of ones and `β_i` of zeros, so the prior mean of `P(x_i = 1)` is `α_i / (α_i + β_i)`.
+///
+/// A NaN entry is missing: it drops out of both counts of its column, which is exactly
+/// marginalising it out (the likelihood of the observed entries does not involve it). Any
+/// value other than `0`, `1` or NaN is rejected.
 ///
 /// # Examples
 /// ```
@@ -81,12 +105,21 @@ pub struct BetaBernoulli {
     beta: Vec<f64>,
     /// `Σ_i ln B(α_i, β_i)`.
     log_prior_norm: f64,
+    /// `ln Γ(α_i + k)`.
     ones: ShiftedLnGamma,
+    /// `ln Γ(β_i + k)`.
     zeros: ShiftedLnGamma,
+    /// `ln Γ(α_i + β_i + k)`.
     total: ShiftedLnGamma,
 }
 
-/// Sufficient statistics of a beta–Bernoulli cluster.
+/// Sufficient statistics of a beta–Bernoulli cluster: the number of rows, the ones per column
+/// and the observed (non-missing) entries per column, all as `u32`.
+///
+/// The observed counts are stored only once some row of the cluster had a missing entry;
+/// until then every column has `N_i = n` and no second vector is kept.
+/// A single sparse row (ones in at most a quarter of the columns) also keeps the list of its
+/// one-columns, so scoring it against a cluster query costs `O(ones)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BernoulliStats {
     n: u32,
@@ -104,15 +137,23 @@ impl BernoulliStats {
         self.n
     }
 
-    /// Number of ones per column.
+    /// Number of ones per column, `k_i`.
     pub fn ones(&self) -> &[u32] {
         &self.ones
     }
 
-    /// Observed entries of column `i`.
+    /// Observed (non-missing) entries of column `i`, `N_i`.
+    ///
+    /// # Panics
+    /// If `i` is not a column index.
     #[inline]
     pub fn observed(&self, i: usize) -> u32 {
         self.observed.as_ref().map_or(self.n, |o| o[i])
+    }
+
+    /// Whether every entry of the cluster is observed.
+    pub fn is_complete(&self) -> bool {
+        self.observed.is_none()
     }
 }
 
@@ -125,7 +166,7 @@ pub struct BernoulliQuery {
 }
 
 /// `Σ_i w_i c_i` with four accumulators, so the loop vectorises (the order is fixed, so the
-/// result does not depend on anything but the inputs).
+/// result depends on nothing but the inputs).
 #[inline]
 fn dot_counts(w: &[f64], c: &[u32]) -> f64 {
     let mut acc = [0.0_f64; 4];
@@ -142,11 +183,21 @@ fn dot_counts(w: &[f64], c: &[u32]) -> f64 {
 
 impl BetaBernoulli {
     /// A model for `d` features with pseudo-counts `alpha` (ones) and `beta` (zeros), each a
-    /// scalar or one value per feature.
+    /// scalar (shared by every feature) or one value per feature.
     ///
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] on `alpha` / `beta` for a wrong length or a value
     /// that is not finite and positive, and on `n_features` for `d = 0`.
+    ///
+    /// # Examples
+    /// ```
+    /// use rosetree::models::BetaBernoulli;
+    ///
+    /// let model = BetaBernoulli::new(&[0.5], &[2.0, 1.0, 1.0], 3)?;
+    /// assert_eq!(model.alpha(), &[0.5, 0.5, 0.5]);
+    /// assert!(BetaBernoulli::new(&[0.0], &[1.0], 3).is_err());
+    /// # Ok::<(), rosetree::RoseTreeError>(())
+    /// ```
     pub fn new(alpha: &[f64], beta: &[f64], d: usize) -> Result<Self> {
         if d == 0 {
             return Err(RoseTreeError::param(
@@ -178,8 +229,37 @@ impl BetaBernoulli {
         &self.beta
     }
 
+    /// `ln f` of a fully observed cluster of `n` rows with `k_i` ones in column `i`.
     #[inline]
-    fn log_f(&self, ones: impl Fn(usize) -> u32, observed: impl Fn(usize) -> u32) -> f64 {
+    fn log_f_complete(&self, n: u32, ones: impl Iterator<Item = u32>) -> f64 {
+        if !self.total.shared {
+            let mut s = 0.0;
+            for (i, k) in ones.enumerate() {
+                s += self.ones.get(i, k) + self.zeros.get(i, n - k) - self.total.get(i, n);
+            }
+            return s - self.log_prior_norm;
+        }
+        // Every feature has the same `α_i + β_i`, so `ln Γ(α_i + β_i + n)` is one term.
+        let d = self.alpha.len() as f64;
+        let nu = n as usize;
+        let mut s = 0.0;
+        if let (Some(ta), Some(tb)) = (self.ones.shared_row(nu), self.zeros.shared_row(nu)) {
+            // The common case (scalar prior, tables prepared): two lookups per feature.
+            for k in ones {
+                let k = k as usize;
+                s += ta[k] + tb[nu - k];
+            }
+        } else {
+            for (i, k) in ones.enumerate() {
+                s += self.ones.get(i, k) + self.zeros.get(i, n - k);
+            }
+        }
+        s - d * self.total.get(0, n) - self.log_prior_norm
+    }
+
+    /// `ln f` of a cluster with some missing entries: `k_i` ones among `N_i` observed.
+    #[inline]
+    fn log_f_partial(&self, ones: impl Fn(usize) -> u32, observed: impl Fn(usize) -> u32) -> f64 {
         let mut s = 0.0;
         for i in 0..self.alpha.len() {
             let (k, m) = (ones(i), observed(i));
@@ -193,50 +273,23 @@ impl ClusterModel for BetaBernoulli {
     type Stats = BernoulliStats;
     type Query = Option<BernoulliQuery>;
 
-    fn query(&self, a: &BernoulliStats) -> Option<BernoulliQuery> {
-        if a.observed.is_some() {
-            return None;
-        }
-        let n = a.n + 1;
-        let mut base = -self.log_prior_norm;
-        let delta = (0..a.ones.len())
-            .map(|i| {
-                let k = a.ones[i];
-                let zero = self.ones.get(i, k) + self.zeros.get(i, n - k);
-                let one = self.ones.get(i, k + 1) + self.zeros.get(i, n - k - 1);
-                base += zero - self.total.get(i, n);
-                one - zero
-            })
-            .collect();
-        Some(BernoulliQuery { base, delta })
-    }
-
-    fn log_marginal_query(
-        &self,
-        q: &Option<BernoulliQuery>,
-        a: &BernoulliStats,
-        b: &BernoulliStats,
-    ) -> Result<f64> {
-        match q {
-            Some(q) if b.n == 1 && b.observed.is_none() => Ok(q.base
-                + match &b.support {
-                    Some(cols) => cols.iter().map(|&i| q.delta[i as usize]).sum::<f64>(),
-                    None => dot_counts(&q.delta, &b.ones),
-                }),
-            _ => self.log_marginal_merged(a, b),
-        }
-    }
-
     fn n_features(&self) -> usize {
         self.alpha.len()
     }
 
+    /// Tabulates `ln Γ(α_i + k)`, `ln Γ(β_i + k)` and `ln Γ(α_i + β_i + k)` for
+    /// `k ∈ 0..=n_rows` (one row per table when the prior is a scalar), unless the tables
+    /// would exceed 2²⁴ entries each.
     fn prepare(&mut self, n_rows: usize) {
         for t in [&mut self.ones, &mut self.zeros, &mut self.total] {
             t.reserve(n_rows + 1);
         }
     }
 
+    /// Counts of one row.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidData`] at the first entry that is not `0`, `1` or NaN.
     fn leaf_stats(&self, row: ArrayView1<'_, f64>, index: usize) -> Result<BernoulliStats> {
         let mut ones = Vec::with_capacity(row.len());
         let mut observed: Option<Vec<u32>> = None;
@@ -252,7 +305,7 @@ impl ClusterModel for BetaBernoulli {
                 return Err(RoseTreeError::data(
                     index,
                     Some(j),
-                    format!("the beta-Bernoulli model takes 0, 1 or NaN (missing), got {v}"),
+                    format!("the beta-Bernoulli model takes 0, 1 or NaN (missing) values, got {v}"),
                 ));
             }
         }
@@ -291,28 +344,73 @@ impl ClusterModel for BetaBernoulli {
     }
 
     fn log_marginal(&self, s: &BernoulliStats) -> Result<f64> {
-        Ok(self.log_f(|i| s.ones[i], |i| s.observed(i)))
+        Ok(match &s.observed {
+            None => self.log_f_complete(s.n, s.ones.iter().copied()),
+            Some(obs) => self.log_f_partial(|i| s.ones[i], |i| obs[i]),
+        })
     }
 
+    /// `ln f(A ∪ B)` straight from the two sets of counts, without building the merged
+    /// statistics.
     fn log_marginal_merged(&self, a: &BernoulliStats, b: &BernoulliStats) -> Result<f64> {
-        let n = a.n + b.n;
-        if a.observed.is_none() && b.observed.is_none() {
-            let (ao, bo) = (&a.ones[..], &b.ones[..]);
+        Ok(if a.observed.is_none() && b.observed.is_none() {
+            let n = a.n + b.n;
             let nu = n as usize;
-            if self.ones.shared && self.zeros.shared && nu < self.ones.len.min(self.zeros.len) {
-                // Fully observed with one prior for every feature: two table reads a feature,
-                // and the `ln Γ(α + β + n)` term is common to all of them.
-                let (ta, tb) = (&self.ones.table[..=nu], &self.zeros.table[..=nu]);
+            if let (Some(ta), Some(tb)) = (self.ones.shared_row(nu), self.zeros.shared_row(nu)) {
+                // The hot path of the pair-scoring loop, spelled out: this loop over the two
+                // slices measured ~10% faster than `log_f_complete` over an iterator adapter.
                 let mut s = 0.0;
-                for (&x, &y) in ao.iter().zip(bo) {
+                for (&x, &y) in a.ones.iter().zip(&b.ones) {
                     let k = (x + y) as usize;
                     s += ta[k] + tb[nu - k];
                 }
-                return Ok(s - ao.len() as f64 * self.total.get(0, n) - self.log_prior_norm);
+                return Ok(s
+                    - self.alpha.len() as f64 * self.total.get(0, n)
+                    - self.log_prior_norm);
             }
-            return Ok(self.log_f(|i| ao[i] + bo[i], |_| n));
+            let ones = a.ones.iter().zip(&b.ones).map(|(x, y)| x + y);
+            self.log_f_complete(a.n + b.n, ones)
+        } else {
+            self.log_f_partial(|i| a.ones[i] + b.ones[i], |i| a.observed(i) + b.observed(i))
+        })
+    }
+
+    /// For a fully observed `a`: with `n = |A| + 1` and `k_i` the ones of `A`, adding a row
+    /// `x` gives `ln f = base + Σ_i delta_i x_i`, where `base` is `ln f` for the all-zero row
+    /// and `delta_i` the change of column `i`'s term when `x_i = 1`. `None` (no shortcut) when
+    /// `a` has missing entries.
+    fn query(&self, a: &BernoulliStats) -> Option<BernoulliQuery> {
+        if a.observed.is_some() {
+            return None;
         }
-        Ok(self.log_f(|i| a.ones[i] + b.ones[i], |i| a.observed(i) + b.observed(i)))
+        let n = a.n + 1;
+        let mut base = -self.log_prior_norm;
+        let delta = (0..a.ones.len())
+            .map(|i| {
+                let k = a.ones[i];
+                let zero = self.ones.get(i, k) + self.zeros.get(i, n - k);
+                let one = self.ones.get(i, k + 1) + self.zeros.get(i, n - k - 1);
+                base += zero - self.total.get(i, n);
+                one - zero
+            })
+            .collect();
+        Some(BernoulliQuery { base, delta })
+    }
+
+    fn log_marginal_query(
+        &self,
+        q: &Option<BernoulliQuery>,
+        a: &BernoulliStats,
+        b: &BernoulliStats,
+    ) -> Result<f64> {
+        match q {
+            Some(q) if b.n == 1 && b.observed.is_none() => Ok(q.base
+                + match &b.support {
+                    Some(cols) => cols.iter().map(|&i| q.delta[i as usize]).sum::<f64>(),
+                    None => dot_counts(&q.delta, &b.ones),
+                }),
+            _ => self.log_marginal_merged(a, b),
+        }
     }
 }
 
@@ -321,6 +419,8 @@ mod tests {
     use super::*;
     use ndarray::{Array2, array};
 
+    const NAN: f64 = f64::NAN;
+
     fn stats_of(model: &BetaBernoulli, x: &Array2<f64>) -> BernoulliStats {
         let leaves = model.leaf_stats_all(x.view()).unwrap();
         leaves[1..]
@@ -328,7 +428,9 @@ mod tests {
             .fold(leaves[0].clone(), |acc, s| model.merge(&acc, s))
     }
 
-    /// Π_t P(x_t | x_<t), P(x = 1 | ·) = (α + ones so far) / (α + β + observed so far).
+    /// `Σ_t ln P(x_t | x_<t)` feature by feature, with
+    /// `P(x = 1 | ·) = (α + ones so far) / (α + β + observed so far)` and missing entries
+    /// skipped: the chain rule, independent of the beta-function formula.
     fn sequential(alpha: &[f64], beta: &[f64], x: &Array2<f64>) -> f64 {
         let mut total = 0.0;
         for j in 0..x.ncols() {
@@ -347,13 +449,32 @@ mod tests {
         total
     }
 
+    /// `ln ∫₀¹ θᵏ (1 − θ)^(N−k) Beta(θ | α, β) dθ` by composite Simpson on `m` intervals,
+    /// after substituting `θ = sin² φ`: the integrand becomes
+    /// `2 sin^(2k+2α−1) φ cos^(2N−2k+2β−1) φ / B(α, β)`, which for `α, β ≥ 1` vanishes at both
+    /// ends and is smooth enough there for Simpson's rule to converge fast.
+    fn integrated(alpha: f64, beta: f64, k: u32, n: u32, m: usize) -> f64 {
+        let norm = ln_beta(alpha, beta);
+        let (p, q) = (
+            2.0 * (f64::from(k) + alpha) - 1.0,
+            2.0 * (f64::from(n - k) + beta) - 1.0,
+        );
+        let g = |phi: f64| 2.0 * (p * phi.sin().ln() + q * phi.cos().ln() - norm).exp();
+        let h = std::f64::consts::FRAC_PI_2 / m as f64;
+        let mut s = g(0.0) + g(std::f64::consts::FRAC_PI_2);
+        for i in 1..m {
+            s += if i % 2 == 1 { 4.0 } else { 2.0 } * g(i as f64 * h);
+        }
+        (s * h / 3.0).ln()
+    }
+
     #[test]
     fn matches_sequential_predictive_product() {
         let x = array![
-            [1., 0., f64::NAN, 1.],
+            [1., 0., NAN, 1.],
             [1., 1., 0., 1.],
-            [0., f64::NAN, 0., 1.],
-            [1., 0., 1., f64::NAN],
+            [0., NAN, 0., 1.],
+            [1., 0., 1., NAN],
             [1., 0., 0., 1.]
         ];
         let (alpha, beta) = (vec![0.5, 1.0, 2.0, 0.3], vec![1.5, 0.7, 2.0, 3.0]);
@@ -368,15 +489,88 @@ mod tests {
     }
 
     #[test]
+    fn matches_sequential_product_with_scalar_and_shared_total_priors() {
+        // Fully observed, so the shared `ln Γ(α + β + n)` paths run: a scalar prior, and a
+        // per-feature prior whose `α_i + β_i` is the same for every feature.
+        let x = array![
+            [1., 0., 1.],
+            [1., 1., 0.],
+            [0., 0., 1.],
+            [1., 1., 1.],
+            [1., 0., 1.]
+        ];
+        for (alpha, beta) in [
+            (vec![0.8; 3], vec![1.7; 3]),
+            (vec![0.5, 1.0, 2.0], vec![2.0, 1.5, 0.5]),
+        ] {
+            let expected = sequential(&alpha, &beta, &x);
+            for prepared in [0, 2, 10] {
+                let mut model = BetaBernoulli::new(&alpha, &beta, 3).unwrap();
+                model.prepare(prepared);
+                let got = model.log_marginal(&stats_of(&model, &x)).unwrap();
+                assert!((got - expected).abs() < 1e-12, "{alpha:?} {prepared}");
+            }
+        }
+    }
+
+    #[test]
+    fn matches_numerical_integration_over_the_bias() {
+        for (alpha, beta) in [(1.0, 1.0), (2.5, 1.5), (3.0, 7.0), (1.0, 4.2)] {
+            let model = BetaBernoulli::new(&[alpha], &[beta], 1).unwrap();
+            for (k, n) in [(0, 1), (1, 1), (2, 5), (5, 5), (3, 11)] {
+                let col: Vec<f64> = (0..n).map(|i| f64::from(u8::from(i < k))).collect();
+                let x = Array2::from_shape_vec((n as usize, 1), col).unwrap();
+                let got = model.log_marginal(&stats_of(&model, &x)).unwrap();
+                let want = integrated(alpha, beta, k, n, 20_000);
+                assert!(
+                    (got - want).abs() < 1e-10,
+                    "α={alpha} β={beta} k={k} N={n}: {got} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_entry_is_marginalised_out() {
+        // Column 1 of the cluster with a missing entry equals the column without that row.
+        let model = BetaBernoulli::new(&[0.7, 1.3], &[1.1, 0.4], 2).unwrap();
+        let with_nan = array![[1., 0.], [0., NAN], [1., 1.]];
+        let col0 = BetaBernoulli::new(&[0.7], &[1.1], 1).unwrap();
+        let col1 = BetaBernoulli::new(&[1.3], &[0.4], 1).unwrap();
+        let expected = col0
+            .log_marginal(&stats_of(&col0, &array![[1.], [0.], [1.]]))
+            .unwrap()
+            + col1
+                .log_marginal(&stats_of(&col1, &array![[0.], [1.]]))
+                .unwrap();
+        let got = model.log_marginal(&stats_of(&model, &with_nan)).unwrap();
+        assert!((got - expected).abs() < 1e-13);
+        // An all-missing row contributes nothing.
+        let empty = model.leaf_stats(array![NAN, NAN].view(), 0).unwrap();
+        assert_eq!(model.log_marginal(&empty).unwrap(), 0.0);
+        assert_eq!(
+            (empty.n_rows(), empty.observed(0), empty.ones()),
+            (1, 0, &[0, 0][..])
+        );
+    }
+
+    #[test]
     fn merged_shortcut_equals_merge_then_evaluate() {
         let x = array![[1., 0., 1.], [1., 1., 0.], [0., 0., 1.], [1., 1., 1.]];
-        for (alpha, beta) in [(vec![1.0], vec![1.0]), (vec![0.2, 3.0, 1.0], vec![1.0])] {
-            let mut model = BetaBernoulli::new(&alpha, &beta, 3).unwrap();
-            model.prepare(4);
-            let l = model.leaf_stats_all(x.view()).unwrap();
-            let (a, b) = (model.merge(&l[0], &l[1]), model.merge(&l[2], &l[3]));
-            let direct = model.log_marginal(&model.merge(&a, &b)).unwrap();
-            assert!((model.log_marginal_merged(&a, &b).unwrap() - direct).abs() < 1e-12);
+        let y = array![[1., NAN, 1.], [1., 1., 0.], [0., 0., NAN], [1., 1., 1.]];
+        let priors = [(vec![1.0], vec![1.0]), (vec![0.2, 3.0, 1.0], vec![1.0])];
+        for ((alpha, beta), data) in priors.iter().flat_map(|p| [(p, &x), (p, &y)]) {
+            for prepared in [0, 4] {
+                let mut model = BetaBernoulli::new(alpha, beta, 3).unwrap();
+                model.prepare(prepared);
+                let l = model.leaf_stats_all(data.view()).unwrap();
+                let (a, b) = (model.merge(&l[0], &l[1]), model.merge(&l[2], &l[3]));
+                for (p, q) in [(&a, &b), (&b, &a), (&l[0], &b), (&l[3], &l[1])] {
+                    let direct = model.log_marginal(&model.merge(p, q)).unwrap();
+                    let merged = model.log_marginal_merged(p, q).unwrap();
+                    assert!((merged - direct).abs() < 1e-12, "{merged} vs {direct}");
+                }
+            }
         }
     }
 
@@ -386,7 +580,8 @@ mod tests {
             [1., 0., 1., 1., 0.],
             [1., 1., 0., 0., 0.],
             [0., 0., 1., 1., 1.],
-            [1., 1., 1., 0., 1.]
+            [1., 1., 1., 0., 1.],
+            [1., NAN, 1., 0., 1.]
         ];
         let (alpha, beta) = (vec![0.2, 3.0, 1.0, 0.5, 0.9], vec![1.0, 0.4, 2.0, 1.0, 1.1]);
         for prepared in [false, true] {
@@ -396,12 +591,22 @@ mod tests {
             }
             let l = model.leaf_stats_all(x.view()).unwrap();
             let a = model.merge(&model.merge(&l[0], &l[1]), &l[2]);
-            for (cluster, row) in [(&a, &l[3]), (&l[0], &l[2])] {
+            // Single-row partners take the shortcut; a row with a missing entry, a cluster
+            // partner, or a cluster with missing entries take the general path.
+            let with_nan = model.merge(&a, &l[4]);
+            for (cluster, other) in [
+                (&a, &l[3]),
+                (&l[0], &l[2]),
+                (&a, &l[4]),
+                (&l[3], &a),
+                (&with_nan, &l[3]),
+            ] {
                 let q = model.query(cluster);
-                let direct = model.log_marginal(&model.merge(cluster, row)).unwrap();
-                let fast = model.log_marginal_query(&q, cluster, row).unwrap();
+                let direct = model.log_marginal(&model.merge(cluster, other)).unwrap();
+                let fast = model.log_marginal_query(&q, cluster, other).unwrap();
                 assert!((fast - direct).abs() < 1e-12 * direct.abs());
             }
+            assert!(model.query(&with_nan).is_none());
             // A sparse row (few ones) is scored through its column list.
             let sparse = model
                 .leaf_stats(array![0., 0., 0., 0., 1.].view(), 0)
@@ -412,50 +617,92 @@ mod tests {
                 .unwrap();
             assert!(sparse.support.is_some());
             assert!((fast - direct).abs() < 1e-12 * direct.abs());
-            // A cluster partner takes the general path.
-            let q = model.query(&l[3]);
-            let direct = model.log_marginal(&model.merge(&l[3], &a)).unwrap();
-            assert!(
-                (model.log_marginal_query(&q, &l[3], &a).unwrap() - direct).abs()
-                    < 1e-12 * direct.abs()
-            );
         }
     }
 
     #[test]
     fn merge_order_does_not_matter() {
-        let x = array![[1., 0.], [f64::NAN, 1.], [0., 0.], [1., 1.]];
+        let x = array![[1., 0.], [NAN, 1.], [0., 0.], [1., 1.], [0., NAN]];
         let model = BetaBernoulli::new(&[0.7], &[1.1], 2).unwrap();
         let l = model.leaf_stats_all(x.view()).unwrap();
-        let left = model.merge(&model.merge(&model.merge(&l[0], &l[1]), &l[2]), &l[3]);
-        let right = model.merge(&model.merge(&l[3], &l[1]), &model.merge(&l[2], &l[0]));
+        let left = l[1..]
+            .iter()
+            .fold(l[0].clone(), |acc, s| model.merge(&acc, s));
+        let right = model.merge(
+            &model.merge(&l[4], &model.merge(&l[3], &l[1])),
+            &model.merge(&l[2], &l[0]),
+        );
         assert_eq!(left, right);
+        assert_eq!(
+            model.log_marginal(&left).unwrap(),
+            model.log_marginal(&right).unwrap()
+        );
+        assert_eq!(
+            (left.n_rows(), left.ones(), left.observed(0)),
+            (5, &[2, 2][..], 4)
+        );
     }
 
     #[test]
-    fn rejects_non_binary_values_and_bad_priors() {
+    fn rejects_values_other_than_zero_one_and_nan() {
         let model = BetaBernoulli::new(&[1.0], &[1.0], 3).unwrap();
-        for bad in [0.5, 2.0, -1.0, f64::INFINITY] {
+        for bad in [0.5, 2.0, -1.0, 1e-300, f64::INFINITY, f64::NEG_INFINITY] {
             let err = model.leaf_stats(array![0., 1., bad].view(), 7).unwrap_err();
-            assert!(matches!(
-                err,
-                RoseTreeError::InvalidData {
-                    row: 7,
-                    column: Some(2),
-                    ..
-                }
-            ));
-        }
-        for (a, b, name) in [
-            (0.0, 1.0, "alpha"),
-            (1.0, -2.0, "beta"),
-            (f64::NAN, 1.0, "alpha"),
-        ] {
-            let err = BetaBernoulli::new(&[a], &[b], 3).unwrap_err();
             assert!(
-                matches!(err, RoseTreeError::InvalidParameter { name: ref n, .. } if n == name)
+                matches!(
+                    err,
+                    RoseTreeError::InvalidData {
+                        row: 7,
+                        column: Some(2),
+                        ..
+                    }
+                ),
+                "{bad}: {err}"
             );
+            assert!(err.to_string().contains("0, 1 or NaN"));
         }
-        assert!(BetaBernoulli::new(&[1.0, 2.0], &[1.0], 3).is_err());
+        // Through `leaf_stats_all` the row index is the row's position in the data.
+        let err = model
+            .leaf_stats_all(array![[0., 1., 0.], [1., 3., 0.]].view())
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            RoseTreeError::InvalidData {
+                row: 1,
+                column: Some(1),
+                ..
+            }
+        ));
+        // `-0.0` is a zero.
+        assert!(model.leaf_stats(array![-0.0, 1., NAN].view(), 0).is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_priors_by_name() {
+        let name = |r: Result<BetaBernoulli>| match r {
+            Err(RoseTreeError::InvalidParameter { name, .. }) => name,
+            other => panic!("expected InvalidParameter, got {other:?}"),
+        };
+        for (a, b, expected) in [
+            (0.0, 1.0, "alpha"),
+            (-1.0, 1.0, "alpha"),
+            (f64::NAN, 1.0, "alpha"),
+            (f64::INFINITY, 1.0, "alpha"),
+            (1.0, 0.0, "beta"),
+            (1.0, -2.0, "beta"),
+            (1.0, f64::NAN, "beta"),
+        ] {
+            assert_eq!(name(BetaBernoulli::new(&[a], &[b], 3)), expected);
+        }
+        assert_eq!(name(BetaBernoulli::new(&[1.0, 2.0], &[1.0], 3)), "alpha");
+        assert_eq!(name(BetaBernoulli::new(&[1.0], &[1.0; 4], 3)), "beta");
+        assert_eq!(name(BetaBernoulli::new(&[], &[1.0], 3)), "alpha");
+        assert_eq!(name(BetaBernoulli::new(&[1.0], &[1.0], 0)), "n_features");
+        let model = BetaBernoulli::new(&[1.0, 2.0, 3.0], &[0.5], 3).unwrap();
+        assert_eq!(
+            (model.alpha(), model.beta()),
+            (&[1.0, 2.0, 3.0][..], &[0.5; 3][..])
+        );
+        assert_eq!(model.n_features(), 3);
     }
 }

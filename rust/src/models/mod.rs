@@ -14,8 +14,8 @@ mod bernoulli;
 mod gaussian;
 mod multinomial;
 
-pub use bernoulli::{BernoulliStats, BetaBernoulli};
-pub use gaussian::{DEFAULT_KAPPA0, GaussianStats, NormalInverseWishart};
+pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli};
+pub use gaussian::{DEFAULT_KAPPA0, GaussianQuery, GaussianStats, NormalInverseWishart};
 pub use multinomial::{CountStats, DirichletMultinomial};
 
 /// A cluster model with sufficient statistics: the only code that knows a distribution.

@@ -1,4 +1,7 @@
-//! Dirichlet–multinomial clusters for rows of counts.
+//! Dirichlet–multinomial clusters for rows of counts (bags of words, histograms).
+//!
+//! All rows of a cluster share one vector of category probabilities `p ~ Dir(α)`; integrating
+//! it out leaves a function of the cluster's column totals only.
 
 use ndarray::ArrayView1;
 
@@ -6,20 +9,41 @@ use super::{ClusterModel, per_feature};
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
 
-/// `ln f = ln Γ(A) − ln Γ(A + N) + Σ_k [ln Γ(α_k + c_k) − ln Γ(α_k)]`, `A = Σ α_k`, with `c_k`
-/// the column totals and `N` the grand total: the probability of the tokens in one fixed
-/// order. The multinomial coefficients `Σ_rows ln(N_r! / Π_k x_rk!)` add the same constant to
-/// every tree and are included only on request.
+/// Rows of counts drawn from one multinomial per cluster with a `Dirichlet(α)` prior:
+///
+/// `ln f = ln Γ(A) − ln Γ(A + N) + Σ_k [ln Γ(α_k + c_k) − ln Γ(α_k)]`,
+///
+/// `A = Σ_k α_k`, with `c_k` the cluster's total count in category `k` and `N = Σ_k c_k`.
+/// This is the probability of the cluster's tokens in one fixed order (the Pólya urn). The
+/// probability of the rows as count vectors also has the multinomial coefficients
+/// `Σ_rows ln(N_r! / Π_k x_rk!)`; they add the same constant to every tree and never change a
+/// merge, so they are included only when asked for (`multinomial_coefficient`), for example
+/// to compare evidences with another model.
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use rosetree::models::{ClusterModel, DirichletMultinomial};
+///
+/// let model = DirichletMultinomial::new(&[1.0], 2, true)?;
+/// // Under a uniform prior, every split of 3 draws between 2 categories has probability 1/4.
+/// let s = model.leaf_stats(array![2.0, 1.0].view(), 0)?;
+/// assert!((model.log_marginal(&s)? - 0.25f64.ln()).abs() < 1e-14);
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct DirichletMultinomial {
     alpha: Vec<f64>,
+    /// `A = Σ_k α_k`.
     alpha_sum: f64,
     /// `ln Γ(A) − Σ_k ln Γ(α_k)`.
     prior_const: f64,
     multinomial_coefficient: bool,
 }
 
-/// Column totals, grand total and summed log multinomial coefficients of a cluster.
+/// Sufficient statistics of a Dirichlet–multinomial cluster: the number of rows, the column
+/// totals `c_k` (whole numbers stored as `f64`, exact below 2⁵³), the grand total `N`, and the
+/// summed log multinomial coefficients `Σ_rows [ln Γ(N_r + 1) − Σ_k ln Γ(x_rk + 1)]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CountStats {
     rows: u32,
@@ -28,12 +52,46 @@ pub struct CountStats {
     log_coefficient: f64,
 }
 
+impl CountStats {
+    /// Number of rows in the cluster.
+    pub fn n_rows(&self) -> u32 {
+        self.rows
+    }
+
+    /// Total count per category, `c_k`.
+    pub fn counts(&self) -> &[f64] {
+        &self.counts
+    }
+
+    /// Total count over all categories, `N`.
+    pub fn total(&self) -> f64 {
+        self.total
+    }
+
+    /// `Σ_rows ln(N_r! / Π_k x_rk!)`.
+    pub fn log_coefficient(&self) -> f64 {
+        self.log_coefficient
+    }
+}
+
 impl DirichletMultinomial {
-    /// A model for `d` categories with concentration `alpha` (scalar or per category).
+    /// A model for `d` categories with concentration `alpha` (a scalar shared by every
+    /// category, or one value per category); `multinomial_coefficient` adds the rows'
+    /// multinomial coefficients to `ln f`.
     ///
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] on `alpha` for a wrong length or a value that is not
-    /// finite and positive.
+    /// finite and positive, and on `n_features` for `d = 0`.
+    ///
+    /// # Examples
+    /// ```
+    /// use rosetree::models::DirichletMultinomial;
+    ///
+    /// let model = DirichletMultinomial::new(&[0.5], 3, false)?;
+    /// assert_eq!(model.alpha(), &[0.5, 0.5, 0.5]);
+    /// assert!(DirichletMultinomial::new(&[1.0, 2.0], 3, false).is_err());
+    /// # Ok::<(), rosetree::RoseTreeError>(())
+    /// ```
     pub fn new(alpha: &[f64], d: usize, multinomial_coefficient: bool) -> Result<Self> {
         if d == 0 {
             return Err(RoseTreeError::param(
@@ -61,25 +119,47 @@ impl DirichletMultinomial {
     pub fn multinomial_coefficient(&self) -> bool {
         self.multinomial_coefficient
     }
+
+    /// `ln f` from the column totals, grand total and summed log coefficients.
+    #[inline]
+    fn log_f(&self, counts: impl Iterator<Item = f64>, total: f64, log_coefficient: f64) -> f64 {
+        let body: f64 = self
+            .alpha
+            .iter()
+            .zip(counts)
+            .map(|(&a, c)| ln_gamma(a + c))
+            .sum();
+        let coefficient = if self.multinomial_coefficient {
+            log_coefficient
+        } else {
+            0.0
+        };
+        self.prior_const - ln_gamma(self.alpha_sum + total) + body + coefficient
+    }
 }
 
 impl ClusterModel for DirichletMultinomial {
     type Stats = CountStats;
     type Query = ();
 
-    fn query(&self, _: &CountStats) {}
-
     fn n_features(&self) -> usize {
         self.alpha.len()
     }
 
+    /// The row's counts, and its log multinomial coefficient.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidData`] at the first entry that is negative, not a whole number,
+    /// infinite or NaN (missing values are not supported by this model).
     fn leaf_stats(&self, row: ArrayView1<'_, f64>, index: usize) -> Result<CountStats> {
         for (j, &v) in row.iter().enumerate() {
             let reason = if v.is_nan() {
                 "missing values are not supported by the Dirichlet-multinomial model"
             } else if v < 0.0 {
                 "negative count"
-            } else if !v.is_finite() || v != v.round() {
+            } else if v.is_infinite() {
+                "infinite count"
+            } else if v != v.round() {
                 "non-integer count"
             } else {
                 continue;
@@ -87,15 +167,17 @@ impl ClusterModel for DirichletMultinomial {
             return Err(RoseTreeError::data(
                 index,
                 Some(j),
-                format!("{reason} ({v})"),
+                format!("{reason} ({v}); the Dirichlet-multinomial model takes whole counts ≥ 0"),
             ));
         }
-        let total = row.sum();
+        // `+ 0.0` turns a `-0.0` count into `0.0`.
+        let counts: Vec<f64> = row.iter().map(|&v| v + 0.0).collect();
+        let total = counts.iter().sum();
         let log_coefficient =
-            ln_gamma(total + 1.0) - row.iter().map(|&v| ln_gamma(v + 1.0)).sum::<f64>();
+            ln_gamma(total + 1.0) - counts.iter().map(|&v| ln_gamma(v + 1.0)).sum::<f64>();
         Ok(CountStats {
             rows: 1,
-            counts: row.to_vec(),
+            counts,
             total,
             log_coefficient,
         })
@@ -111,60 +193,115 @@ impl ClusterModel for DirichletMultinomial {
     }
 
     fn log_marginal(&self, s: &CountStats) -> Result<f64> {
-        let body: f64 = self
-            .alpha
-            .iter()
-            .zip(&s.counts)
-            .map(|(&a, &c)| ln_gamma(a + c))
-            .sum();
-        let coefficient = if self.multinomial_coefficient {
-            s.log_coefficient
-        } else {
-            0.0
-        };
-        Ok(self.prior_const - ln_gamma(self.alpha_sum + s.total) + body + coefficient)
+        Ok(self.log_f(s.counts.iter().copied(), s.total, s.log_coefficient))
     }
 
+    /// `ln f(A ∪ B)` straight from both clusters' totals, without allocating.
     fn log_marginal_merged(&self, a: &CountStats, b: &CountStats) -> Result<f64> {
-        let body: f64 = (0..self.alpha.len())
-            .map(|k| ln_gamma(self.alpha[k] + a.counts[k] + b.counts[k]))
-            .sum();
-        let coefficient = if self.multinomial_coefficient {
-            a.log_coefficient + b.log_coefficient
-        } else {
-            0.0
-        };
-        Ok(self.prior_const - ln_gamma(self.alpha_sum + a.total + b.total) + body + coefficient)
+        let counts = a.counts.iter().zip(&b.counts).map(|(x, y)| x + y);
+        Ok(self.log_f(
+            counts,
+            a.total + b.total,
+            a.log_coefficient + b.log_coefficient,
+        ))
     }
+
+    fn query(&self, _: &CountStats) {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ndarray::array;
+    use crate::math::ln_beta;
+    use ndarray::{Array2, array};
 
-    #[test]
-    fn matches_the_polya_urn_token_by_token() {
-        let x = array![[2., 0., 1.], [0., 3., 1.], [1., 1., 0.]];
-        let alpha = [0.5, 1.5, 2.0];
-        let model = DirichletMultinomial::new(&alpha, 3, false).unwrap();
-        let l = model.leaf_stats_all(x.view()).unwrap();
-        let all = model.merge(&model.merge(&l[0], &l[1]), &l[2]);
-        let (mut counts, mut total, mut expected) = ([0.0; 3], 0.0, 0.0);
+    fn stats_of(model: &DirichletMultinomial, x: &Array2<f64>) -> CountStats {
+        let leaves = model.leaf_stats_all(x.view()).unwrap();
+        leaves[1..]
+            .iter()
+            .fold(leaves[0].clone(), |acc, s| model.merge(&acc, s))
+    }
+
+    /// `ln` of the Pólya urn probability of drawing the tokens of `x`, row by row and within a
+    /// row category by category: each token of category `k` has probability
+    /// `(α_k + c_k)/(A + N)` given the counts `c`, `N` drawn so far.
+    fn polya_urn(alpha: &[f64], x: &Array2<f64>) -> f64 {
+        let a: f64 = alpha.iter().sum();
+        let (mut counts, mut total, mut lp) = (vec![0.0; alpha.len()], 0.0, 0.0);
         for row in x.rows() {
             for (k, &c) in row.iter().enumerate() {
                 for _ in 0..c as usize {
-                    expected += ((alpha[k] + counts[k]) / (alpha.iter().sum::<f64>() + total)).ln();
+                    lp += ((alpha[k] + counts[k]) / (a + total)).ln();
                     counts[k] += 1.0;
                     total += 1.0;
                 }
             }
         }
-        assert!((model.log_marginal(&all).unwrap() - expected).abs() < 1e-12);
-        let merged = model
-            .log_marginal_merged(&model.merge(&l[0], &l[1]), &l[2])
-            .unwrap();
-        assert!((merged - expected).abs() < 1e-12);
+        lp
+    }
+
+    /// Every vector of `k` whole counts summing to `n`.
+    fn compositions(n: usize, k: usize) -> Vec<Vec<f64>> {
+        if k == 1 {
+            return vec![vec![n as f64]];
+        }
+        (0..=n)
+            .flat_map(|first| {
+                compositions(n - first, k - 1)
+                    .into_iter()
+                    .map(move |mut rest| {
+                        rest.insert(0, first as f64);
+                        rest
+                    })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_the_polya_urn_token_by_token() {
+        let x = array![
+            [2., 0., 1.],
+            [0., 3., 1.],
+            [1., 1., 0.],
+            [0., 0., 0.],
+            [4., 0., 2.]
+        ];
+        for alpha in [vec![0.5, 1.5, 2.0], vec![0.3; 3]] {
+            let model = DirichletMultinomial::new(&alpha, 3, false).unwrap();
+            let expected = polya_urn(&alpha, &x);
+            let got = model.log_marginal(&stats_of(&model, &x)).unwrap();
+            assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
+            let l = model.leaf_stats_all(x.view()).unwrap();
+            let a = model.merge(&model.merge(&l[0], &l[1]), &l[2]);
+            let merged = model
+                .log_marginal_merged(&a, &model.merge(&l[3], &l[4]))
+                .unwrap();
+            assert!((merged - expected).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn with_coefficient_a_row_has_the_dirichlet_multinomial_pmf() {
+        // The pmf of a count vector is the sum of the Pólya urn probabilities of all its
+        // distinct token orders; by exchangeability each has the same probability, and there
+        // are N!/Π x_k! of them. Check it, and that the pmf sums to one over all rows of a
+        // given size.
+        let alpha = [0.7, 1.2, 2.5];
+        let model = DirichletMultinomial::new(&alpha, 3, true).unwrap();
+        let ln_fact = |v: f64| ln_gamma(v + 1.0);
+        let mut mass = 0.0;
+        for row in compositions(5, 3) {
+            let x = Array2::from_shape_vec((1, 3), row.clone()).unwrap();
+            let orders = ln_fact(5.0) - row.iter().map(|&v| ln_fact(v)).sum::<f64>();
+            let expected = orders + polya_urn(&alpha, &x);
+            let got = model.log_marginal(&stats_of(&model, &x)).unwrap();
+            assert!(
+                (got - expected).abs() < 1e-12,
+                "{row:?}: {got} vs {expected}"
+            );
+            mass += got.exp();
+        }
+        assert!((mass - 1.0).abs() < 1e-12);
     }
 
     #[test]
@@ -172,29 +309,125 @@ mod tests {
         // Beta-binomial pmf: C(n, k) B(k + a, n − k + b) / B(a, b).
         let (a, b) = (1.3, 0.6);
         let model = DirichletMultinomial::new(&[a, b], 2, true).unwrap();
-        let s = model.leaf_stats(array![3.0, 2.0].view(), 0).unwrap();
-        let ln_choose = ln_gamma(6.0) - ln_gamma(4.0) - ln_gamma(3.0);
-        let expected =
-            ln_choose + crate::math::ln_beta(3.0 + a, 2.0 + b) - crate::math::ln_beta(a, b);
-        assert!((model.log_marginal(&s).unwrap() - expected).abs() < 1e-12);
+        for (k, n) in [(3.0, 5.0), (0.0, 4.0), (7.0, 7.0), (0.0, 0.0)] {
+            let s = model.leaf_stats(array![k, n - k].view(), 0).unwrap();
+            let ln_choose = ln_gamma(n + 1.0) - ln_gamma(k + 1.0) - ln_gamma(n - k + 1.0);
+            let expected = ln_choose + ln_beta(k + a, n - k + b) - ln_beta(a, b);
+            assert!((model.log_marginal(&s).unwrap() - expected).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn coefficient_is_summed_over_rows() {
+        let x = array![[2., 1.], [0., 3.], [1., 1.]];
+        let with = DirichletMultinomial::new(&[0.9], 2, true).unwrap();
+        let without = DirichletMultinomial::new(&[0.9], 2, false).unwrap();
+        // ln(3!/(2!1!)) + ln(3!/3!) + ln(2!/(1!1!)) = ln 3 + ln 2.
+        let coefficient = 6f64.ln();
+        let (sw, so) = (stats_of(&with, &x), stats_of(&without, &x));
+        assert!((sw.log_coefficient() - coefficient).abs() < 1e-14);
+        let diff = with.log_marginal(&sw).unwrap() - without.log_marginal(&so).unwrap();
+        assert!((diff - coefficient).abs() < 1e-12);
+        let l = with.leaf_stats_all(x.view()).unwrap();
+        let merged = with
+            .log_marginal_merged(&with.merge(&l[0], &l[1]), &l[2])
+            .unwrap();
+        assert!((merged - with.log_marginal(&sw).unwrap()).abs() < 1e-12);
+        assert!(with.multinomial_coefficient() && !without.multinomial_coefficient());
+    }
+
+    #[test]
+    fn merge_order_does_not_matter() {
+        let x = array![[2., 0., 1.], [0., 3., 1.], [1., 1., 0.], [5., 0., 2.]];
+        let model = DirichletMultinomial::new(&[0.4, 1.0, 2.0], 3, true).unwrap();
+        let l = model.leaf_stats_all(x.view()).unwrap();
+        let left = l[1..]
+            .iter()
+            .fold(l[0].clone(), |acc, s| model.merge(&acc, s));
+        let right = model.merge(&model.merge(&l[3], &l[1]), &model.merge(&l[2], &l[0]));
+        assert_eq!(
+            (left.n_rows(), left.counts(), left.total()),
+            (4, &[8., 4., 4.][..], 16.)
+        );
+        assert_eq!(
+            (right.n_rows(), right.counts(), right.total()),
+            (4, left.counts(), 16.)
+        );
+        assert!((left.log_coefficient() - right.log_coefficient()).abs() < 1e-13);
+        let (fl, fr) = (
+            model.log_marginal(&left).unwrap(),
+            model.log_marginal(&right).unwrap(),
+        );
+        assert!((fl - fr).abs() < 1e-12 * fl.abs());
     }
 
     #[test]
     fn rejects_bad_counts() {
         let model = DirichletMultinomial::new(&[1.0], 3, false).unwrap();
-        for bad in [-1.0, 0.5, f64::NAN, f64::INFINITY] {
+        for (bad, message) in [
+            (-1.0, "negative count"),
+            (f64::NEG_INFINITY, "negative count"),
+            (0.5, "non-integer count"),
+            (f64::INFINITY, "infinite count"),
+            (f64::NAN, "missing values are not supported"),
+        ] {
             let err = model
                 .leaf_stats(array![1.0, bad, 2.0].view(), 3)
                 .unwrap_err();
-            assert!(matches!(
-                err,
-                RoseTreeError::InvalidData {
-                    row: 3,
-                    column: Some(1),
-                    ..
-                }
-            ));
+            assert!(
+                matches!(
+                    err,
+                    RoseTreeError::InvalidData {
+                        row: 3,
+                        column: Some(1),
+                        ..
+                    }
+                ),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains(message), "{err}");
         }
-        assert!(DirichletMultinomial::new(&[0.0], 3, false).is_err());
+        let err = model
+            .leaf_stats_all(array![[1., 2., 3.], [0., 0., 1.5]].view())
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            RoseTreeError::InvalidData {
+                row: 1,
+                column: Some(2),
+                ..
+            }
+        ));
+        // Zero rows and `-0.0` are fine.
+        let s = model.leaf_stats(array![0.0, -0.0, 0.0].view(), 0).unwrap();
+        assert_eq!((s.total(), s.log_coefficient()), (0.0, 0.0));
+        assert_eq!(model.log_marginal(&s).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn rejects_bad_priors_by_name() {
+        let name = |r: Result<DirichletMultinomial>| match r {
+            Err(RoseTreeError::InvalidParameter { name, .. }) => name,
+            other => panic!("expected InvalidParameter, got {other:?}"),
+        };
+        for alpha in [
+            &[0.0][..],
+            &[-1.0],
+            &[f64::NAN],
+            &[f64::INFINITY],
+            &[1.0, 2.0],
+            &[],
+        ] {
+            assert_eq!(name(DirichletMultinomial::new(alpha, 3, false)), "alpha");
+        }
+        assert_eq!(
+            name(DirichletMultinomial::new(&[1.0], 0, false)),
+            "n_features"
+        );
+        let model = DirichletMultinomial::new(&[1.0, 2.0, 3.0], 3, false).unwrap();
+        assert_eq!(
+            (model.alpha(), model.n_features()),
+            (&[1.0, 2.0, 3.0][..], 3)
+        );
     }
 }
