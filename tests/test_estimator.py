@@ -158,6 +158,43 @@ def test_sparse_input_errors_name_row_and_column():
         rt.BayesianRoseTree().fit(sparse.csr_matrix((1, 3)))
 
 
+def _hierarchical_binary(n, seed=0):
+    rng = np.random.default_rng(seed)
+    protos = rng.random((12, 32)) < 0.5
+    return (protos[rng.integers(0, 12, n)] ^ (rng.random((n, 32)) < 0.08)).astype(float)
+
+
+def test_approximate_search_is_exact_below_its_threshold():
+    X = _hierarchical_binary(300)
+    exact = rt.BayesianRoseTree().fit(X).tree_
+    approx = rt.BayesianRoseTree(approximate=True, exact_below=300).fit(X).tree_
+    assert approx.children == exact.children
+    assert approx.log_evidence == exact.log_evidence
+
+
+def test_approximate_search_is_close_to_exact_and_reproducible():
+    X = _hierarchical_binary(1200, seed=1)
+    exact = rt.BayesianRoseTree().fit(X)
+    est = rt.BayesianRoseTree(approximate=True, exact_below=300, random_state=3)
+    a, b = est.fit(X).tree_, est.fit(X).tree_
+    assert a.children == b.children
+    assert_valid_tree(a)
+    # Its evidence is the exact evidence of the tree it returns ...
+    assert a.log_evidence == pytest.approx(rt.log_evidence(X, a), rel=1e-12)
+    # ... and within half a percent of the exact greedy tree's.
+    assert abs(a.log_evidence - exact.log_evidence_) < 0.005 * abs(exact.log_evidence_)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"exact_below": 1}, "exact_below"), ({"exact_below": 2.5}, "exact_below"),
+     ({"random_state": -1}, "random_state")],
+)
+def test_approximate_search_parameters_are_checked(kwargs, name):
+    with pytest.raises(rt.InvalidParameterError, match=name):
+        rt.BayesianRoseTree(approximate=True, **kwargs).fit(BLOCKS)
+
+
 def test_contraction_never_lowers_the_evidence(toy):
     plain = rt.BayesianRoseTree(binary=True).fit(toy.data)
     contracted = rt.BayesianRoseTree(binary=True, contract=True).fit(toy.data)

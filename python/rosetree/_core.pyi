@@ -42,6 +42,7 @@ def fit_brt(
     binary: bool,
     contract: bool,
     n_jobs: int | None = None,
+    approx: tuple[int, int, int] | None = None,
 ) -> RoseTree: ...
 def fit_brt_csr(
     indptr: npt.NDArray[np.int64],
@@ -56,6 +57,7 @@ def fit_brt_csr(
     binary: bool,
     contract: bool,
     n_jobs: int | None = None,
+    approx: tuple[int, int, int] | None = None,
 ) -> RoseTree: ...
 def evaluate_tree(
     x: npt.NDArray[np.float64],

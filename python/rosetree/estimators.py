@@ -16,6 +16,8 @@ from .tree import RoseTree
 __all__ = ["BayesianRoseTree"]
 
 _MIXINGS = ("brt", "gamma", "dp")
+#: Rows sampled to find the top-level clusters of a part in the approximate search.
+_APPROX_SAMPLE = 1000
 
 
 class _ParamsMixin:
@@ -104,6 +106,17 @@ class BayesianRoseTree(_ParamsMixin):
     n_jobs : int, default=None
         Threads for pair scoring; ``None`` or ``-1`` uses every core. The tree does not
         depend on it.
+    approximate : bool, default=False
+        For large data: find the top of the tree on a random sample, send every row to the
+        top-level cluster under which it is most likely, and repeat within each part until
+        parts have at most ``exact_below`` rows, which get the exact greedy search (in the
+        manner of Heller & Ghahramani's randomised BHC). The cost is about
+        ``n * exact_below`` pair scores instead of ``n**2``. ``log_evidence_`` is the exact
+        evidence of the tree returned. With ``n <= exact_below`` this is the exact search.
+    exact_below : int, default=4000
+        Part size below which the approximate search is exact.
+    random_state : int, default=None
+        Seed of the approximate search's samples (``None`` means 0: fits are reproducible).
 
     Attributes
     ----------
@@ -139,6 +152,9 @@ class BayesianRoseTree(_ParamsMixin):
         binary: bool = False,
         contract: bool = False,
         n_jobs: int | None = None,
+        approximate: bool = False,
+        exact_below: int = 4000,
+        random_state: int | None = None,
     ) -> None:
         self.model = model
         self.mixing = mixing
@@ -147,6 +163,9 @@ class BayesianRoseTree(_ParamsMixin):
         self.binary = binary
         self.contract = contract
         self.n_jobs = n_jobs
+        self.approximate = approximate
+        self.exact_below = exact_below
+        self.random_state = random_state
 
     def fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
         """Build the tree over the rows of ``X``.
@@ -168,7 +187,12 @@ class BayesianRoseTree(_ParamsMixin):
         kwargs = mixing_args(self.mixing, self.gamma, self.dp_alpha)
         n_jobs = check_n_jobs(self.n_jobs)
         names = getattr(X, "columns", None)
-        options = dict(binary=bool(self.binary), contract=bool(self.contract), n_jobs=n_jobs)
+        options = dict(
+            binary=bool(self.binary),
+            contract=bool(self.contract),
+            n_jobs=n_jobs,
+            approx=self._approx_args(),
+        )
         if is_sparse(X) and not isinstance(model, NormalInverseWishart):
             indptr, indices, data = check_csr(X)
             n_features = X.shape[1]
@@ -186,6 +210,24 @@ class BayesianRoseTree(_ParamsMixin):
         if names is not None:
             self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
         return self
+
+    def _approx_args(self) -> tuple[int, int, int] | None:
+        if not self.approximate:
+            return None
+        exact_below = self.exact_below
+        if isinstance(exact_below, bool) or not isinstance(exact_below, (int, np.integer)):
+            raise InvalidParameterError(
+                f"exact_below must be an integer, got {exact_below!r}", "exact_below"
+            )
+        if exact_below < 2:
+            raise InvalidParameterError(f"exact_below must be at least 2, got {exact_below}", "exact_below")
+        seed = 0 if self.random_state is None else self.random_state
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+            raise InvalidParameterError(
+                f"random_state must be None or an integer in [0, 2**64), got {seed!r}",
+                "random_state",
+            )
+        return int(exact_below), min(_APPROX_SAMPLE, int(exact_below)), int(seed)
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit and return :attr:`labels_`."""

@@ -12,6 +12,7 @@
 //! | BHC-γ  | `Gamma { gamma }` (or `Brt`: identical on binary trees) | `true` |
 //! | BHC-DP | `Dp { alpha }`    | `true` |
 
+mod approx;
 mod contract;
 mod evaluate;
 mod exhaustive;
@@ -20,6 +21,7 @@ mod heap;
 mod merge;
 mod mixing;
 
+pub use approx::{ApproxParams, approximate};
 pub use contract::contract_edges;
 pub use evaluate::evaluate;
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
@@ -45,6 +47,8 @@ pub struct BrtParams {
     pub contract: bool,
     /// Worker threads for pair scoring; `None` uses rayon's global pool.
     pub n_threads: Option<usize>,
+    /// Use the approximate search ([`approximate`]) with these options.
+    pub approx: Option<ApproxParams>,
 }
 
 impl BrtParams {
@@ -55,6 +59,7 @@ impl BrtParams {
             binary: false,
             contract: false,
             n_threads: None,
+            approx: None,
         }
     }
 
@@ -79,6 +84,13 @@ impl BrtParams {
         self
     }
 
+    /// Use the approximate search for large data (`None`: the exact greedy search).
+    #[must_use]
+    pub fn approx(mut self, approx: Option<ApproxParams>) -> Self {
+        self.approx = approx;
+        self
+    }
+
     /// Checks every option.
     ///
     /// # Errors
@@ -88,7 +100,7 @@ impl BrtParams {
         if self.n_threads == Some(0) {
             return Err(crate::RoseTreeError::param("n_jobs", "must be at least 1"));
         }
-        Ok(())
+        self.approx.as_ref().map_or(Ok(()), ApproxParams::check)
     }
 }
 
@@ -132,14 +144,11 @@ pub fn fit_stats<M: ClusterModel>(
 ) -> Result<RoseTree> {
     params.check()?;
     let threads = Threads::new(params.n_threads)?;
-    let tree = greedy(
-        model,
-        &params.mixing,
-        params.binary,
-        leaves,
-        &threads,
-        interrupt,
-    )?;
+    let (mixing, binary) = (&params.mixing, params.binary);
+    let tree = match params.approx {
+        None => greedy(model, mixing, binary, leaves, &threads, interrupt)?,
+        Some(approx) => approximate(model, mixing, binary, leaves, approx, &threads, interrupt)?,
+    };
     Ok(if params.contract {
         contract_edges(&tree, &params.mixing)
     } else {

@@ -11,7 +11,7 @@ use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::brt::{self, BrtParams, Mixing};
+use crate::brt::{self, ApproxParams, BrtParams, Mixing};
 use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
 use crate::tree::Topology;
@@ -35,6 +35,33 @@ fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
     Ok(m)
 }
 
+/// The greedy search's options; `approx` is `(exact_below, sample, seed)` of the
+/// approximate search, `None` for the exact one.
+fn search_params(
+    mixing: &str,
+    gamma: f64,
+    dp_alpha: f64,
+    binary: bool,
+    contract: bool,
+    n_jobs: Option<usize>,
+    approx: Option<(usize, usize, u64)>,
+) -> PyResult<BrtParams> {
+    let approx = approx.map(|(exact_below, sample, seed)| ApproxParams {
+        exact_below,
+        sample,
+        seed,
+    });
+    let params = BrtParams {
+        mixing: parse_mixing(mixing, gamma, dp_alpha)?,
+        binary,
+        contract,
+        n_threads: n_jobs,
+        approx,
+    };
+    params.check()?;
+    Ok(params)
+}
+
 /// Polls Python's signal handlers (Ctrl-C) from a detached thread.
 fn interrupted() -> bool {
     Python::attach(|py| py.check_signals().is_err())
@@ -42,7 +69,7 @@ fn interrupted() -> bool {
 
 /// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `x`.
 #[pyfunction]
-#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None))]
+#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None, approx=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_brt(
     py: Python<'_>,
@@ -54,15 +81,9 @@ fn fit_brt(
     binary: bool,
     contract: bool,
     n_jobs: Option<usize>,
+    approx: Option<(usize, usize, u64)>,
 ) -> PyResult<PyRoseTree> {
-    let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
-    let params = BrtParams {
-        mixing,
-        binary,
-        contract,
-        n_threads: n_jobs,
-    };
-    params.check()?;
+    let params = search_params(mixing, gamma, dp_alpha, binary, contract, n_jobs, approx)?;
     let x = x.as_array();
     let model = build_model(model, x)?;
     with_model!(model, m => {
@@ -76,7 +97,7 @@ fn fit_brt(
 /// Greedy Bayesian rose tree of the rows of a CSR matrix (`indptr`, `indices`, `data`,
 /// `n_cols` columns), whose leaf statistics are built without a dense copy of the data.
 #[pyfunction]
-#[pyo3(signature = (indptr, indices, data, n_cols, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None))]
+#[pyo3(signature = (indptr, indices, data, n_cols, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None, approx=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_brt_csr(
     py: Python<'_>,
@@ -91,15 +112,9 @@ fn fit_brt_csr(
     binary: bool,
     contract: bool,
     n_jobs: Option<usize>,
+    approx: Option<(usize, usize, u64)>,
 ) -> PyResult<PyRoseTree> {
-    let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
-    let params = BrtParams {
-        mixing,
-        binary,
-        contract,
-        n_threads: n_jobs,
-    };
-    params.check()?;
+    let params = search_params(mixing, gamma, dp_alpha, binary, contract, n_jobs, approx)?;
     let (indptr, indices, data) = (indptr.as_slice()?, indices.as_slice()?, data.as_slice()?);
     let n = indptr.len().saturating_sub(1);
     let bad = |what: &str| RoseTreeError::param("X", format!("malformed CSR matrix: {what}"));
