@@ -445,6 +445,10 @@ def exponents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: Size at which --million compares the approximate search with the exact one.
+APPROX_CHECK_N = 8000
+
+
 def million(args: argparse.Namespace) -> dict[str, Any]:
     """The reserved ``--million`` case: BRT on 10^6 binary rows with ``approximate=True``."""
     import rosetree as rt
@@ -474,6 +478,20 @@ def million(args: argparse.Namespace) -> dict[str, Any]:
             f"  {res['best_s']:.1f} s, peak {res['peak_mib']:.0f} MiB, "
             f"log evidence {res['log_evidence']:.2f}"
         )
+    # How close the approximation is where the exact search is still affordable.
+    quality = {}
+    for approximate in (False, True):
+        small = dict(job, family="binary", n=APPROX_CHECK_N, approximate=approximate)
+        quality[approximate] = run_in_child(small, args.timeout)
+    exact, approx = quality[False], quality[True]
+    if "error" not in exact and "error" not in approx:
+        rel = (approx["log_evidence"] - exact["log_evidence"]) / abs(exact["log_evidence"])
+        print(
+            f"  n = {APPROX_CHECK_N}: exact {exact['best_s']:.2f} s, log evidence "
+            f"{exact['log_evidence']:.2f}; approximate {approx['best_s']:.2f} s, log evidence "
+            f"{approx['log_evidence']:.2f} ({100 * rel:+.2f}%)"
+        )
+        res["check"] = {"n": APPROX_CHECK_N, "exact": exact, "approximate": approx, "relative": rel}
     return {"n": MILLION, "d": 64, "rosetree": res}
 
 
