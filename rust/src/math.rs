@@ -90,7 +90,12 @@ mod tests {
         assert_eq!(log_add_exp(f64::NEG_INFINITY, -3.0), -3.0);
         assert!((log_sum_exp(&[0.0, 0.0, 0.0]) - 3f64.ln()).abs() < 1e-15);
         // The shortcut for lopsided pairs agrees with the full formula to rounding.
-        for (a, b) in [(-1000.0, -1040.5), (-0.05, -40.1), (3.0, -60.0), (-2.0, -41.0)] {
+        for (a, b) in [
+            (-1000.0, -1040.5),
+            (-0.05, -40.1),
+            (3.0, -60.0),
+            (-2.0, -41.0),
+        ] {
             let full = f64::max(a, b) + (f64::min(a, b) - f64::max(a, b)).exp().ln_1p();
             assert!((log_add_exp(a, b) - full).abs() <= 5e-18 + f64::EPSILON * full.abs());
         }

@@ -6,7 +6,7 @@ mod errors;
 mod models;
 mod tree;
 
-use ndarray::Array2;
+use ndarray::{Array2, ArrayView2};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -62,6 +62,15 @@ fn search_params(
     Ok(params)
 }
 
+/// Readies `m` for the rows of `x` and returns their statistics.
+fn prepared_leaves<M: ClusterModel>(
+    m: &mut M,
+    x: ArrayView2<'_, f64>,
+) -> crate::Result<Vec<M::Stats>> {
+    m.prepare(x.nrows());
+    m.leaf_stats_all(x)
+}
+
 /// Polls Python's signal handlers (Ctrl-C) from a detached thread.
 fn interrupted() -> bool {
     Python::attach(|py| py.check_signals().is_err())
@@ -87,8 +96,7 @@ fn fit_brt(
     let x = x.as_array();
     let model = build_model(model, x)?;
     with_model!(model, m => {
-        m.prepare(x.nrows());
-        let leaves = m.leaf_stats_all(x)?;
+        let leaves = prepared_leaves(&mut m, x)?;
         let tree = py.detach(|| brt::fit_stats(&m, &params, leaves, &interrupted))?;
         Ok(tree.into())
     })
@@ -166,8 +174,7 @@ fn evaluate_tree(
     let topology = Topology::new(x.nrows(), internal)?;
     let model = build_model(model, x)?;
     with_model!(model, m => {
-        m.prepare(x.nrows());
-        let leaves = m.leaf_stats_all(x)?;
+        let leaves = prepared_leaves(&mut m, x)?;
         let tree = py.detach(|| brt::evaluate(&m, &mixing, &topology, &leaves))?;
         Ok(tree.into())
     })
@@ -189,8 +196,7 @@ fn optimal_tree(
     let x = x.as_array();
     let model = build_model(model, x)?;
     with_model!(model, m => {
-        m.prepare(x.nrows());
-        let leaves = m.leaf_stats_all(x)?;
+        let leaves = prepared_leaves(&mut m, x)?;
         let tree = py.detach(|| brt::optimal_tree(&m, &mixing, binary, &leaves))?;
         Ok(tree.into())
     })
@@ -202,8 +208,7 @@ fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyDict>) -> PyRe
     let x = x.as_array();
     let model = build_model(model, x)?;
     with_model!(model, m => {
-        m.prepare(x.nrows());
-        let leaves = m.leaf_stats_all(x)?;
+        let leaves = prepared_leaves(&mut m, x)?;
         let mut it = leaves.into_iter();
         let first = it.next().ok_or_else(|| RoseTreeError::param("X", "needs at least one row"))?;
         let all = it.fold(first, |acc, s| m.merge(&acc, &s));
