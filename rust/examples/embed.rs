@@ -13,7 +13,7 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
     let x = Array2::from_shape_fn((12, 12), |(i, j)| {
         let group = i / 4;
         let in_block = j / 4 == group;
-        let noise = (i * 7 + j * 3) % 5 == 0;
+        let noise = (i * 7 + j * 3) % 13 == 0;
         f64::from(u8::from(in_block ^ noise))
     });
     let model = BetaBernoulli::new(&[1.0], &[1.0], x.ncols())?;
