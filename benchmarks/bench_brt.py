@@ -19,9 +19,9 @@ Data sets (all seeded with ``numpy.random.default_rng``, so every run sees the s
 * ``gauss``: d = 10, a mixture of 10 well-separated spherical Gaussians (means ~ N(0, 8²),
   unit variance). Model: ``NormalInverseWishart()`` (data-driven defaults). BRT only.
 * ``newsgroups``: 3970 × 485 word presence/absence from four 20-Newsgroups groups
-  (``../shared/data/newsgroups/newsgroups4_485.npz`` beside the checkout, array ``X``); sizes below 3970 are
-  seeded random subsets of its rows. Model: ``BetaBernoulli(1, 1)``. This data is ~6%
-  dense, so it is also fitted as a ``scipy.sparse.csr_matrix`` passed to ``fit`` unchanged,
+  (``../shared/data/newsgroups/newsgroups4_485.npz`` beside the checkout, array ``X``);
+  sizes below 3970 are seeded random subsets of its rows. Model: ``BetaBernoulli(1, 1)``.
+  This data is ~6% dense, so it is also fitted as a ``scipy.sparse.csr_matrix`` passed to ``fit`` unchanged,
   and the sparse/dense ratios of time and memory are reported.
 
 How
@@ -80,7 +80,9 @@ import numpy as np
 SEED = 20240601
 # The offline data sets live in ``shared/data`` beside the checkout (``../shared/data``);
 # ``ROSETREE_DATA`` points elsewhere.
-DATA_DIR = Path(os.environ.get("ROSETREE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA_DIR = Path(
+    os.environ.get("ROSETREE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 NEWSGROUPS = DATA_DIR / "newsgroups" / "newsgroups4_485.npz"
 MILLION = 1_000_000
 
@@ -278,9 +280,8 @@ def cpu_model() -> str:
 
 def header(args: argparse.Namespace) -> dict[str, Any]:
     """Machine and software description, printed and stored in the JSON."""
-    import scipy
-
     import rosetree as rt
+    import scipy
 
     return {
         "platform": platform.platform(),
@@ -301,7 +302,7 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
 
 def growth_exponent(ns: list[int], ts: list[float]) -> float | None:
     """Least-squares slope of log t against log n (None with fewer than two sizes)."""
-    pts = [(n, t) for n, t in zip(ns, ts) if t is not None and t > 0]
+    pts = [(n, t) for n, t in zip(ns, ts, strict=True) if t is not None and t > 0]
     if len({n for n, _ in pts}) < 2:
         return None
     x = np.log([n for n, _ in pts])

@@ -2,7 +2,6 @@ import json
 
 import numpy as np
 import pytest
-
 from rosetree.cli import main
 
 
@@ -17,8 +16,20 @@ def test_fit_csv_with_labels_and_outputs(tmp_path, capsys):
     rows = ["name,kind,a,b,c", "x,p,1,1,0", "y,p,1,1,0", "z,q,0,0,1", "w,q,0,1,1"]
     data.write_text("\n".join(rows) + "\n")
     nwk, js = tmp_path / "t.nwk", tmp_path / "t.json"
-    code = main(["fit", str(data), "--labels", "name", "--ignore", "kind",
-                 "--newick", str(nwk), "--json", str(js)])
+    code = main(
+        [
+            "fit",
+            str(data),
+            "--labels",
+            "name",
+            "--ignore",
+            "kind",
+            "--newick",
+            str(nwk),
+            "--json",
+            str(js),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "log evidence" in out

@@ -7,14 +7,20 @@ import threading
 
 import numpy as np
 import pytest
-from scipy.cluster import hierarchy
-
 import rosetree as rt
 from rosetree.testing import assert_valid_tree
+from scipy.cluster import hierarchy
 
 BLOCKS = np.array(
-    [[1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0],
-     [0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1]], dtype=float,
+    [
+        [1, 1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0],
+        [0, 0, 0, 1, 1, 1],
+        [0, 0, 0, 1, 1, 1],
+        [0, 0, 0, 0, 1, 1],
+    ],
+    dtype=float,
 )
 
 
@@ -24,7 +30,9 @@ def toy():
 
 
 def test_contract_from_the_readme():
-    est = rt.BayesianRoseTree(model=rt.BetaBernoulli(alpha=1.0, beta=1.0), mixing="brt", gamma=0.5, binary=False)
+    est = rt.BayesianRoseTree(
+        model=rt.BetaBernoulli(alpha=1.0, beta=1.0), mixing="brt", gamma=0.5, binary=False
+    )
     assert est.fit(BLOCKS) is est
     assert isinstance(est.tree_, rt.RoseTree)
     assert est.tree_.to_nested() == [[0, 1, 2], [3, 4, 5]]
@@ -187,8 +195,11 @@ def test_approximate_search_is_close_to_exact_and_reproducible():
 
 @pytest.mark.parametrize(
     ("kwargs", "name"),
-    [({"exact_below": 1}, "exact_below"), ({"exact_below": 2.5}, "exact_below"),
-     ({"random_state": -1}, "random_state")],
+    [
+        ({"exact_below": 1}, "exact_below"),
+        ({"exact_below": 2.5}, "exact_below"),
+        ({"random_state": -1}, "random_state"),
+    ],
 )
 def test_approximate_search_parameters_are_checked(kwargs, name):
     with pytest.raises(rt.InvalidParameterError, match=name):

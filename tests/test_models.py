@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-from scipy import integrate, special, stats
-
 import rosetree as rt
+from scipy import integrate, special, stats
 
 
 def rng(seed=0):
@@ -18,7 +17,9 @@ class TestBetaBernoulli:
         b = np.array([1.5, 1.0, 0.7, 2.0, 0.2])
         k, n = X.sum(0), X.shape[0]
         expected = np.sum(special.betaln(a + k, b + n - k) - special.betaln(a, b))
-        assert rt.BetaBernoulli(alpha=a, beta=b).log_marginal(X) == pytest.approx(expected, rel=1e-12)
+        assert rt.BetaBernoulli(alpha=a, beta=b).log_marginal(X) == pytest.approx(
+            expected, rel=1e-12
+        )
 
     def test_missing_entries_are_marginalised(self):
         X = np.array([[1, 0, np.nan], [1, np.nan, 1], [0, 1, 1], [np.nan, 1, 1]], dtype=float)
@@ -26,15 +27,21 @@ class TestBetaBernoulli:
         expected = 0.0
         for j in range(3):
             col = X[:, j][~np.isnan(X[:, j])]
-            expected += special.betaln(0.8 + col.sum(), 1.7 + len(col) - col.sum()) - special.betaln(0.8, 1.7)
+            expected += special.betaln(
+                0.8 + col.sum(), 1.7 + len(col) - col.sum()
+            ) - special.betaln(0.8, 1.7)
         assert model.log_marginal(X) == pytest.approx(expected, rel=1e-12)
 
     def test_matches_numerical_integration(self):
         x = np.array([1, 1, 0, 1, 0, 1, 1], dtype=float)[:, None]
         a, b = 2.0, 3.0
         k, n = x.sum(), len(x)
-        value, _ = integrate.quad(lambda t: t**k * (1 - t) ** (n - k) * stats.beta.pdf(t, a, b), 0, 1)
-        assert rt.BetaBernoulli(alpha=a, beta=b).log_marginal(x) == pytest.approx(np.log(value), rel=1e-9)
+        value, _ = integrate.quad(
+            lambda t: t**k * (1 - t) ** (n - k) * stats.beta.pdf(t, a, b), 0, 1
+        )
+        assert rt.BetaBernoulli(alpha=a, beta=b).log_marginal(x) == pytest.approx(
+            np.log(value), rel=1e-9
+        )
 
     @pytest.mark.parametrize("bad", [0.5, 2.0, -1.0, np.inf])
     def test_non_binary_values_name_row_and_column(self, bad):
@@ -78,9 +85,12 @@ class TestNormalInverseWishart:
         psin = psi0 + ((x - xbar) ** 2).sum() + k0 * n / kn * (xbar - mu0) ** 2
         # IW(psi, nu) in 1-D is inverse-gamma(nu/2, psi/2).
         expected = (
-            special.gammaln(nun / 2) - special.gammaln(nu0 / 2)
-            + nu0 / 2 * np.log(psi0 / 2) - nun / 2 * np.log(psin / 2)
-            + 0.5 * np.log(k0 / kn) - n / 2 * np.log(2 * np.pi)
+            special.gammaln(nun / 2)
+            - special.gammaln(nu0 / 2)
+            + nu0 / 2 * np.log(psi0 / 2)
+            - nun / 2 * np.log(psin / 2)
+            + 0.5 * np.log(k0 / kn)
+            - n / 2 * np.log(2 * np.pi)
         )
         model = rt.NormalInverseWishart(mu0=[mu0], kappa0=k0, nu0=nu0, psi0=[[psi0]])
         assert model.log_marginal(x[:, None]) == pytest.approx(expected, rel=1e-12)

@@ -10,12 +10,11 @@ import math
 
 import numpy as np
 import pytest
+import rosetree as rt
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from scipy import special
-
-import rosetree as rt
 from rosetree.testing import assert_valid_tree, binary_data, rose_trees
+from scipy import special
 
 MIXINGS = ["brt", "gamma", "dp"]
 
@@ -121,7 +120,12 @@ def test_collapsed_tree_wins_on_indistinguishable_data(case, row, gamma):
     assert flat > rt.log_evidence(X, tree, mixing="brt", gamma=gamma)
 
 
-@given(st.integers(2, 8).flatmap(lambda n: st.tuples(binary_data(n, 4), rose_trees(range(n), binary=True))), gammas)
+@given(
+    st.integers(2, 8).flatmap(
+        lambda n: st.tuples(binary_data(n, 4), rose_trees(range(n), binary=True))
+    ),
+    gammas,
+)
 def test_gamma_and_brt_agree_on_binary_trees(case, gamma):
     X, tree = case
     a = rt.log_evidence(X, tree, mixing="gamma", gamma=gamma, binary=True)

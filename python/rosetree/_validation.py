@@ -14,7 +14,9 @@ __all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse"]
 MAX_JOBS = 1024
 
 
-def check_array(X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str = "X") -> np.ndarray:
+def check_array(
+    X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str = "X"
+) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-D float64 array, or raise naming the problem.
 
     Accepts anything :func:`numpy.asarray` accepts, pandas DataFrames (their values), and

@@ -88,17 +88,28 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
 
 
 def _fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mixing", choices=("brt", "gamma", "dp"), default="brt",
-                   help="mixing-proportion rule (default: brt, eq 1.7)")
+    p.add_argument(
+        "--mixing",
+        choices=("brt", "gamma", "dp"),
+        default="brt",
+        help="mixing-proportion rule (default: brt, eq 1.7)",
+    )
     p.add_argument("--gamma", type=float, default=0.5, help="gamma in (0, 1) (default 0.5)")
     p.add_argument("--dp-alpha", type=float, default=1.0, help="DP concentration for --mixing dp")
-    p.add_argument("--binary", action="store_true", help="joins only: Bayesian hierarchical clustering")
+    p.add_argument(
+        "--binary", action="store_true", help="joins only: Bayesian hierarchical clustering"
+    )
     p.add_argument("--contract", action="store_true", help="contract edges after the greedy search")
     p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--newick", metavar="FILE", help="write the tree in Newick format")
     p.add_argument("--json", metavar="FILE", help="write the tree with per-node statistics as JSON")
-    p.add_argument("--max-children", type=int, default=None, metavar="K",
-                   help="print at most K children per node")
+    p.add_argument(
+        "--max-children",
+        type=int,
+        default=None,
+        metavar="K",
+        help="print at most K children per node",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,13 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     fit = sub.add_parser("fit", help="cluster the rows of a CSV file (with a header row)")
     fit.add_argument("data", help="CSV file, one data item per row")
-    fit.add_argument("--model", choices=tuple(_MODELS), default="bernoulli",
-                     help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()))
-    fit.add_argument("--alpha", type=float, default=1.0, help="prior pseudo-count alpha (default 1)")
+    fit.add_argument(
+        "--model",
+        choices=tuple(_MODELS),
+        default="bernoulli",
+        help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()),
+    )
+    fit.add_argument(
+        "--alpha", type=float, default=1.0, help="prior pseudo-count alpha (default 1)"
+    )
     fit.add_argument("--beta", type=float, default=1.0, help="prior pseudo-count beta (default 1)")
     fit.add_argument("--labels", metavar="COL", help="column holding leaf names")
-    fit.add_argument("--ignore", metavar="COL", nargs="*", default=[],
-                     help="columns to leave out of the data")
+    fit.add_argument(
+        "--ignore", metavar="COL", nargs="*", default=[], help="columns to leave out of the data"
+    )
     _fit_args(fit)
     demo = sub.add_parser("demo", help="cluster the bundled 33 animals x 102 features data")
     _fit_args(demo)
@@ -137,8 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             X, names, _ = read_csv(args.data, args.labels, args.ignore)
             model = _model(args.model, args.alpha, args.beta)
         est = BayesianRoseTree(
-            model=model, mixing=args.mixing, gamma=args.gamma, dp_alpha=args.dp_alpha,
-            binary=args.binary, contract=args.contract, n_jobs=args.n_jobs,
+            model=model,
+            mixing=args.mixing,
+            gamma=args.gamma,
+            dp_alpha=args.dp_alpha,
+            binary=args.binary,
+            contract=args.contract,
+            n_jobs=args.n_jobs,
         ).fit(X)
     except (RoseTreeError, ValueError, OSError) as exc:
         print(f"rosetree: error: {exc}", file=sys.stderr)

@@ -22,7 +22,9 @@ def _vector(name: str, value: Any) -> list[float]:
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be a number or a 1-D array of numbers", name) from None
+        raise InvalidParameterError(
+            f"{name} must be a number or a 1-D array of numbers", name
+        ) from None
     if arr.ndim > 1:
         raise InvalidParameterError(f"{name} must be a scalar or 1-D, got shape {arr.shape}", name)
     return [float(v) for v in np.atleast_1d(arr)]
@@ -67,7 +69,9 @@ class ClusterModel:
 class BetaBernoulli(ClusterModel):
     r"""Independent beta–Bernoulli features for binary data (BRT eq 1.19).
 
-    .. math:: f(D) = \prod_{i=1}^{d} \frac{B(\alpha_i + k_i,\ \beta_i + N_i - k_i)}{B(\alpha_i, \beta_i)}
+    .. math::
+        f(D) = \prod_{i=1}^{d}
+               \frac{B(\alpha_i + k_i,\ \beta_i + N_i - k_i)}{B(\alpha_i, \beta_i)}
 
     where :math:`k_i` counts the ones and :math:`N_i` the observed entries of column *i*.
 
@@ -132,7 +136,9 @@ class NormalInverseWishart(ClusterModel):
         if self.psi0 is not None:
             arr = np.asarray(self.psi0, dtype=np.float64)
             if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-                raise InvalidParameterError(f"psi0 must be a square matrix, got shape {arr.shape}", "psi0")
+                raise InvalidParameterError(
+                    f"psi0 must be a square matrix, got shape {arr.shape}", "psi0"
+                )
             psi0 = [float(v) for v in arr.ravel()]
         return {
             "family": "normal_inverse_wishart",

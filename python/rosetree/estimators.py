@@ -220,9 +220,15 @@ class BayesianRoseTree(_ParamsMixin):
                 f"exact_below must be an integer, got {exact_below!r}", "exact_below"
             )
         if exact_below < 2:
-            raise InvalidParameterError(f"exact_below must be at least 2, got {exact_below}", "exact_below")
+            raise InvalidParameterError(
+                f"exact_below must be at least 2, got {exact_below}", "exact_below"
+            )
         seed = 0 if self.random_state is None else self.random_state
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+        if (
+            isinstance(seed, bool)
+            or not isinstance(seed, (int, np.integer))
+            or not 0 <= seed < 2**64
+        ):
             raise InvalidParameterError(
                 f"random_state must be None or an integer in [0, 2**64), got {seed!r}",
                 "random_state",

@@ -10,7 +10,7 @@ from . import _core
 from ._validation import check_array
 from .config import ClusterModel
 from .estimators import mixing_args, resolve_model
-from .exceptions import InvalidTreeError
+from .exceptions import InvalidParameterError, InvalidTreeError
 from .tree import RoseTree, nested_to_internal
 
 __all__ = ["evaluate_tree", "excess_bits", "log_evidence", "optimal_tree"]
@@ -101,5 +101,13 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
     opt = np.asarray(log_evidence_optimal, dtype=np.float64)
     got = np.asarray(log_evidence_found, dtype=np.float64)
     if opt.shape != got.shape or opt.ndim != 1 or opt.size == 0:
-        raise ValueError("log evidences must be two non-empty 1-D arrays of the same length")
+        raise InvalidParameterError(
+            "log_evidence_optimal and log_evidence_found must be non-empty 1-D arrays of the "
+            "same length",
+            "log_evidence_found",
+        )
+    if isinstance(n_items, bool) or not isinstance(n_items, (int, np.integer)) or n_items < 1:
+        raise InvalidParameterError(
+            f"n_items must be a positive integer, got {n_items!r}", "n_items"
+        )
     return float(np.sum(opt - got) / np.log(2.0) / (n_items * opt.size))

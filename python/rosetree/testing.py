@@ -5,6 +5,7 @@ Importing this module requires `hypothesis` (``pip install bayesian-rosetree[tes
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ def rose_trees(draw: st.DrawFn, items: Sequence[int], binary: bool = False) -> A
         draw(st.lists(st.integers(1, len(items) - 1), min_size=k - 1, max_size=k - 1, unique=True))
     )
     bounds = [0, *cuts, len(items)]
-    return [draw(rose_trees(perm[a:b], binary)) for a, b in zip(bounds, bounds[1:])]
+    return [draw(rose_trees(perm[a:b], binary)) for a, b in itertools.pairwise(bounds)]
 
 
 @st.composite

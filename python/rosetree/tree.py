@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidTreeError
+from .exceptions import InvalidParameterError, InvalidTreeError
 
 __all__ = ["RoseTree", "nested_to_internal"]
 
@@ -157,9 +157,9 @@ class RoseTree:
             Cluster labels ``0 .. K-1``, numbered by the first row of each cluster.
         """
         if not 0.0 <= threshold <= 1.0:
-            from .exceptions import InvalidParameterError
-
-            raise InvalidParameterError(f"threshold must lie in [0, 1], got {threshold}", "threshold")
+            raise InvalidParameterError(
+                f"threshold must lie in [0, 1], got {threshold}", "threshold"
+            )
         log_thr = math.log(threshold) if threshold > 0 else -math.inf
         log_r = self.log_r
         clusters: list[int] = []
@@ -284,9 +284,11 @@ class RoseTree:
         max_leaves : int, optional
             Print at most this many leaves under any node, then a count of the rest.
         """
-        names = [str(i) for i in range(self.n_leaves)] if labels is None else [
-            str(s) for s in self._check_labels(labels)
-        ]
+        names = (
+            [str(i) for i in range(self.n_leaves)]
+            if labels is None
+            else [str(s) for s in self._check_labels(labels)]
+        )
         log_r = self.log_r
         lines: list[str] = []
 
@@ -313,8 +315,6 @@ class RoseTree:
     def _check_labels(self, labels: Sequence[Any]) -> list[Any]:
         labels = list(labels)
         if len(labels) != self.n_leaves:
-            from .exceptions import InvalidParameterError
-
             raise InvalidParameterError(
                 f"labels has {len(labels)} entries; the tree has {self.n_leaves} leaves", "labels"
             )

@@ -1,0 +1,1 @@
+"""Example data sets bundled with rosetree (see :mod:`rosetree.datasets`)."""
