@@ -21,8 +21,8 @@ Data sets (all seeded with ``numpy.random.default_rng``, so every run sees the s
 * ``newsgroups``: 3970 × 485 word presence/absence from four 20-Newsgroups groups
   (``../shared/data/newsgroups/newsgroups4_485.npz`` beside the checkout, array ``X``);
   sizes below 3970 are seeded random subsets of its rows. Model: ``BetaBernoulli(1, 1)``.
-  This data is ~6% dense, so it is also fitted as a ``scipy.sparse.csr_matrix`` passed to ``fit`` unchanged,
-  and the sparse/dense ratios of time and memory are reported.
+  This data is ~6% dense, so it is also fitted as a ``scipy.sparse.csr_matrix`` passed to
+  ``fit`` unchanged, and the sparse/dense ratios of time and memory are reported.
 
 How
 ---
