@@ -206,6 +206,53 @@ def test_approximate_search_parameters_are_checked(kwargs, name):
         rt.BayesianRoseTree(approximate=True, **kwargs).fit(BLOCKS)
 
 
+class PythonBetaBernoulli(rt.ClusterModel):
+    """The beta-Bernoulli model written in NumPy/SciPy, run through the callback."""
+
+    def __init__(self, alpha, beta):
+        self.alpha, self.beta = alpha, beta
+        self.calls = 0
+
+    def log_marginal(self, X):
+        from scipy.special import betaln
+
+        self.calls += 1
+        k, n = X.sum(axis=0), X.shape[0]
+        a, b = self.alpha, self.beta
+        return float(np.sum(betaln(a + k, b + n - k) - betaln(a, b)))
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_python_model_plugs_into_the_same_search(binary):
+    X = (np.random.default_rng(4).random((40, 12)) < 0.3).astype(float)
+    builtin = rt.BayesianRoseTree(model=rt.BetaBernoulli(0.7, 1.3), binary=binary).fit(X)
+    model = PythonBetaBernoulli(0.7, 1.3)
+    custom = rt.BayesianRoseTree(model=model, binary=binary, n_jobs=2).fit(X)
+    assert model.calls > 40
+    assert custom.tree_.children == builtin.tree_.children
+    assert custom.log_evidence_ == pytest.approx(builtin.log_evidence_, rel=1e-10)
+    assert model.log_marginal(X) == pytest.approx(rt.BetaBernoulli(0.7, 1.3).log_marginal(X))
+
+
+def test_python_model_errors_propagate():
+    class Failing(rt.ClusterModel):
+        def log_marginal(self, X):
+            if X.shape[0] > 3:
+                raise ZeroDivisionError("model broke")
+            return -float(X.shape[0])
+
+    class Nan(rt.ClusterModel):
+        def log_marginal(self, X):
+            return float("nan")
+
+    with pytest.raises(ZeroDivisionError, match="model broke"):
+        rt.BayesianRoseTree(model=Failing()).fit(BLOCKS)
+    with pytest.raises(rt.NumericalError, match="log_marginal returned NaN"):
+        rt.BayesianRoseTree(model=Nan()).fit(BLOCKS)
+    with pytest.raises(TypeError, match="must implement log_marginal"):
+        rt.BayesianRoseTree(model=rt.ClusterModel()).fit(BLOCKS)
+
+
 def test_contraction_never_lowers_the_evidence(toy):
     plain = rt.BayesianRoseTree(binary=True).fit(toy.data)
     contracted = rt.BayesianRoseTree(binary=True, contract=True).fit(toy.data)

@@ -40,13 +40,35 @@ def _optional_scalar(name: str, value: Any) -> float | None:
 
 
 class ClusterModel:
-    """Base of the cluster models :math:`f(D)` (BRT eq 1.1) that rosetree can fit."""
+    r"""Base of the cluster models :math:`f(D)` (BRT eq 1.1) that rosetree can fit.
+
+    The built-in models are computed in Rust from sufficient statistics. A model of your own
+    is a subclass that implements :meth:`log_marginal`; the greedy search then calls it
+    for every candidate cluster (from worker threads, holding the interpreter lock), so it
+    plugs into everything the built-in models do. Each call gets the cluster's rows as a
+    2-D float64 array and must return :math:`\ln f(D)` as a float; an exception it raises
+    stops the fit and propagates unchanged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.special import betaln
+    >>> class Coin(ClusterModel):
+    ...     def log_marginal(self, X):
+    ...         k, n = X.sum(axis=0), X.shape[0]
+    ...         return float(np.sum(betaln(1 + k, 1 + n - k)))
+    """
 
     #: Whether NaN entries (missing values) are marginalised out by this model.
     supports_missing: bool = False
 
-    def _spec(self) -> dict[str, Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _spec(self) -> dict[str, Any]:
+        if type(self).log_marginal is ClusterModel.log_marginal:
+            raise TypeError(
+                f"{type(self).__name__} must implement log_marginal(X) to be used as a "
+                "cluster model"
+            )
+        return {"family": "callback", "object": self}
 
     def log_marginal(self, X: Any) -> float:
         r""":math:`\ln f(D)` (BRT eq 1.1) of all rows of ``X`` taken as one cluster.

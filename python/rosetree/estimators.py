@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array, check_csr, check_n_jobs, is_sparse
-from .config import BetaBernoulli, ClusterModel, NormalInverseWishart
+from .config import BetaBernoulli, ClusterModel, DirichletMultinomial
 from .exceptions import InvalidParameterError
 from .tree import RoseTree
 
@@ -56,7 +56,8 @@ def resolve_model(model: Any) -> ClusterModel:
     if not isinstance(model, ClusterModel):
         raise InvalidParameterError(
             "model must be a rosetree cluster model such as rt.BetaBernoulli(), "
-            f"rt.NormalInverseWishart() or rt.DirichletMultinomial(); got {model!r}",
+            "rt.NormalInverseWishart(), rt.DirichletMultinomial() or a subclass of "
+            f"rt.ClusterModel that implements log_marginal(X); got {model!r}",
             "model",
         )
     return model
@@ -193,7 +194,9 @@ class BayesianRoseTree(_ParamsMixin):
             n_jobs=n_jobs,
             approx=self._approx_args(),
         )
-        if is_sparse(X) and not isinstance(model, NormalInverseWishart):
+        # Models with sparse-aware statistics read CSR rows directly; the others need the
+        # dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
+        if is_sparse(X) and isinstance(model, (BetaBernoulli, DirichletMultinomial)):
             indptr, indices, data = check_csr(X)
             n_features = X.shape[1]
             core = _core.fit_brt_csr(

@@ -2,6 +2,7 @@
 //! the leaf statistics while attached (NumPy memory is only read then), detaches for the
 //! search, and converts the result back.
 
+mod callback;
 mod errors;
 mod models;
 mod tree;

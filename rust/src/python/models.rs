@@ -12,6 +12,7 @@ pub(crate) enum AnyModel {
     Bernoulli(BetaBernoulli),
     Gaussian(NormalInverseWishart),
     Counts(DirichletMultinomial),
+    Callback(super::callback::CallbackModel),
 }
 
 /// Runs `$body` with `$m` bound to the concrete model, so generic engine code is
@@ -22,6 +23,7 @@ macro_rules! with_model {
             $crate::python::models::AnyModel::Bernoulli(mut $m) => $body,
             $crate::python::models::AnyModel::Gaussian(mut $m) => $body,
             $crate::python::models::AnyModel::Counts(mut $m) => $body,
+            $crate::python::models::AnyModel::Callback(mut $m) => $body,
         }
     };
 }
@@ -78,6 +80,10 @@ pub(crate) fn build_model(spec: &Bound<'_, PyDict>, x: ArrayView2<'_, f64>) -> P
                 .into());
             }
             AnyModel::Gaussian(NormalInverseWishart::new(mu0, kappa0, nu0, psi0)?)
+        }
+        "callback" => {
+            let object: Py<PyAny> = get(spec, "object")?;
+            AnyModel::Callback(super::callback::CallbackModel::new(object, x.to_owned()))
         }
         other => {
             return Err(

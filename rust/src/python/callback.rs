@@ -1,0 +1,66 @@
+//! A cluster model implemented in Python: `rosetree.ClusterModel` subclasses that define
+//! `log_marginal(X)` plug into the same greedy search through this adapter.
+
+use ndarray::{Array2, ArrayView1, Axis};
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+
+use crate::error::{Result, RoseTreeError};
+use crate::models::ClusterModel;
+
+/// Calls `object.log_marginal(X[rows])` for every cluster. The statistics of a cluster are
+/// its sorted row indices; the data are copied once, so no NumPy memory is read while the
+/// search runs detached.
+pub(crate) struct CallbackModel {
+    object: Py<PyAny>,
+    data: Array2<f64>,
+}
+
+impl CallbackModel {
+    pub(crate) fn new(object: Py<PyAny>, data: Array2<f64>) -> Self {
+        Self { object, data }
+    }
+}
+
+impl ClusterModel for CallbackModel {
+    type Stats = Vec<u32>;
+    type Query = ();
+
+    fn n_features(&self) -> usize {
+        self.data.ncols()
+    }
+
+    fn leaf_stats(&self, _row: ArrayView1<'_, f64>, index: usize) -> Result<Vec<u32>> {
+        let index = u32::try_from(index).map_err(|_| RoseTreeError::param("X", "too many rows"))?;
+        Ok(vec![index])
+    }
+
+    fn merge(&self, a: &Vec<u32>, b: &Vec<u32>) -> Vec<u32> {
+        let mut rows = Vec::with_capacity(a.len() + b.len());
+        rows.extend_from_slice(a);
+        rows.extend_from_slice(b);
+        rows.sort_unstable();
+        rows
+    }
+
+    fn log_marginal(&self, rows: &Vec<u32>) -> Result<f64> {
+        let indices: Vec<usize> = rows.iter().map(|&r| r as usize).collect();
+        let cluster = self.data.select(Axis(0), &indices);
+        Python::attach(|py| {
+            let value = self
+                .object
+                .call_method1(py, "log_marginal", (cluster.into_pyarray(py),))
+                .and_then(|v| v.extract::<f64>(py))
+                .map_err(|e| RoseTreeError::Callback(Box::new(e)))?;
+            if value.is_nan() || value == f64::INFINITY {
+                return Err(RoseTreeError::Numerical(format!(
+                    "the cluster model's log_marginal returned {value} for a cluster of {} rows",
+                    rows.len()
+                )));
+            }
+            Ok(value)
+        })
+    }
+
+    fn query(&self, _: &Vec<u32>) {}
+}
