@@ -102,6 +102,39 @@ fn ln_det_spd(m: DMatrix<f64>) -> Option<f64> {
     m.cholesky().map(|c| c.ln_determinant())
 }
 
+/// Matrices up to this order are factorised on the stack by [`ln_det_spd_small`].
+const SMALL: usize = 16;
+
+/// `ln|A|` of a symmetric positive-definite `d × d` matrix whose lower triangle is in `a`
+/// (row-major, `d ≤ SMALL`), by an in-place Cholesky factorisation. This is the one piece of
+/// linear algebra written here rather than taken from nalgebra: the pair-scoring loop
+/// factorises a small matrix per cluster–cluster candidate, and nalgebra's dynamically sized
+/// matrices cost a heap allocation each time (`ln_det_spd` is the reference in the tests).
+fn ln_det_spd_small(a: &mut [f64], d: usize) -> Option<f64> {
+    let mut ln_det = 0.0;
+    for j in 0..d {
+        let mut diag = a[j * d + j];
+        for k in 0..j {
+            diag -= a[j * d + k] * a[j * d + k];
+        }
+        if diag.is_nan() || diag <= 0.0 {
+            return None;
+        }
+        let l_jj = diag.sqrt();
+        a[j * d + j] = l_jj;
+        ln_det += 2.0 * l_jj.ln();
+        let inv = 1.0 / l_jj;
+        for i in j + 1..d {
+            let mut v = a[i * d + j];
+            for k in 0..j {
+                v -= a[i * d + k] * a[j * d + k];
+            }
+            a[i * d + j] = v * inv;
+        }
+    }
+    Some(ln_det)
+}
+
 /// The terms of `ln f(A ∪ {x})` for a cluster `A` and any single row `x`. By the matrix
 /// determinant lemma, `|Ψ_A + c v vᵀ| = |Ψ_A| (1 + c vᵀ Ψ_A⁻¹ v)` with `v = x − μ_A` and
 /// `c = κ_A / (κ_A + 1)`, so with the Cholesky factor of `A`'s posterior scale `Ψ_A` at hand
@@ -110,6 +143,8 @@ fn ln_det_spd(m: DMatrix<f64>) -> Option<f64> {
 pub struct GaussianQuery {
     /// Lower Cholesky factor of `Ψ_A`, row-major.
     chol: Vec<f64>,
+    /// `1 / L_ii`, so the solve multiplies instead of dividing.
+    inv_diag: Vec<f64>,
     /// Posterior mean `μ_A`.
     mean: Vec<f64>,
     c: f64,
@@ -345,7 +380,12 @@ impl NormalInverseWishart {
 
     /// `ln f` given `n` and `Ψ_n` (lower triangle filled).
     fn log_f(&self, n: f64, psi_n: DMatrix<f64>) -> Result<f64> {
-        match ln_det_spd(psi_n) {
+        self.log_f_from_ln_det(n, ln_det_spd(psi_n))
+    }
+
+    /// `ln f` of a cluster of `n` rows from `ln|Ψ_n|` (`None`: not positive definite).
+    fn log_f_from_ln_det(&self, n: f64, ln_det: Option<f64>) -> Result<f64> {
+        match ln_det {
             Some(ln_det) if ln_det.is_finite() => {
                 Ok(self.count_term(n) - (self.nu0 + n) / 2.0 * ln_det)
             }
@@ -455,8 +495,10 @@ impl ClusterModel for NormalInverseWishart {
         let mean = (0..d)
             .map(|i| (self.kappa0 * self.mu0[i] + a.n * a.mean[i]) / kn)
             .collect();
+        let inv_diag = (0..d).map(|i| 1.0 / l[(i, i)]).collect();
         Some(GaussianQuery {
             chol,
+            inv_diag,
             mean,
             c: kn / (kn + 1.0),
             half_nu: (self.nu0 + n) / 2.0,
@@ -487,7 +529,7 @@ impl ClusterModel for NormalInverseWishart {
         for i in 0..d {
             let row = &q.chol[i * d..i * d + i];
             let dot: f64 = row.iter().zip(&z[..i]).map(|(l, z)| l * z).sum();
-            z[i] = (b.mean[i] - q.mean[i] - dot) / q.chol[i * d + i];
+            z[i] = (b.mean[i] - q.mean[i] - dot) * q.inv_diag[i];
             norm2 += z[i] * z[i];
         }
         Ok(q.base - q.half_nu * (q.c * norm2).ln_1p())
@@ -502,21 +544,60 @@ impl ClusterModel for NormalInverseWishart {
         let w = self.kappa0 * n / (self.kappa0 + n);
         let delta = |i: usize| b.mean[i] - a.mean[i];
         let dev = |i: usize| a.mean[i] + delta(i) * fb - self.mu0[i];
-        let psi_n = DMatrix::from_fn(d, d, |i, j| {
-            if j > i {
-                return 0.0;
-            }
+        let entry = |i: usize, j: usize| {
             let k = i * d + j;
             let scatter = a.scatter[k] + b.scatter[k] + w_ab * delta(i) * delta(j);
             self.psi0[k] + scatter + w * dev(i) * dev(j)
-        });
-        self.log_f(n, psi_n)
+        };
+        if d > SMALL {
+            let psi_n = DMatrix::from_fn(d, d, |i, j| if j > i { 0.0 } else { entry(i, j) });
+            return self.log_f(n, psi_n);
+        }
+        let mut buf = [0.0_f64; SMALL * SMALL];
+        for i in 0..d {
+            for j in 0..=i {
+                buf[i * d + j] = entry(i, j);
+            }
+        }
+        self.log_f_from_ln_det(n, ln_det_spd_small(&mut buf[..d * d], d))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_cholesky_matches_nalgebra() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut unit = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        for d in [1, 2, 5, 10, SMALL] {
+            let b = DMatrix::from_fn(d, d, |_, _| unit());
+            let spd = &b * b.transpose() + DMatrix::identity(d, d) * 0.1;
+            let mut lower: Vec<f64> = (0..d * d)
+                .map(|k| {
+                    if k % d <= k / d {
+                        spd[(k / d, k % d)]
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let small = ln_det_spd_small(&mut lower, d).unwrap();
+            let reference = ln_det_spd(spd).unwrap();
+            assert!(
+                (small - reference).abs() < 1e-12 * reference.abs().max(1.0),
+                "d={d}"
+            );
+        }
+        let mut not_pd = vec![1.0, 0.0, 2.0, 1.0];
+        assert!(ln_det_spd_small(&mut not_pd, 2).is_none());
+    }
     use crate::math::ln_gamma;
     use ndarray::{Array2, array, s};
 
