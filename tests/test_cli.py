@@ -52,3 +52,19 @@ def test_errors_are_reported_not_raised(tmp_path, capsys, rows, extra, message):
     data.write_text("\n".join(rows) + "\n")
     assert main(["fit", str(data), *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("model", "rows"),
+    [
+        ("gaussian", ["a,b", "0.1,0.2", "0.15,0.22", "3.0,2.9", "3.1,3.2"]),
+        ("multinomial", ["a,b,c", "3,0,1", "2,0,1", "0,4,0", "0,5,1"]),
+    ],
+)
+def test_other_models_from_the_command_line(tmp_path, capsys, model, rows):
+    data = tmp_path / "d.csv"
+    data.write_text("\n".join(rows) + "\n")
+    nwk = tmp_path / "t.nwk"
+    assert main(["fit", str(data), "--model", model, "--newick", str(nwk)]) == 0
+    assert "flat clusters     2" in capsys.readouterr().out
+    assert nwk.read_text().strip() in {"((0,1),(2,3));", "((2,3),(0,1));"}
