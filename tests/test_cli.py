@@ -67,4 +67,4 @@ def test_other_models_from_the_command_line(tmp_path, capsys, model, rows):
     nwk = tmp_path / "t.nwk"
     assert main(["fit", str(data), "--model", model, "--newick", str(nwk)]) == 0
     assert "flat clusters     2" in capsys.readouterr().out
-    assert nwk.read_text().strip() in {"((0,1),(2,3));", "((2,3),(0,1));"}
+    assert "(0,1)" in nwk.read_text()  # the two closest rows are siblings
