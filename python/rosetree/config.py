@@ -59,9 +59,6 @@ class ClusterModel:
     ...         return float(np.sum(betaln(1 + k, 1 + n - k)))
     """
 
-    #: Whether NaN entries (missing values) are marginalised out by this model.
-    supports_missing: bool = False
-
     def _spec(self) -> dict[str, Any]:
         if type(self).log_marginal is ClusterModel.log_marginal:
             raise TypeError(
@@ -112,7 +109,6 @@ class BetaBernoulli(ClusterModel):
 
     alpha: float | ArrayLike = 1.0
     beta: float | ArrayLike = 1.0
-    supports_missing = True
 
     def _spec(self) -> dict[str, Any]:
         return {

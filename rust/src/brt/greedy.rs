@@ -323,12 +323,10 @@ impl<M: ClusterModel> Search<'_, M> {
         self.summary.push(merged);
         self.dissolved.push(false);
         self.queries[m as usize] = Some(self.model.query(&stats));
+        self.stats[m as usize] = Some(stats);
         for t in [i, j] {
             self.stats[t as usize] = None;
             self.queries[t as usize] = None;
-        }
-        self.stats[m as usize] = Some(stats);
-        for t in [i, j] {
             self.heap.remove(t as usize);
             self.candidates[t as usize] = Candidates::empty();
             let pos = self.active.binary_search(&t).expect("merged tree was live");

@@ -1,6 +1,6 @@
 //! An indexed max-heap over dense tree ids, keyed by each tree's best merge score.
 //!
-//! The greedy search keeps one entry per tree (its best partner), not one per pair, so the
+//! The greedy search keeps one entry per tree (its best listed partner), not one per pair, so the
 //! heap stays `O(n)` in size; keys change in place. Order: higher score first, then lower
 //! id, which together with the partner rule gives the deterministic tie-breaking of
 //! `CONVENTIONS.md`. Scores are compared with `f64::total_cmp`, so the order is total.
