@@ -231,3 +231,40 @@ def test_optimal_tree_is_the_best_of_all_trees(mixing, seed):
     best = max(rt.log_evidence(X, t, mixing=mixing) for t in all_rose_trees(range(5)))
     found = rt.optimal_tree(X, mixing=mixing)
     assert found.log_evidence == pytest.approx(best, rel=1e-12)
+
+
+@given(data_and_tree(missing=True), st.sampled_from(MIXINGS), gammas, alphas)
+def test_predictive_cluster_weights_follow_eq_1_25_and_sum_to_one(case, mixing, gamma, alpha):
+    X, tree = case
+    fitted = rt.evaluate_tree(X, tree, mixing=mixing, gamma=gamma, dp_alpha=alpha)
+    log_w = fitted.log_cluster_weights()
+    assert special.logsumexp(log_w) == pytest.approx(0.0, abs=1e-10)
+    # Each weight from its ancestor chain, with r_S = π_S f(S) / p(S) taken from the
+    # brute-force sum over the partitions of the subtree at S.
+    subtrees = {}
+
+    def index(t):
+        node = t if isinstance(t, int) else None
+        if node is None:
+            kids = [index(c) for c in t]
+            node = fitted.parent[kids[0]]
+        subtrees[int(node)] = t
+        return int(node)
+
+    index(tree)
+
+    def r(v):
+        if v < fitted.n_leaves:
+            return 1.0
+        t = subtrees[v]
+        parts, _ = enumerate_partitions(t, mixing, gamma, alpha)
+        evidence, _ = brute_force_evidence(X, t, mixing, gamma, alpha)
+        return math.exp(parts[0][1] + log_f(X, rows_of(t)) - evidence)
+
+    for v in range(fitted.n_nodes):
+        w, child = r(v), v
+        while fitted.parent[child] >= 0:
+            a = int(fitted.parent[child])
+            w *= (1 - r(a)) * len(rows_of(subtrees[child])) / len(rows_of(subtrees[a]))
+            child = a
+        assert math.exp(log_w[v]) == pytest.approx(w, rel=1e-8, abs=1e-12)

@@ -81,6 +81,24 @@ class RoseTree:
         """
         return np.minimum(self.log_pi + self.log_f - self.log_p, 0.0)
 
+    def log_cluster_weights(self) -> np.ndarray:
+        r""":math:`\ln w_S` of every node: the predictive mixture weights of eq 1.25.
+
+        :math:`w_S = r_S \prod_{A \in \mathrm{ancestors}(S)} (1 - r_A)\, n_{A \to S} /
+        |\mathrm{leaves}(A)|`, where :math:`n_{A \to S}` is the size of the child of *A* on
+        the way to *S* (the printed eq 1.25 divides by :math:`|\mathrm{leaves}(S)|`; the
+        weights only sum to one with :math:`|\mathrm{leaves}(A)|`). A new data item joins
+        cluster *S* with prior probability :math:`w_S`; the weights sum to one.
+        """
+        log_sizes = np.log(self.sizes.astype(float))
+        reach = np.zeros(self.n_nodes)  # log probability that the mixture reaches a node
+        for v in reversed(self.internal_nodes):  # parents before children
+            kids = list(self.children[v])
+            # ln(1 - r_v) = ln(1 - pi_v) + sum ln p(children) - ln p_v, exact near r_v = 1
+            log_1m_r = min(self.log_1m_pi[v] + self.log_p[kids].sum() - self.log_p[v], 0.0)
+            reach[kids] = reach[v] + log_1m_r + log_sizes[kids] - log_sizes[v]
+        return reach + self.log_r
+
     def leaves(self, node: int | None = None) -> list[int]:
         """Data rows below ``node`` (default: the root), in increasing order."""
         node = self.root if node is None else self._check_node(node)
