@@ -26,20 +26,16 @@ pub fn evaluate<M: ClusterModel>(
             found: format!("{n} leaves"),
         });
     }
-    let mut stats: Vec<M::Stats> = leaves.to_vec();
-    let mut summary = Vec::with_capacity(n + topology.internal().len());
+    let stats = node_stats(model, topology, leaves);
+    let mut summary = Vec::with_capacity(stats.len());
     for s in leaves {
         summary.push(Summary::leaf(model.log_marginal(s)?, mixing));
     }
-    for children in topology.internal() {
-        let mut merged = stats[children[0]].clone();
-        for &c in &children[1..] {
-            merged = model.merge(&merged, &stats[c]);
-        }
+    for (k, children) in topology.internal().iter().enumerate() {
         let n_leaves = children.iter().map(|&c| summary[c].n_leaves).sum();
         let sum_log_p = children.iter().map(|&c| summary[c].log_p).sum();
         let sum_log_d = children.iter().map(|&c| summary[c].log_d).sum();
-        let log_f = model.log_marginal(&merged)?;
+        let log_f = model.log_marginal(&stats[n + k])?;
         summary.push(Summary::internal(
             mixing,
             n_leaves,
@@ -48,9 +44,31 @@ pub fn evaluate<M: ClusterModel>(
             sum_log_p,
             sum_log_d,
         ));
-        stats.push(merged);
     }
     Ok(annotated(topology, &summary))
+}
+
+/// The statistics of every node of `topology` (leaves first, then internal nodes in id
+/// order), merged bottom-up from the leaves' statistics.
+///
+/// # Panics
+/// If `leaves` does not hold one entry per leaf of `topology`.
+pub fn node_stats<M: ClusterModel>(
+    model: &M,
+    topology: &Topology,
+    leaves: &[M::Stats],
+) -> Vec<M::Stats> {
+    assert_eq!(leaves.len(), topology.n_leaves(), "one statistic per leaf");
+    let mut stats: Vec<M::Stats> = Vec::with_capacity(leaves.len() + topology.internal().len());
+    stats.extend_from_slice(leaves);
+    for children in topology.internal() {
+        let mut merged = stats[children[0]].clone();
+        for &c in &children[1..] {
+            merged = model.merge(&merged, &stats[c]);
+        }
+        stats.push(merged);
+    }
+    stats
 }
 
 /// Builds a [`RoseTree`] from a topology and one summary per node.

@@ -23,7 +23,7 @@ mod mixing;
 
 pub use approx::{ApproxParams, approximate};
 pub use contract::contract_edges;
-pub use evaluate::evaluate;
+pub use evaluate::{evaluate, node_stats};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use greedy::greedy;
 pub use merge::{MergeOp, Summary, best_merge};
