@@ -31,7 +31,7 @@ def parser(description: str) -> argparse.ArgumentParser:
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented JSON, creating the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}")
 
 
