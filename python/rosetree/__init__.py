@@ -24,6 +24,7 @@ from .exceptions import (
     RoseTreeError,
 )
 from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
+from .gp import GPExperts
 from .tree import RoseTree
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "BetaBernoulli",
     "ClusterModel",
     "DirichletMultinomial",
+    "GPExperts",
     "InvalidDataError",
     "InvalidParameterError",
     "InvalidTreeError",
