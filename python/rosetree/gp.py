@@ -601,8 +601,10 @@ class GPExperts(ClusterModel):
         Maximises :math:`\ln \mathcal{N}(y \mid m\mathbf{1}, \mathbf{K})` of all rows taken
         as one cluster (type-II maximum likelihood) over :math:`\ln s^2`, :math:`\ln \ell`
         (one per input if ``lengthscale`` is a vector) and :math:`\ln \sigma^2`, by L-BFGS-B
-        with analytic gradients, starting from the current values. It finds a local optimum.
-        The input prior and ``mean`` are kept.
+        with analytic gradients, starting from the current values. It finds a local optimum,
+        which can lie on a bound: data that no smooth function explains (several curves, say)
+        are best described as white noise, with the lengthscale at its lower bound. The input
+        prior and ``mean`` are kept.
 
         Parameters
         ----------
