@@ -24,6 +24,7 @@ from .exceptions import (
     RoseTreeError,
 )
 from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
+from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
 from .tree import RoseTree
 
 __all__ = [
@@ -31,9 +32,11 @@ __all__ = [
     "BetaBernoulli",
     "ClusterModel",
     "DirichletMultinomial",
+    "EvidenceGradient",
     "InvalidDataError",
     "InvalidParameterError",
     "InvalidTreeError",
+    "LearningResult",
     "NormalInverseWishart",
     "NumericalError",
     "RoseTree",
@@ -41,7 +44,9 @@ __all__ = [
     "__version__",
     "datasets",
     "evaluate_tree",
+    "evidence_gradient",
     "excess_bits",
+    "learn_hyperparameters",
     "log_evidence",
     "optimal_tree",
 ]
