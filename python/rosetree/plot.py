@@ -1,0 +1,325 @@
+"""Dendrograms of rose trees with matplotlib (the ``bayesian-rosetree[plot]`` extra).
+
+A rose-tree node may have any number of children, so it is drawn as one bar that spans all
+of its children, with a stem from each child up to the bar, rather than as a chain of binary
+merges. matplotlib is imported only when a drawing is made.
+
+>>> import rosetree as rt
+>>> from rosetree.plot import plot_tree
+>>> animals = rt.datasets.load_animals()
+>>> est = rt.BayesianRoseTree().fit(animals.data)
+>>> ax = plot_tree(est.tree_, labels=animals.names, clusters="cut")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .exceptions import InvalidParameterError
+from .tree import RoseTree
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["cluster_nodes", "dendrogram_layout", "leaf_order", "plot_tree"]
+
+_ORIENTATIONS = ("left", "top")
+
+#: ``gid`` of the line collections that :func:`plot_tree` adds to the axes.
+EDGES_GID = "rosetree-edges"
+BARS_GID = "rosetree-bars"
+
+
+def _import_pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(
+            "rosetree.plot needs matplotlib; install it with "
+            "`pip install 'bayesian-rosetree[plot]'` (or `pip install matplotlib`)"
+        ) from exc
+    return plt
+
+
+def leaf_order(tree: RoseTree) -> list[int]:
+    """Data rows in the left-to-right order of the tree.
+
+    Children are visited in the order of :attr:`RoseTree.children` (the order of
+    :meth:`RoseTree.to_nested`), depth first.
+    """
+    order: list[int] = []
+    stack = [tree.root]
+    while stack:
+        v = stack.pop()
+        if v < tree.n_leaves:
+            order.append(v)
+        else:
+            stack.extend(reversed(tree.children[v]))
+    return order
+
+
+def _node_heights(tree: RoseTree, heights: Any) -> np.ndarray:
+    if isinstance(heights, str):
+        if heights == "depth":
+            h = np.zeros(tree.n_nodes)
+            for v in tree.internal_nodes:
+                h[v] = 1.0 + max(h[c] for c in tree.children[v])
+            return h
+        if heights == "size":
+            h = tree.sizes.astype(np.float64)
+            h[: tree.n_leaves] = 0.0
+            return h
+        raise InvalidParameterError(
+            f"heights must be 'depth', 'size' or an array of one value per node, got {heights!r}",
+            "heights",
+        )
+    try:
+        h = np.asarray(heights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            "heights must be 'depth', 'size' or an array of numbers, one per node", "heights"
+        ) from None
+    if h.shape != (tree.n_nodes,):
+        raise InvalidParameterError(
+            f"heights must have one value per node ({tree.n_nodes}), got shape {h.shape}",
+            "heights",
+        )
+    if not np.all(np.isfinite(h)):
+        raise InvalidParameterError("heights must be finite", "heights")
+    return h
+
+
+def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarray, np.ndarray]:
+    """Position and height of every node in the drawing of :func:`plot_tree`.
+
+    Leaf *k* of :func:`leaf_order` sits at position *k*; an internal node sits midway between
+    its first and last child. The bar of an internal node spans its children's positions.
+
+    Parameters
+    ----------
+    tree : RoseTree
+    heights : {"depth", "size"} or array_like of shape (n_nodes,), default="depth"
+        ``"depth"``: a node's number of edges to its deepest leaf (leaves at 0, as in
+        :meth:`RoseTree.to_linkage`); ``"size"``: its number of leaves (leaves at 0); or any
+        per-node quantity, e.g. ``-tree.log_r`` or ``tree.log_p``.
+
+    Returns
+    -------
+    position, height : ndarray of shape (n_nodes,)
+    """
+    h = _node_heights(tree, heights)
+    pos = np.zeros(tree.n_nodes)
+    pos[leaf_order(tree)] = np.arange(tree.n_leaves, dtype=np.float64)
+    for v in tree.internal_nodes:  # children before parents
+        kid_pos = pos[list(tree.children[v])]
+        pos[v] = 0.5 * (kid_pos.min() + kid_pos.max())
+    return pos, h
+
+
+def cluster_nodes(tree: RoseTree, threshold: float = 0.5) -> list[int]:
+    r"""Nodes of the top-down cut of :meth:`RoseTree.cut` (the first with :math:`r \ge` threshold).
+
+    Descending from the root, a node whose :math:`r_T` (eq 1.26) is at least ``threshold``
+    is taken as a cluster and not descended into; leaves are always taken.
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise InvalidParameterError(f"threshold must lie in [0, 1], got {threshold}", "threshold")
+    log_thr = math.log(threshold) if threshold > 0 else -math.inf
+    log_r = tree.log_r
+    out: list[int] = []
+    stack = [tree.root]
+    while stack:
+        v = stack.pop()
+        if v < tree.n_leaves or log_r[v] >= log_thr:
+            out.append(v)
+        else:
+            stack.extend(tree.children[v])
+    return sorted(out)
+
+
+def _marked_nodes(tree: RoseTree, clusters: Any, threshold: float) -> list[int]:
+    if clusters is None:
+        return []
+    if isinstance(clusters, str):
+        if clusters != "cut":
+            raise InvalidParameterError(
+                f"clusters must be None, 'cut' or a sequence of node ids, got {clusters!r}",
+                "clusters",
+            )
+        # Single leaves are clusters of the cut too, but there is nothing to colour.
+        return [v for v in cluster_nodes(tree, threshold) if v >= tree.n_leaves]
+    marked: list[int] = []
+    for v in clusters:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise InvalidParameterError(f"clusters must hold node ids (int), got {v!r}", "clusters")
+        if not 0 <= int(v) < tree.n_nodes:
+            raise InvalidParameterError(
+                f"node {v} is not in the tree (0 .. {tree.n_nodes - 1})", "clusters"
+            )
+        marked.append(int(v))
+    return marked
+
+
+def plot_tree(
+    tree: RoseTree,
+    labels: Sequence[Any] | None = None,
+    *,
+    ax: Axes | None = None,
+    orientation: str = "left",
+    heights: Any = "depth",
+    clusters: Any = None,
+    threshold: float = 0.5,
+    color: Any = "black",
+    cluster_colors: Any = "tab10",
+    linewidth: float = 1.0,
+    label_fontsize: float | None = None,
+) -> Axes:
+    r"""Draw a rose tree as a dendrogram with multi-way nodes.
+
+    Every internal node is one bar spanning all of its children, at the node's height, and
+    every edge is a stem from the child's height up to its parent's bar: a tree with
+    ``n_nodes`` nodes is drawn with ``n_nodes - 1`` stems and one bar per internal node.
+    Leaves are placed in the order of :func:`leaf_order`, at positions ``0 .. n_leaves - 1``,
+    and named on the axis.
+
+    Parameters
+    ----------
+    tree : RoseTree
+        A fitted or evaluated tree, e.g. ``BayesianRoseTree().fit(X).tree_``.
+    labels : sequence of length n_leaves, optional
+        Leaf names (default: row indices).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on (default: a new figure's axes).
+    orientation : {"left", "top"}, default="left"
+        Where the root is. ``"left"``: root on the left, leaves on the right with their names
+        on the right-hand axis, the first leaf at the top; ``"top"``: root at the top, leaves
+        at the bottom with vertical names (as in :func:`scipy.cluster.hierarchy.dendrogram`).
+    heights : {"depth", "size"} or array_like of shape (n_nodes,), default="depth"
+        Node heights, see :func:`dendrogram_layout`. The default, edges to the deepest leaf,
+        is the height used by :meth:`RoseTree.to_linkage`.
+    clusters : None, "cut" or sequence of int, optional
+        Nodes whose subtrees are coloured, each in its own colour: ``"cut"`` takes the
+        internal nodes of the cut :func:`cluster_nodes` (posterior :math:`r_T \ge`
+        ``threshold``, eq 1.26); a sequence gives node ids. A node's bar, the stems below it
+        and its leaves' names take the colour of its nearest marked ancestor (or itself).
+    threshold : float, default=0.5
+        Threshold on :math:`r_T` for ``clusters="cut"``.
+    color : matplotlib color, default="black"
+        Colour of everything outside marked clusters.
+    cluster_colors : str or sequence of colors, default="tab10"
+        A colormap name or a list of colours, used in turn for the marked clusters.
+    linewidth : float, default=1.0
+    label_fontsize : float, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on. Stems and bars are two ``LineCollection``\ s whose ``gid`` is
+        ``"rosetree-edges"`` and ``"rosetree-bars"``.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``labels`` does not have one entry per leaf, or another argument is invalid.
+    ImportError
+        If matplotlib is not installed.
+    """
+    if not isinstance(tree, RoseTree):
+        raise InvalidParameterError(f"tree must be a RoseTree, got {type(tree).__name__}", "tree")
+    if orientation not in _ORIENTATIONS:
+        raise InvalidParameterError(
+            f"orientation must be one of {_ORIENTATIONS}, got {orientation!r}", "orientation"
+        )
+    names = (
+        [str(i) for i in range(tree.n_leaves)]
+        if labels is None
+        else [str(s) for s in tree._check_labels(labels)]
+    )
+    pos, h = dendrogram_layout(tree, heights)
+    marked = _marked_nodes(tree, clusters, threshold)
+
+    plt = _import_pyplot()
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+    from matplotlib.ticker import MaxNLocator
+
+    if isinstance(cluster_colors, str):
+        cmap = plt.get_cmap(cluster_colors)
+        n_colors = getattr(cmap, "N", 256)
+        palette = [cmap(k % n_colors) for k in range(max(len(marked), 1))]
+    else:
+        palette = [to_rgba(c) for c in cluster_colors]
+        if marked and not palette:
+            raise InvalidParameterError("cluster_colors is empty", "cluster_colors")
+    base = to_rgba(color)
+    own = {v: palette[k % len(palette)] for k, v in enumerate(marked)}
+    node_color = [base] * tree.n_nodes
+    inside = np.zeros(tree.n_nodes, dtype=bool)  # at or below a marked node
+    for v in reversed(range(tree.n_nodes)):  # parents before children
+        if v in own:
+            node_color[v], inside[v] = own[v], True
+        elif tree.parent[v] >= 0:
+            node_color[v], inside[v] = node_color[tree.parent[v]], inside[tree.parent[v]]
+
+    def point(p: float, height: float) -> tuple[float, float]:
+        return (height, p) if orientation == "left" else (p, height)
+
+    stems, stem_colors, bars, bar_colors = [], [], [], []
+    for v in tree.internal_nodes:
+        kids = tree.children[v]
+        kid_pos = pos[list(kids)]
+        bars.append([point(kid_pos.min(), h[v]), point(kid_pos.max(), h[v])])
+        bar_colors.append(node_color[v])
+        for c in kids:
+            stems.append([point(pos[c], h[c]), point(pos[c], h[v])])
+            stem_colors.append(node_color[v])
+
+    if ax is None:
+        _, ax = plt.subplots(
+            figsize=(6.0, max(2.0, 0.25 * tree.n_leaves))
+            if orientation == "left"
+            else (max(3.0, 0.3 * tree.n_leaves), 4.0)
+        )
+    edges = LineCollection(stems, colors=stem_colors, linewidths=linewidth)
+    edges.set_gid(EDGES_GID)
+    bar_lines = LineCollection(bars, colors=bar_colors, linewidths=linewidth)
+    bar_lines.set_gid(BARS_GID)
+    ax.add_collection(edges)
+    ax.add_collection(bar_lines)
+
+    order = leaf_order(tree)
+    ticks = np.arange(tree.n_leaves, dtype=np.float64)
+    tick_names = [names[i] for i in order]
+    depth_axis = isinstance(heights, str) and heights == "depth"
+    lo, hi = float(h.min()), float(h.max())
+    pad = 0.05 * (hi - lo) if hi > lo else 0.5
+    leaf_lim = (-0.5, tree.n_leaves - 0.5)
+    if orientation == "left":
+        ax.set_yticks(ticks, tick_names, fontsize=label_fontsize)
+        ax.yaxis.tick_right()
+        ax.set_ylim(leaf_lim[1], leaf_lim[0])  # first leaf at the top
+        ax.set_xlim(hi + pad, lo - pad)  # root on the left
+        tick_labels = ax.get_yticklabels()
+        if depth_axis:
+            ax.set_xlabel("edges to the deepest leaf")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        for side in ("top", "left"):
+            ax.spines[side].set_visible(False)
+    else:
+        ax.set_xticks(ticks, tick_names, fontsize=label_fontsize, rotation=90)
+        ax.set_xlim(*leaf_lim)
+        ax.set_ylim(lo - pad, hi + pad)
+        tick_labels = ax.get_xticklabels()
+        if depth_axis:
+            ax.set_ylabel("edges to the deepest leaf")
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    for text, i in zip(tick_labels, order, strict=True):
+        if inside[i]:
+            text.set_color(node_color[i])
+    return ax
