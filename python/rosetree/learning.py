@@ -24,6 +24,9 @@ __all__ = ["EvidenceGradient", "LearningResult", "evidence_gradient", "learn_hyp
 #: Bounds of the unconstrained (log or logit) coordinates, wide enough for any sensible
 #: prior and tight enough that no step overflows: exp(±12) ≈ 6e-6 … 1.6e5.
 _LOG_BOUND = 12.0
+#: L-BFGS-B's relative tolerance on ln p(D | T): 1e-4 nats on an evidence of 1e4, far below
+#: anything reported, and a third of the evaluations of SciPy's default.
+_FTOL = 1e-8
 _LEARNABLE = (BetaBernoulli, DirichletMultinomial, NormalInverseWishart)
 
 
@@ -320,6 +323,7 @@ def learn_hyperparameters(
                 args=(internal,),
                 jac=True,
                 method="L-BFGS-B",
+                options={"ftol": _FTOL},
                 bounds=[(-_LOG_BOUND, _LOG_BOUND)] * u.size,
             )
             if -res.fun > tree.log_evidence:
