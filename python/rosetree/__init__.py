@@ -25,6 +25,7 @@ from .exceptions import (
 )
 from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
 from .gp import GPExperts
+from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
 from .tree import RoseTree
 
 __all__ = [
@@ -32,10 +33,12 @@ __all__ = [
     "BetaBernoulli",
     "ClusterModel",
     "DirichletMultinomial",
+    "EvidenceGradient",
     "GPExperts",
     "InvalidDataError",
     "InvalidParameterError",
     "InvalidTreeError",
+    "LearningResult",
     "NormalInverseWishart",
     "NumericalError",
     "RoseTree",
@@ -43,7 +46,9 @@ __all__ = [
     "__version__",
     "datasets",
     "evaluate_tree",
+    "evidence_gradient",
     "excess_bits",
+    "learn_hyperparameters",
     "log_evidence",
     "optimal_tree",
 ]

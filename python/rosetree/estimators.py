@@ -117,7 +117,20 @@ class BayesianRoseTree(_ParamsMixin):
     exact_below : int, default=4000
         Part size below which the approximate search is exact.
     random_state : int, default=None
-        Seed of the approximate search's samples (``None`` means 0: fits are reproducible).
+        Seed of the approximate search's samples and of the restarts of hyperparameter
+        learning (``None`` means 0: fits are reproducible).
+    learn_hyperparameters : bool, default=False
+        Learn the cluster model's hyperparameters and :math:`\gamma` (or ``dp_alpha``) by
+        maximising :math:`\ln p(D \mid T)`: coordinate ascent that alternates the greedy tree
+        and gradient steps on the hyperparameters (BRT §1.4.2, eqs 1.27–1.28), starting from
+        the given ones. See :func:`rosetree.learn_hyperparameters`. Sparse input is
+        densified.
+    n_restarts : int, default=0
+        Further starts of the learning, at random points around the given hyperparameters;
+        the most likely result is kept (the BRT chapter used 10).
+    tie_hyperparameters : bool, default=False
+        Learn one ``alpha`` and ``beta`` shared by all features instead of one per feature
+        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`).
 
     Attributes
     ----------
@@ -129,6 +142,14 @@ class BayesianRoseTree(_ParamsMixin):
     labels_ : ndarray of shape (n_samples,)
         Flat clustering read off the tree by :meth:`RoseTree.cut`: descending from the root,
         a node whose posterior :math:`r_T \ge 0.5` (eq 1.26) is one cluster.
+    model_ : ClusterModel
+        The cluster model of the fitted tree: ``model`` itself, or the learned one.
+    gamma_, dp_alpha_ : float
+        The mixing parameters of the fitted tree (learned ones for the rule in use).
+    evidence_trace_ : list of float
+        With ``learn_hyperparameters``: the evidence after each step of the ascent.
+    restart_log_evidences_ : list of float
+        With ``learn_hyperparameters``: the evidence reached from each start.
     n_features_in_ : int
         Number of columns seen in :meth:`fit`.
     feature_names_in_ : ndarray of str
@@ -156,6 +177,9 @@ class BayesianRoseTree(_ParamsMixin):
         approximate: bool = False,
         exact_below: int = 4000,
         random_state: int | None = None,
+        learn_hyperparameters: bool = False,
+        n_restarts: int = 0,
+        tie_hyperparameters: bool = False,
     ) -> None:
         self.model = model
         self.mixing = mixing
@@ -167,6 +191,9 @@ class BayesianRoseTree(_ParamsMixin):
         self.approximate = approximate
         self.exact_below = exact_below
         self.random_state = random_state
+        self.learn_hyperparameters = learn_hyperparameters
+        self.n_restarts = n_restarts
+        self.tie_hyperparameters = tie_hyperparameters
 
     def fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
         """Build the tree over the rows of ``X``.
@@ -185,34 +212,73 @@ class BayesianRoseTree(_ParamsMixin):
         self : BayesianRoseTree
         """
         model = resolve_model(self.model)
-        kwargs = mixing_args(self.mixing, self.gamma, self.dp_alpha)
+        mixing_args(self.mixing, self.gamma, self.dp_alpha)
         n_jobs = check_n_jobs(self.n_jobs)
         names = getattr(X, "columns", None)
+        sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial))
+        if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
+            X = check_array(X)
         options = dict(
             binary=bool(self.binary),
             contract=bool(self.contract),
             n_jobs=n_jobs,
             approx=self._approx_args(),
         )
-        # Models with sparse-aware statistics read CSR rows directly; the others need the
-        # dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
-        if is_sparse(X) and isinstance(model, (BetaBernoulli, DirichletMultinomial)):
-            indptr, indices, data = check_csr(X)
-            n_features = X.shape[1]
-            core = _core.fit_brt_csr(
-                indptr, indices, data, n_features, model._spec(), **options, **kwargs
+
+        def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
+            kwargs = mixing_args(self.mixing, gamma, dp_alpha)
+            # Models with sparse-aware statistics read CSR rows directly; the others need
+            # the dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
+            if is_sparse(data):
+                indptr, indices, values = check_csr(data)
+                core = _core.fit_brt_csr(
+                    indptr, indices, values, data.shape[1], model._spec(), **options, **kwargs
+                )
+            else:
+                core = _core.fit_brt(data, model._spec(), **options, **kwargs)
+            return RoseTree(core)
+
+        if self.learn_hyperparameters:
+            from .learning import learn_hyperparameters
+
+            result = learn_hyperparameters(
+                X,
+                model=model,
+                mixing=self.mixing,
+                gamma=self.gamma,
+                dp_alpha=self.dp_alpha,
+                fit_tree=fit_tree,
+                tie=bool(self.tie_hyperparameters),
+                n_restarts=self.n_restarts,
+                random_state=self._seed(),
             )
+            self.tree_ = result.tree
+            self.model_, self.gamma_, self.dp_alpha_ = result.model, result.gamma, result.dp_alpha
+            self.evidence_trace_ = result.trace
+            self.restart_log_evidences_ = result.start_log_evidences
         else:
-            X = check_array(X)
-            n_features = X.shape[1]
-            core = _core.fit_brt(X, model._spec(), **options, **kwargs)
-        self.tree_ = RoseTree(core)
+            self.tree_ = fit_tree(X, model, float(self.gamma), float(self.dp_alpha))
+            self.model_ = model
+            self.gamma_, self.dp_alpha_ = float(self.gamma), float(self.dp_alpha)
         self.log_evidence_ = self.tree_.log_evidence
         self.labels_ = self.tree_.cut()
-        self.n_features_in_ = n_features
+        self.n_features_in_ = int(X.shape[1])
         if names is not None:
             self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
         return self
+
+    def _seed(self) -> int:
+        seed = 0 if self.random_state is None else self.random_state
+        if (
+            isinstance(seed, bool)
+            or not isinstance(seed, (int, np.integer))
+            or not 0 <= seed < 2**64
+        ):
+            raise InvalidParameterError(
+                f"random_state must be None or an integer in [0, 2**64), got {seed!r}",
+                "random_state",
+            )
+        return int(seed)
 
     def _approx_args(self) -> tuple[int, int, int] | None:
         if not self.approximate:
@@ -226,17 +292,7 @@ class BayesianRoseTree(_ParamsMixin):
             raise InvalidParameterError(
                 f"exact_below must be at least 2, got {exact_below}", "exact_below"
             )
-        seed = 0 if self.random_state is None else self.random_state
-        if (
-            isinstance(seed, bool)
-            or not isinstance(seed, (int, np.integer))
-            or not 0 <= seed < 2**64
-        ):
-            raise InvalidParameterError(
-                f"random_state must be None or an integer in [0, 2**64), got {seed!r}",
-                "random_state",
-            )
-        return int(exact_below), min(_APPROX_SAMPLE, int(exact_below)), int(seed)
+        return int(exact_below), min(_APPROX_SAMPLE, int(exact_below)), self._seed()
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit and return :attr:`labels_`."""

@@ -1,12 +1,23 @@
 //! Log-space arithmetic and special functions.
 //!
-//! `ln_gamma` comes from the `libm` crate (a port of musl's `lgamma`, accurate to a few ulp);
-//! the helpers here only combine it.
+//! `ln_gamma` comes from the `libm` crate (a port of musl's `lgamma`, accurate to a few ulp),
+//! `digamma` from `statrs`; the helpers here only combine them.
 
 /// `ln Γ(x)` for `x > 0`.
 #[inline]
 pub fn ln_gamma(x: f64) -> f64 {
     libm::lgamma_r(x).0
+}
+
+/// `ψ(x) = d ln Γ(x) / dx` for `x > 0`.
+#[inline]
+pub fn digamma(x: f64) -> f64 {
+    statrs::function::gamma::digamma(x)
+}
+
+/// `ψ_d(a) = d ln Γ_d(a) / da = Σ_{j=1}^{d} ψ(a + (1 − j)/2)`.
+pub fn multidigamma(a: f64, d: usize) -> f64 {
+    (1..=d).map(|j| digamma(a + (1.0 - j as f64) / 2.0)).sum()
 }
 
 /// `ln B(a, b) = ln Γ(a) + ln Γ(b) − ln Γ(a + b)`.
@@ -82,6 +93,19 @@ mod tests {
             + ln_gamma(a)
             + ln_multigamma(a - 0.5, d - 1);
         assert!((ln_multigamma(a, d) - rhs).abs() < 1e-12);
+    }
+
+    #[test]
+    fn digamma_is_the_derivative_of_ln_gamma() {
+        for &x in &[0.3, 1.0, 2.5, 17.0] {
+            let h = 1e-5;
+            let fd = (ln_gamma(x + h) - ln_gamma(x - h)) / (2.0 * h);
+            assert!((digamma(x) - fd).abs() < 1e-8, "x = {x}");
+            let fd = (ln_multigamma(x + 3.0 + h, 3) - ln_multigamma(x + 3.0 - h, 3)) / (2.0 * h);
+            assert!((multidigamma(x + 3.0, 3) - fd).abs() < 1e-8, "x = {x}");
+        }
+        // ψ(1) = −γ (Euler–Mascheroni)
+        assert!((digamma(1.0) + 0.577_215_664_901_532_9).abs() < 1e-13);
     }
 
     #[test]

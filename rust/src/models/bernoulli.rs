@@ -11,9 +11,9 @@
 
 use ndarray::ArrayView1;
 
-use super::{ClusterModel, per_feature};
+use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
-use crate::math::{ln_beta, ln_gamma};
+use crate::math::{digamma, ln_beta, ln_gamma};
 
 /// Tables of `ln Γ(base_i + k)` for small integer `k` must stay below this many entries
 /// (128 MiB of `f64`); beyond it the model evaluates `ln Γ` directly.
@@ -411,6 +411,41 @@ impl ClusterModel for BetaBernoulli {
                 }),
             _ => self.log_marginal_merged(a, b),
         }
+    }
+}
+
+/// Hyperparameters `η = (α_1, …, α_d, β_1, …, β_d)`. With `k_i` ones among `N_i` observed
+/// entries, `∂ ln f / ∂α_i = ψ(α_i + k_i) − ψ(α_i) − ψ(α_i + β_i + N_i) + ψ(α_i + β_i)`, and
+/// the same with `β_i` and `N_i − k_i` for `β_i`.
+impl Differentiable for BetaBernoulli {
+    fn n_hyperparameters(&self) -> usize {
+        2 * self.alpha.len()
+    }
+
+    fn hyperparameters(&self) -> Vec<f64> {
+        [self.alpha.as_slice(), self.beta.as_slice()].concat()
+    }
+
+    fn with_hyperparameters(&self, eta: &[f64]) -> Result<Self> {
+        check_hyperparameter_count(eta, self.n_hyperparameters())?;
+        let d = self.alpha.len();
+        Self::new(&eta[..d], &eta[d..], d)
+    }
+
+    fn add_gradient(&self, s: &BernoulliStats, weight: f64, grad: &mut [f64]) -> Result<()> {
+        let d = self.alpha.len();
+        let (ga, gb) = grad.split_at_mut(d);
+        for i in 0..d {
+            let (k, m) = (f64::from(s.ones[i]), f64::from(s.observed(i)));
+            if m == 0.0 {
+                continue;
+            }
+            let (a, b) = (self.alpha[i], self.beta[i]);
+            let common = digamma(a + b) - digamma(a + b + m);
+            ga[i] += weight * (digamma(a + k) - digamma(a) + common);
+            gb[i] += weight * (digamma(b + m - k) - digamma(b) + common);
+        }
+        Ok(())
     }
 }
 

@@ -6,9 +6,9 @@
 use nalgebra::DMatrix;
 use ndarray::{ArrayView1, ArrayView2};
 
-use super::ClusterModel;
+use super::{ClusterModel, Differentiable, check_hyperparameter_count};
 use crate::error::{Result, RoseTreeError};
-use crate::math::ln_multigamma;
+use crate::math::{ln_multigamma, multidigamma};
 
 /// Default `κ0` of [`NormalInverseWishart::from_data`]: a vague prior on cluster locations.
 pub const DEFAULT_KAPPA0: f64 = 0.01;
@@ -560,6 +560,63 @@ impl ClusterModel for NormalInverseWishart {
             }
         }
         self.log_f_from_ln_det(n, ln_det_spd_small(&mut buf[..d * d], d))
+    }
+}
+
+/// Hyperparameters `η = (κ0, ν0, c)`, where `c` scales the prior scale matrix: the model
+/// with `η` has `Ψ0' = c Ψ0`, so [`hyperparameters`](Differentiable::hyperparameters) reports
+/// `c = 1` and learning `c` learns the overall size of clusters while keeping the shape of
+/// `Ψ0`. With `v = x̄ − μ0`, `κ_n = κ0 + n`, `ν_n = ν0 + n`:
+/// - `∂ ln f/∂κ0 = (d/2)(1/κ0 − 1/κ_n) − (ν_n/2)(n/κ_n)² vᵀ Ψ_n⁻¹ v`,
+/// - `∂ ln f/∂ν0 = ½[ψ_d(ν_n/2) − ψ_d(ν0/2) + ln|Ψ0| − ln|Ψ_n|]`,
+/// - `∂ ln f/∂c = ν0 d/2 − (ν_n/2) tr(Ψ_n⁻¹ Ψ0)` at `c = 1`.
+///
+/// `μ0` is not learned.
+impl Differentiable for NormalInverseWishart {
+    fn n_hyperparameters(&self) -> usize {
+        3
+    }
+
+    fn hyperparameters(&self) -> Vec<f64> {
+        vec![self.kappa0, self.nu0, 1.0]
+    }
+
+    fn with_hyperparameters(&self, eta: &[f64]) -> Result<Self> {
+        check_hyperparameter_count(eta, 3)?;
+        if !(eta[2].is_finite() && eta[2] > 0.0) {
+            return Err(RoseTreeError::param(
+                "psi0",
+                format!("the scale factor must be finite and > 0, got {}", eta[2]),
+            ));
+        }
+        let psi0 = self.psi0.iter().map(|v| v * eta[2]).collect();
+        Self::new(self.mu0.clone(), eta[0], eta[1], psi0)
+    }
+
+    fn add_gradient(&self, s: &GaussianStats, weight: f64, grad: &mut [f64]) -> Result<()> {
+        let d = self.mu0.len();
+        let lower = self.posterior_scale(s);
+        let psi_n = DMatrix::from_fn(d, d, |i, j| lower[(i.max(j), i.min(j))]);
+        let psi0 = DMatrix::from_row_slice(d, d, &self.psi0);
+        let (Some(chol_n), Some(chol_0)) = (psi_n.cholesky(), psi0.clone().cholesky()) else {
+            return Err(RoseTreeError::Numerical(
+                "a Normal-inverse-Wishart scale matrix is not positive definite".into(),
+            ));
+        };
+        let (n, kn, nn) = (s.n, self.kappa0 + s.n, self.nu0 + s.n);
+        let v = nalgebra::DVector::from_fn(d, |i, _| s.mean[i] - self.mu0[i]);
+        let quad = v.dot(&chol_n.solve(&v));
+        let trace = chol_n.solve(&psi0).trace();
+        let df = d as f64;
+        grad[0] += weight
+            * (df / 2.0 * (1.0 / self.kappa0 - 1.0 / kn) - nn / 2.0 * (n / kn).powi(2) * quad);
+        grad[1] += weight
+            * 0.5
+            * (multidigamma(nn / 2.0, d) - multidigamma(self.nu0 / 2.0, d)
+                + chol_0.ln_determinant()
+                - chol_n.ln_determinant());
+        grad[2] += weight * (self.nu0 * df / 2.0 - nn / 2.0 * trace);
+        Ok(())
     }
 }
 

@@ -122,6 +122,46 @@ pub trait ClusterModel: Sync {
     }
 }
 
+/// A cluster model whose `ln f(D)` can be differentiated with respect to its
+/// hyperparameters η, for hyperparameter learning (BRT eq 1.27).
+pub trait Differentiable: ClusterModel {
+    /// The number of hyperparameters, the length of a gradient. Each model documents the
+    /// order of its entries.
+    fn n_hyperparameters(&self) -> usize;
+
+    /// The current hyperparameters, in the order of the gradient.
+    fn hyperparameters(&self) -> Vec<f64>;
+
+    /// The same model family with hyperparameters `eta` (in the order of the gradient).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] for a wrong length or a value outside the domain.
+    fn with_hyperparameters(&self, eta: &[f64]) -> Result<Self>
+    where
+        Self: Sized;
+
+    /// Adds `weight · ∂ ln f(D) / ∂η` for the cluster with statistics `s` to `grad`.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::Numerical`] where `ln f` itself cannot be computed.
+    fn add_gradient(&self, s: &Self::Stats, weight: f64, grad: &mut [f64]) -> Result<()>;
+}
+
+/// Checks that a hyperparameter vector has the model's length.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] on `hyperparameters` otherwise.
+pub(crate) fn check_hyperparameter_count(eta: &[f64], expected: usize) -> Result<()> {
+    if eta.len() == expected {
+        Ok(())
+    } else {
+        Err(RoseTreeError::param(
+            "hyperparameters",
+            format!("expected {expected} values, got {}", eta.len()),
+        ))
+    }
+}
+
 /// Expands a scalar or per-feature hyperparameter to one value per feature, checking that
 /// each value is finite and positive.
 ///

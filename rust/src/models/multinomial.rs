@@ -5,9 +5,9 @@
 
 use ndarray::ArrayView1;
 
-use super::{ClusterModel, per_feature};
+use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
-use crate::math::ln_gamma;
+use crate::math::{digamma, ln_gamma};
 
 /// Rows of counts drawn from one multinomial per cluster with a `Dirichlet(α)` prior:
 ///
@@ -207,6 +207,36 @@ impl ClusterModel for DirichletMultinomial {
     }
 
     fn query(&self, _: &CountStats) {}
+}
+
+/// Hyperparameters `η = (α_1, …, α_d)`:
+/// `∂ ln f / ∂α_k = ψ(A) − ψ(A + N) + ψ(α_k + c_k) − ψ(α_k)`.
+impl Differentiable for DirichletMultinomial {
+    fn n_hyperparameters(&self) -> usize {
+        self.alpha.len()
+    }
+
+    fn hyperparameters(&self) -> Vec<f64> {
+        self.alpha.clone()
+    }
+
+    fn with_hyperparameters(&self, eta: &[f64]) -> Result<Self> {
+        check_hyperparameter_count(eta, self.n_hyperparameters())?;
+        Self::new(eta, eta.len(), self.multinomial_coefficient)
+    }
+
+    fn add_gradient(&self, s: &CountStats, weight: f64, grad: &mut [f64]) -> Result<()> {
+        let common = digamma(self.alpha_sum) - digamma(self.alpha_sum + s.total);
+        for ((g, &a), &c) in grad.iter_mut().zip(&self.alpha).zip(&s.counts) {
+            let own = if c == 0.0 {
+                0.0
+            } else {
+                digamma(a + c) - digamma(a)
+            };
+            *g += weight * (common + own);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 mod callback;
 mod errors;
+mod learn;
 mod models;
 mod tree;
 
@@ -226,6 +227,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;
     m.add_function(wrap_pyfunction!(optimal_tree, m)?)?;
     m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
+    m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
+    m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
