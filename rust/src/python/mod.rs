@@ -5,6 +5,7 @@
 mod callback;
 mod errors;
 mod models;
+mod predict;
 mod tree;
 
 use ndarray::{Array2, ArrayView2};
@@ -226,6 +227,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;
     m.add_function(wrap_pyfunction!(optimal_tree, m)?)?;
     m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
+    predict::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
