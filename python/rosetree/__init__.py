@@ -20,6 +20,7 @@ from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
+    NotFittedError,
     NumericalError,
     RoseTreeError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "InvalidParameterError",
     "InvalidTreeError",
     "NormalInverseWishart",
+    "NotFittedError",
     "NumericalError",
     "RoseTree",
     "RoseTreeError",
