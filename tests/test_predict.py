@@ -7,7 +7,10 @@ and normalisation checked by enumeration or numerical integration.
 """
 
 import itertools
+import os
 import pickle
+import signal
+import threading
 
 import numpy as np
 import pytest
@@ -301,6 +304,19 @@ def test_fitted_estimator_survives_pickling_and_ignores_later_changes_to_the_dat
     again = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(again.score_samples(new), before)
     np.testing.assert_array_equal(again.predict_missing_proba(), est.predict_missing_proba())
+
+
+def test_ctrl_c_interrupts_a_long_prediction():
+    rng = np.random.default_rng(2)
+    est = rt.BayesianRoseTree(n_jobs=2).fit((rng.random((400, 128)) < 0.5).astype(float))
+    new = (rng.random((40_000, 128)) < 0.5).astype(float)  # seconds of work
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            est.score_samples(new)
+    finally:
+        timer.cancel()
 
 
 # ---------------------------------------------------------------------------- bad input

@@ -304,6 +304,7 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         }
         let block = self.block_len();
         let n_nodes = self.stats.len();
+        let d = self.model.n_features().max(1);
         for start in (0..n_nodes).step_by(block) {
             if interrupt() {
                 return Err(RoseTreeError::Interrupted);
@@ -319,18 +320,26 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 }
                 Ok(())
             };
-            let results: Vec<Result<()>> = threads.install(|| {
-                if rows.len() > 1 {
-                    rows.par_iter()
-                        .zip(states.par_iter_mut())
-                        .map(score_row)
-                        .collect()
-                } else {
-                    rows.iter().zip(states.iter_mut()).map(score_row).collect()
+            // Rows in chunks of about 2²⁴ feature-node terms, so that an interrupt is
+            // noticed within a fraction of a second.
+            let chunk = ((1_usize << 24) / (nodes.len() * d)).max(64);
+            for (rows, states) in rows.chunks(chunk).zip(states.chunks_mut(chunk)) {
+                if interrupt() {
+                    return Err(RoseTreeError::Interrupted);
                 }
-            });
-            // The first error in row order, whatever the scheduling.
-            results.into_iter().collect::<Result<()>>()?;
+                let results: Vec<Result<()>> = threads.install(|| {
+                    if rows.len() > 1 {
+                        rows.par_iter()
+                            .zip(states.par_iter_mut())
+                            .map(score_row)
+                            .collect()
+                    } else {
+                        rows.iter().zip(states.iter_mut()).map(score_row).collect()
+                    }
+                });
+                // The first error in row order, whatever the scheduling.
+                results.into_iter().collect::<Result<()>>()?;
+            }
         }
         Ok(())
     }

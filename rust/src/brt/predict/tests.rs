@@ -431,3 +431,33 @@ fn bad_input_and_interrupts_are_errors() {
             .is_empty()
     );
 }
+
+#[test]
+fn many_rows_in_chunks_match_one_row_at_a_time() {
+    // 300 features: blocks of 64 nodes and chunks of 873 rows, so 1000 rows take two.
+    let d = 300;
+    let x = clustered_binary(31, 80, d);
+    let model = BetaBernoulli::new(&[0.5], &[0.5], d).unwrap();
+    let tree = fit(
+        &model,
+        &BrtParams::new(Mixing::Brt { gamma: 0.5 }),
+        x.view(),
+    )
+    .unwrap();
+    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let new = clustered_binary(32, 1000, d);
+    let rows = model.leaf_stats_all(new.view()).unwrap();
+    let one = Threads::new(Some(1)).unwrap();
+    let all = predictor.log_predictive(&rows, &one, &never).unwrap();
+    for (r, row) in rows.iter().enumerate().step_by(97) {
+        let alone = predictor
+            .log_predictive(std::slice::from_ref(row), &one, &never)
+            .unwrap();
+        assert_eq!(alone[0], all[r]);
+    }
+    let three = Threads::new(Some(3)).unwrap();
+    assert_eq!(
+        predictor.log_predictive(&rows, &three, &never).unwrap(),
+        all
+    );
+}
