@@ -8,14 +8,15 @@
 //!
 //!   `p(x | D, T) = Σ_S w_S f(D_S ∪ {x}) / f(D_S)`,
 //!
-//!   `w_S = r_S Π_{A ∈ ancestors(S)} (1 − r_A) n_{A→S} / |leaves(A)|`, `r_S = π_S f(D_S) / p(D_S | S)`
-//!   (eq 1.26), where `n_{A→S}` is the size of the child of `A` on the way to `S`. The printed
-//!   eq 1.25 divides by `|leaves(S)|`; the weights only sum to one with `|leaves(A)|` (as in
-//!   Heller & Ghahramani 2005), which is what [`log_cluster_weights`] computes.
+//!   `w_S = r_S Π_{A ∈ ancestors(S)} (1 − r_A) n_{A→S} / |leaves(A)|`,
+//!   `r_S = π_S f(D_S) / p(D_S | S)` (eq 1.26), where `n_{A→S}` is the size of the child of
+//!   `A` on the way to `S`. The printed eq 1.25 divides by `|leaves(S)|`; the weights only sum
+//!   to one with `|leaves(A)|` (as in Heller & Ghahramani 2005), which is what
+//!   [`log_cluster_weights`] computes.
 //! - **Missing entries of the training data** (eq 1.24): with the tree held fixed,
 //!   `ln p(D^m | D_obs, T) = ln p(D_full | T) − ln p(D_obs | T)`.
 //!
-//! Both are computed relative to the fitted tree, in a form that never subtracts two large
+//! Eq 1.24 is computed relative to the fitted tree, in a form that never subtracts two large
 //! log evidences. Filling in rows changes `ln f` only at their ancestors, and with
 //! `δ_A = ln p'(D_A | A) − ln p(D_A | A)` the recursion of eq 1.5 becomes
 //!
@@ -158,7 +159,9 @@ impl LogSumExp {
 
     fn add(&mut self, t: f64) {
         if t == f64::NEG_INFINITY {
-        } else if t > self.max {
+            return;
+        }
+        if t > self.max {
             self.sum = self.sum * (self.max - t).exp() + 1.0;
             self.max = t;
         } else {
