@@ -20,6 +20,7 @@ from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
+    NotFittedError,
     NumericalError,
     RoseTreeError,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidTreeError",
     "LearningResult",
     "NormalInverseWishart",
+    "NotFittedError",
     "NumericalError",
     "RoseTree",
     "RoseTreeError",

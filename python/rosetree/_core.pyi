@@ -78,3 +78,31 @@ def optimal_tree(
     binary: bool,
 ) -> RoseTree: ...
 def log_marginal(x: npt.NDArray[np.float64], model: dict[str, Any]) -> float: ...
+def brt_predict(
+    train: npt.NDArray[np.float64]
+    | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int],
+    model: dict[str, Any],
+    tree: RoseTree,
+    x: npt.NDArray[np.float64],
+    *,
+    responsibilities: bool = False,
+    n_jobs: int | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]: ...
+def brt_log_predictive_missing(
+    train: npt.NDArray[np.float64]
+    | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int],
+    model: dict[str, Any],
+    tree: RoseTree,
+    rows: list[int],
+    filled: npt.NDArray[np.float64],
+    *,
+    n_jobs: int | None = None,
+) -> float: ...
+def brt_missing_probabilities(
+    train: npt.NDArray[np.float64]
+    | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int],
+    model: dict[str, Any],
+    tree: RoseTree,
+    *,
+    n_jobs: int | None = None,
+) -> tuple[npt.NDArray[np.uintp], npt.NDArray[np.uintp], npt.NDArray[np.float64]]: ...

@@ -10,7 +10,7 @@ import numpy as np
 from . import _core
 from ._validation import check_array, check_csr, check_n_jobs, is_sparse
 from .config import BetaBernoulli, ClusterModel, DirichletMultinomial
-from .exceptions import InvalidParameterError
+from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
@@ -225,15 +225,14 @@ class BayesianRoseTree(_ParamsMixin):
             approx=self._approx_args(),
         )
 
+        # Models with sparse-aware statistics read CSR rows directly; the others need the
+        # dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
+        csr = check_csr(X) if is_sparse(X) else None
+
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
             kwargs = mixing_args(self.mixing, gamma, dp_alpha)
-            # Models with sparse-aware statistics read CSR rows directly; the others need
-            # the dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
-            if is_sparse(data):
-                indptr, indices, values = check_csr(data)
-                core = _core.fit_brt_csr(
-                    indptr, indices, values, data.shape[1], model._spec(), **options, **kwargs
-                )
+            if csr is not None:
+                core = _core.fit_brt_csr(*csr, data.shape[1], model._spec(), **options, **kwargs)
             else:
                 core = _core.fit_brt(data, model._spec(), **options, **kwargs)
             return RoseTree(core)
@@ -265,6 +264,7 @@ class BayesianRoseTree(_ParamsMixin):
         self.n_features_in_ = int(X.shape[1])
         if names is not None:
             self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
+        self._keep_for_prediction((*csr, X.shape[1]) if csr else X, self.model_._spec())
         return self
 
     def _seed(self) -> int:
@@ -297,3 +297,248 @@ class BayesianRoseTree(_ParamsMixin):
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit and return :attr:`labels_`."""
         return self.fit(X).labels_
+
+    # ------------------------------------------------------------------ prediction
+    def _keep_for_prediction(self, data: Any, spec: dict[str, Any]) -> None:
+        """Keep what prediction needs: the validated training data and the model's spec.
+
+        Dense data are copied (and made read-only), so that changing the caller's array
+        after ``fit`` cannot change predictions; CSR parts are already private copies.
+        """
+        if isinstance(data, np.ndarray):
+            data = data.copy()
+            data.flags.writeable = False
+        self._fit_X = data
+        self._fit_model_spec = spec
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "tree_") or not hasattr(self, "_fit_X"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
+                "using it for prediction."
+            )
+
+    def _check_new_rows(self, X: Any) -> np.ndarray:
+        self._check_fitted()
+        X = check_array(X, min_rows=1)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidDataError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} was fitted with "
+                f"{self.n_features_in_} features"
+            )
+        return X
+
+    def _predict_core(self, X: np.ndarray, responsibilities: bool) -> tuple[Any, Any]:
+        return _core.brt_predict(
+            self._fit_X,
+            self._fit_model_spec,
+            self.tree_._core,
+            X,
+            responsibilities=responsibilities,
+            n_jobs=check_n_jobs(self.n_jobs),
+        )
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        r"""Log predictive probability (or density) of each new row under the fitted tree.
+
+        BRT eq 1.25: a new item belongs to cluster *S* (any node of the tree, leaves
+        included) with prior weight :math:`w_S` (:meth:`RoseTree.log_cluster_weights`) and
+        is then drawn from that cluster's posterior predictive,
+
+        .. math:: p(x \mid D, T) = \sum_S w_S \, f(D_S \cup \{x\}) / f(D_S).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+            New rows. For :class:`BetaBernoulli`, NaN entries are missing and marginalised
+            out (an all-NaN row scores 0); the other built-in models reject NaN.
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+            :math:`\ln p(x \mid D, T)` of each row: a log probability for discrete models
+            (for :class:`DirichletMultinomial`, of the count vector when
+            ``multinomial_coefficient=True``, else of one ordering of its tokens), a log
+            density for :class:`NormalInverseWishart`.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        InvalidDataError
+            For a wrong number of columns, or values the model does not accept.
+        """
+        X = self._check_new_rows(X)
+        log_p, _ = self._predict_core(X, responsibilities=False)
+        return np.asarray(log_p)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        r"""Mean log predictive probability of the rows of ``X`` (eq 1.25).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+        y : ignored
+
+        Returns
+        -------
+        float
+            The mean of :meth:`score_samples`, as in scikit-learn's mixture models.
+        """
+        return float(np.mean(self.score_samples(X)))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        r"""Posterior probability of each cluster of the tree given each new row.
+
+        :math:`P(S \mid x, D, T) = w_S f(x \mid D_S) / p(x \mid D, T)`, with the weights
+        and cluster predictives of eq 1.25 (see :meth:`score_samples`). The prior
+        probabilities, before seeing *x*, are ``np.exp(est.tree_.log_cluster_weights())``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+            New rows (NaN as in :meth:`score_samples`).
+
+        Returns
+        -------
+        ndarray of shape (n_rows, tree_.n_nodes)
+            Column *S* is node *S* of :attr:`tree_` (leaves ``0 .. n_samples - 1`` are the
+            training rows as singleton clusters, then the internal nodes, the root last).
+            Each row sums to one.
+
+        Raises
+        ------
+        NotFittedError, InvalidDataError
+            As :meth:`score_samples`.
+        """
+        X = self._check_new_rows(X)
+        _, resp = self._predict_core(X, responsibilities=True)
+        return np.asarray(resp)
+
+    def _training_rows(self, start: int, stop: int) -> np.ndarray:
+        """Training rows ``start:stop`` as a dense array (NaN where missing)."""
+        if isinstance(self._fit_X, np.ndarray):
+            return self._fit_X[start:stop]
+        indptr, indices, data, n_cols = self._fit_X
+        out = np.zeros((stop - start, n_cols))
+        rows = np.repeat(np.arange(stop - start), np.diff(indptr[start : stop + 1]))
+        span = slice(indptr[start], indptr[stop])
+        out[rows, indices[span]] = data[span]
+        return out
+
+    def log_predictive_missing(self, X_full: Any) -> float:
+        r"""Log predictive probability of filled-in missing entries of the training data.
+
+        BRT eq 1.24 with the fitted tree *T* held fixed:
+        :math:`\ln p(D^m \mid D_\text{obs}, T) = \ln p(D_\text{full} \mid T) -
+        \ln p(D_\text{obs} \mid T)`, where :math:`D^m` are the entries that were missing
+        (NaN) in the training data and are given in ``X_full``. Summed over every way of
+        filling the same entries, the probabilities add up to one.
+
+        Parameters
+        ----------
+        X_full : array_like of shape (n_samples, n_features)
+            The training data with some or all missing entries filled in. It must equal the
+            training data wherever those were observed; entries left NaN stay missing.
+
+        Returns
+        -------
+        float
+            :math:`\ln p(D^m \mid D_\text{obs}, T)`; 0 when nothing is filled in.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        InvalidDataError
+            For a shape other than the training data's, an entry that differs from an
+            observed training entry (with its row and column), or a filled-in value the
+            model does not accept.
+        """
+        self._check_fitted()
+        X_full = check_array(X_full, min_rows=1, name="X_full")
+        n, d = self.tree_.n_leaves, self.n_features_in_
+        if X_full.shape != (n, d):
+            raise InvalidDataError(
+                f"X_full must have the training data's shape {(n, d)}, got {X_full.shape}"
+            )
+        rows: list[np.ndarray] = []
+        chunk = max(1, 2**20 // d)
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            obs, full = self._training_rows(start, stop), X_full[start:stop]
+            missing = np.isnan(obs)
+            # NaN != anything, so a NaN in X_full where the training data are observed is
+            # caught too.
+            bad = ~missing & (full != obs)
+            if bad.any():
+                i, j = (int(k) for k in np.argwhere(bad)[0])
+                raise InvalidDataError(
+                    f"X_full differs from the training data in row {start + i}, column {j} "
+                    f"({full[i, j]} instead of the observed {obs[i, j]})",
+                    start + i,
+                    j,
+                )
+            rows.append(start + np.flatnonzero((missing & ~np.isnan(full)).any(axis=1)))
+        filled = np.concatenate(rows)
+        return float(
+            _core.brt_log_predictive_missing(
+                self._fit_X,
+                self._fit_model_spec,
+                self.tree_._core,
+                [int(i) for i in filled],
+                np.ascontiguousarray(X_full[filled]),
+                n_jobs=check_n_jobs(self.n_jobs),
+            )
+        )
+
+    def predict_missing_proba(self) -> Any:
+        r"""Impute the missing entries of binary training data with their probabilities.
+
+        For every entry :math:`x_{ij}` that was missing (NaN) when a :class:`BetaBernoulli`
+        model was fitted, :math:`P(x_{ij} = 1 \mid D_\text{obs}, T)` under the fitted tree
+        (BRT eq 1.24 with that one entry filled in). Filling one entry changes the cluster
+        likelihood of each ancestor of its row by a single-feature predictive, so each
+        probability costs one walk from the row's leaf to the root.
+
+        Returns
+        -------
+        ndarray or scipy.sparse.csr_array of shape (n_samples, n_features)
+            The training data with each missing entry replaced by its probability of being
+            one (observed entries unchanged). Sparse training data give a CSR array with the
+            training data's sparsity structure.
+
+        Raises
+        ------
+        NotFittedError
+            Before :meth:`fit`.
+        InvalidParameterError
+            When the model is not :class:`BetaBernoulli` (for other models, compare
+            completions with :meth:`log_predictive_missing`).
+        """
+        self._check_fitted()
+        if self._fit_model_spec.get("family") != "bernoulli":
+            raise InvalidParameterError(
+                "predict_missing_proba needs a BetaBernoulli model; the estimator was fitted "
+                f"with {self.model!r}. Use log_predictive_missing to score completions.",
+                "model",
+            )
+        rows, cols, probs = _core.brt_missing_probabilities(
+            self._fit_X,
+            self._fit_model_spec,
+            self.tree_._core,
+            n_jobs=check_n_jobs(self.n_jobs),
+        )
+        if isinstance(self._fit_X, np.ndarray):
+            out = self._fit_X.copy()
+            out[rows, cols] = probs
+            return out
+        from scipy import sparse
+
+        indptr, indices, data, n_cols = self._fit_X
+        data = data.copy()
+        # Canonical CSR lists entries row-major, the order of the probabilities.
+        data[np.isnan(data)] = probs
+        return sparse.csr_array(
+            (data, indices.copy(), indptr.copy()), shape=(len(indptr) - 1, n_cols)
+        )

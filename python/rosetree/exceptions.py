@@ -11,6 +11,7 @@ __all__ = [
     "InvalidDataError",
     "InvalidParameterError",
     "InvalidTreeError",
+    "NotFittedError",
     "NumericalError",
     "RoseTreeError",
 ]
@@ -55,3 +56,11 @@ class InvalidTreeError(RoseTreeError, ValueError):
 
 class NumericalError(RoseTreeError, ArithmeticError):
     """A computation produced a non-finite number where a finite one was required."""
+
+
+class NotFittedError(RoseTreeError, ValueError, AttributeError):
+    """A method that needs a fitted estimator was called before ``fit``.
+
+    It is both a :class:`ValueError` and an :class:`AttributeError`, as scikit-learn's
+    exception of the same name, so code written for either keeps working.
+    """

@@ -21,6 +21,7 @@ mod greedy;
 mod heap;
 mod merge;
 mod mixing;
+mod predict;
 
 pub use approx::{ApproxParams, approximate};
 pub use contract::contract_edges;
@@ -30,6 +31,7 @@ pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;
 pub use merge::{MergeOp, Summary, best_merge};
 pub use mixing::{Mixing, NodePrior, node_log_p};
+pub use predict::{MissingEntry, Predictor, log_cluster_weights};
 
 use ndarray::ArrayView2;
 

@@ -6,6 +6,7 @@ mod callback;
 mod errors;
 mod learn;
 mod models;
+mod predict;
 mod tree;
 
 use ndarray::{Array2, ArrayView2};
@@ -229,6 +230,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
     m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
+    predict::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
