@@ -168,3 +168,23 @@ def test_learning_rejects_what_it_cannot_do():
     with pytest.raises(rt.InvalidParameterError) as err:
         rt.evidence_gradient(X, [[0, 1], 2, 3, 4, 5, 6, 7, 8], model=Coin())
     assert err.value.parameter == "model"
+
+
+def test_prediction_uses_the_learned_hyperparameters():
+    from scipy.special import betaln, logsumexp
+
+    X = clustered_binary(seed=3, n_per=6, d=5)
+    est = rt.BayesianRoseTree(learn_hyperparameters=True).fit(X)
+    a = np.broadcast_to(est.model_.alpha, 5)
+    b = np.broadcast_to(est.model_.beta, 5)
+    assert not np.allclose(a, 1.0)
+    new = np.array([[1, 0, 1, 1, 0], [0, 0, 0, 1, 1]], dtype=float)
+    log_w = est.tree_.log_cluster_weights()
+    for x, got in zip(new, est.score_samples(new), strict=True):
+        terms = []
+        for node in range(est.tree_.n_nodes):
+            rows = X[est.tree_.leaves(node)]
+            k, n = rows.sum(axis=0), rows.shape[0]
+            pred = betaln(a + k + x, b + n - k + 1 - x) - betaln(a + k, b + n - k)
+            terms.append(log_w[node] + pred.sum())
+        assert got == pytest.approx(logsumexp(terms), rel=1e-10)
