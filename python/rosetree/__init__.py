@@ -12,7 +12,7 @@ Non-binary hierarchical clusterings with a probabilistic meaning (Blundell, Teh 
 
 from __future__ import annotations
 
-from . import datasets
+from . import datasets, plot
 from ._core import __version__
 from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
 from .estimators import BayesianRoseTree
@@ -53,4 +53,5 @@ __all__ = [
     "learn_hyperparameters",
     "log_evidence",
     "optimal_tree",
+    "plot",
 ]
