@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import rosetree as rt
 from common import parser, print_table, pyplot, save_figure, write_json
-from rosetree.plot import cluster_nodes, plot_tree
+from rosetree.plot import plot_tree
 
 METHODS = {
     "BRT": {"mixing": "brt", "binary": False},
@@ -66,7 +66,7 @@ def describe(est: rt.BayesianRoseTree, names: list[str]) -> dict[str, Any]:
             "members": [names[i] for i in t.leaves(v)],
         }
 
-    cut = cluster_nodes(t, 0.5)
+    cut = t.cut_nodes(0.5)
     return {
         "hyperparameters": {
             "start": {"model": repr(est.model), "gamma": est.gamma},

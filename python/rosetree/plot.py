@@ -13,7 +13,6 @@ merges. matplotlib is imported only when a drawing is made.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from .tree import RoseTree
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["cluster_nodes", "dendrogram_layout", "leaf_order", "plot_tree"]
+__all__ = ["dendrogram_layout", "leaf_order", "plot_tree"]
 
 _ORIENTATIONS = ("left", "top")
 
@@ -120,27 +119,6 @@ def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarra
     return pos, h
 
 
-def cluster_nodes(tree: RoseTree, threshold: float = 0.5) -> list[int]:
-    r"""Nodes of the top-down cut of :meth:`RoseTree.cut` (the first with :math:`r \ge` threshold).
-
-    Descending from the root, a node whose :math:`r_T` (eq 1.26) is at least ``threshold``
-    is taken as a cluster and not descended into; leaves are always taken.
-    """
-    if not 0.0 <= threshold <= 1.0:
-        raise InvalidParameterError(f"threshold must lie in [0, 1], got {threshold}", "threshold")
-    log_thr = math.log(threshold) if threshold > 0 else -math.inf
-    log_r = tree.log_r
-    out: list[int] = []
-    stack = [tree.root]
-    while stack:
-        v = stack.pop()
-        if v < tree.n_leaves or log_r[v] >= log_thr:
-            out.append(v)
-        else:
-            stack.extend(tree.children[v])
-    return sorted(out)
-
-
 def _marked_nodes(tree: RoseTree, clusters: Any, threshold: float) -> list[int]:
     if clusters is None:
         return []
@@ -151,7 +129,7 @@ def _marked_nodes(tree: RoseTree, clusters: Any, threshold: float) -> list[int]:
                 "clusters",
             )
         # Single leaves are clusters of the cut too, but there is nothing to colour.
-        return [v for v in cluster_nodes(tree, threshold) if v >= tree.n_leaves]
+        return [v for v in tree.cut_nodes(threshold) if v >= tree.n_leaves]
     marked: list[int] = []
     for v in clusters:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
@@ -203,7 +181,7 @@ def plot_tree(
         is the height used by :meth:`RoseTree.to_linkage`.
     clusters : None, "cut" or sequence of int, optional
         Nodes whose subtrees are coloured, each in its own colour: ``"cut"`` takes the
-        internal nodes of the cut :func:`cluster_nodes` (posterior :math:`r_T \ge`
+        internal nodes of the cut :meth:`RoseTree.cut_nodes` (posterior :math:`r_T \ge`
         ``threshold``, eq 1.26); a sequence gives node ids. A node's bar, the stems below it
         and its leaves' names take the colour of its nearest marked ancestor (or itself).
     threshold : float, default=0.5

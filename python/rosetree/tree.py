@@ -174,6 +174,14 @@ class RoseTree:
         labels : ndarray of shape (n_leaves,)
             Cluster labels ``0 .. K-1``, numbered by the first row of each cluster.
         """
+        return self._labels_from(self.cut_nodes(threshold))
+
+    def cut_nodes(self, threshold: float = 0.5) -> list[int]:
+        r"""The nodes that form the clusters of :meth:`cut`, in increasing id order.
+
+        Descending from the root, a node whose :math:`r_T` (eq 1.26) is at least
+        ``threshold`` is taken as a cluster and not descended into; leaves are always taken.
+        """
         if not 0.0 <= threshold <= 1.0:
             raise InvalidParameterError(
                 f"threshold must lie in [0, 1], got {threshold}", "threshold"
@@ -188,7 +196,7 @@ class RoseTree:
                 clusters.append(v)
             else:
                 stack.extend(self.children[v])
-        return self._labels_from(clusters)
+        return sorted(clusters)
 
     def map_partition(self) -> np.ndarray:
         r"""Labels of the single most probable tree-consistent partition.

@@ -31,6 +31,8 @@ pub mod tree;
 
 #[cfg(feature = "python")]
 mod python;
+#[cfg(test)]
+mod test_util;
 
 pub use error::{Result, RoseTreeError};
 pub use tree::{Node, Partition, RoseTree, Topology};

@@ -243,6 +243,7 @@ impl Differentiable for DirichletMultinomial {
 mod tests {
     use super::*;
     use crate::math::ln_beta;
+    use crate::test_util::compositions;
     use ndarray::{Array2, array};
 
     fn stats_of(model: &DirichletMultinomial, x: &Array2<f64>) -> CountStats {
@@ -268,23 +269,6 @@ mod tests {
             }
         }
         lp
-    }
-
-    /// Every vector of `k` whole counts summing to `n`.
-    fn compositions(n: usize, k: usize) -> Vec<Vec<f64>> {
-        if k == 1 {
-            return vec![vec![n as f64]];
-        }
-        (0..=n)
-            .flat_map(|first| {
-                compositions(n - first, k - 1)
-                    .into_iter()
-                    .map(move |mut rest| {
-                        rest.insert(0, first as f64);
-                        rest
-                    })
-            })
-            .collect()
     }
 
     #[test]

@@ -8,6 +8,7 @@ use super::*;
 use crate::brt::{BrtParams, Mixing, evaluate, fit};
 use crate::math::log_sum_exp;
 use crate::models::{DirichletMultinomial, NormalInverseWishart};
+use crate::test_util::compositions;
 
 const NAN: f64 = f64::NAN;
 
@@ -201,23 +202,6 @@ fn responsibilities_match_direct_computation_for_every_model() {
         + &Array2::from_shape_fn((90, 6), |(i, j)| ((i * 7 + j * 3) % 11) as f64 / 11.0);
     let model = NormalInverseWishart::from_data(gauss.view(), None, None).unwrap();
     check_responsibilities(&model, &gauss, &new.mapv(|v| 1.5 * v - 0.2));
-}
-
-/// Every composition of `n` into `k` whole counts.
-fn compositions(n: usize, k: usize) -> Vec<Vec<f64>> {
-    if k == 1 {
-        return vec![vec![n as f64]];
-    }
-    (0..=n)
-        .flat_map(|first| {
-            compositions(n - first, k - 1)
-                .into_iter()
-                .map(move |mut rest| {
-                    rest.insert(0, first as f64);
-                    rest
-                })
-        })
-        .collect()
 }
 
 #[test]
