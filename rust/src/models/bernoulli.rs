@@ -157,12 +157,14 @@ impl BernoulliStats {
     }
 }
 
-/// The terms of `ln f(A ∪ {x})` for a fully observed cluster `A` and any fully observed row
-/// `x`: `base + Σ_i delta_i x_i`, so scoring `A` against a row is one dot product.
+/// The terms of `ln f(A ∪ {x})` for a cluster `A` and a row `x`:
+/// `base + Σ_i delta_i x_i + Σ_{i missing in x} missing_i`, so scoring `A` against a row is
+/// one dot product (and a pass over the row's missing entries, if any).
 #[derive(Debug, Clone)]
 pub struct BernoulliQuery {
     base: f64,
     delta: Vec<f64>,
+    missing: Vec<f64>,
 }
 
 /// `Σ_i w_i c_i` with four accumulators, so the loop vectorises (the order is fixed, so the
@@ -271,7 +273,7 @@ impl BetaBernoulli {
 
 impl ClusterModel for BetaBernoulli {
     type Stats = BernoulliStats;
-    type Query = Option<BernoulliQuery>;
+    type Query = BernoulliQuery;
 
     fn n_features(&self) -> usize {
         self.alpha.len()
@@ -375,42 +377,53 @@ impl ClusterModel for BetaBernoulli {
         })
     }
 
-    /// For a fully observed `a`: with `n = |A| + 1` and `k_i` the ones of `A`, adding a row
-    /// `x` gives `ln f = base + Σ_i delta_i x_i`, where `base` is `ln f` for the all-zero row
-    /// and `delta_i` the change of column `i`'s term when `x_i = 1`. `None` (no shortcut) when
-    /// `a` has missing entries.
-    fn query(&self, a: &BernoulliStats) -> Option<BernoulliQuery> {
-        if a.observed.is_some() {
-            return None;
-        }
-        let n = a.n + 1;
+    /// With `k_i` ones among `N_i` observed entries of column `i` in `A`, adding a row `x`
+    /// gives `ln f = base + Σ_i delta_i x_i + Σ_{i missing in x} missing_i`: `base` is `ln f`
+    /// for the all-zero row, `delta_i` the change of column `i`'s term when `x_i = 1`, and
+    /// `missing_i` the change when `x_i` is missing (column `i` keeps `A`'s own term).
+    fn query(&self, a: &BernoulliStats) -> BernoulliQuery {
+        let d = a.ones.len();
         let mut base = -self.log_prior_norm;
-        let delta = (0..a.ones.len())
-            .map(|i| {
-                let k = a.ones[i];
-                let zero = self.ones.get(i, k) + self.zeros.get(i, n - k);
-                let one = self.ones.get(i, k + 1) + self.zeros.get(i, n - k - 1);
-                base += zero - self.total.get(i, n);
-                one - zero
-            })
-            .collect();
-        Some(BernoulliQuery { base, delta })
+        let (mut delta, mut missing) = (Vec::with_capacity(d), Vec::with_capacity(d));
+        for i in 0..d {
+            let (k, m) = (a.ones[i], a.observed(i));
+            let own = self.ones.get(i, k) + self.zeros.get(i, m - k) - self.total.get(i, m);
+            let zero =
+                self.ones.get(i, k) + self.zeros.get(i, m + 1 - k) - self.total.get(i, m + 1);
+            let one = self.ones.get(i, k + 1) + self.zeros.get(i, m - k) - self.total.get(i, m + 1);
+            base += zero;
+            delta.push(one - zero);
+            missing.push(own - zero);
+        }
+        BernoulliQuery {
+            base,
+            delta,
+            missing,
+        }
     }
 
     fn log_marginal_query(
         &self,
-        q: &Option<BernoulliQuery>,
+        q: &BernoulliQuery,
         a: &BernoulliStats,
         b: &BernoulliStats,
     ) -> Result<f64> {
-        match q {
-            Some(q) if b.n == 1 && b.observed.is_none() => Ok(q.base
-                + match &b.support {
-                    Some(cols) => cols.iter().map(|&i| q.delta[i as usize]).sum::<f64>(),
-                    None => dot_counts(&q.delta, &b.ones),
-                }),
-            _ => self.log_marginal_merged(a, b),
+        if b.n != 1 {
+            return self.log_marginal_merged(a, b);
         }
+        let ones = match &b.support {
+            Some(cols) => cols.iter().map(|&i| q.delta[i as usize]).sum::<f64>(),
+            None => dot_counts(&q.delta, &b.ones),
+        };
+        let missing = b.observed.as_ref().map_or(0.0, |observed| {
+            observed
+                .iter()
+                .zip(&q.missing)
+                .filter(|&(&o, _)| o == 0)
+                .map(|(_, m)| m)
+                .sum()
+        });
+        Ok(q.base + ones + missing)
     }
 }
 
@@ -626,8 +639,8 @@ mod tests {
             }
             let l = model.leaf_stats_all(x.view()).unwrap();
             let a = model.merge(&model.merge(&l[0], &l[1]), &l[2]);
-            // Single-row partners take the shortcut; a row with a missing entry, a cluster
-            // partner, or a cluster with missing entries take the general path.
+            // Single-row partners take the shortcut (also rows with missing entries, and
+            // against a cluster with missing entries); cluster partners the general path.
             let with_nan = model.merge(&a, &l[4]);
             for (cluster, other) in [
                 (&a, &l[3]),
@@ -635,13 +648,13 @@ mod tests {
                 (&a, &l[4]),
                 (&l[3], &a),
                 (&with_nan, &l[3]),
+                (&with_nan, &l[4]),
             ] {
                 let q = model.query(cluster);
                 let direct = model.log_marginal(&model.merge(cluster, other)).unwrap();
                 let fast = model.log_marginal_query(&q, cluster, other).unwrap();
                 assert!((fast - direct).abs() < 1e-12 * direct.abs());
             }
-            assert!(model.query(&with_nan).is_none());
             // A sparse row (few ones) is scored through its column list.
             let sparse = model
                 .leaf_stats(array![0., 0., 0., 0., 1.].view(), 0)
@@ -651,6 +664,18 @@ mod tests {
                 .log_marginal_query(&model.query(&a), &a, &sparse)
                 .unwrap();
             assert!(sparse.support.is_some());
+            assert!((fast - direct).abs() < 1e-12 * direct.abs());
+            // Also with a missing entry, against a cluster with missing entries.
+            let sparse = model
+                .leaf_stats(array![0., NAN, 0., 0., 1.].view(), 0)
+                .unwrap();
+            let direct = model
+                .log_marginal(&model.merge(&with_nan, &sparse))
+                .unwrap();
+            let fast = model
+                .log_marginal_query(&model.query(&with_nan), &with_nan, &sparse)
+                .unwrap();
+            assert!(sparse.support.is_some() && sparse.observed.is_some());
             assert!((fast - direct).abs() < 1e-12 * direct.abs());
         }
     }
