@@ -68,3 +68,18 @@ def test_other_models_from_the_command_line(tmp_path, capsys, model, rows):
     assert main(["fit", str(data), "--model", model, "--newick", str(nwk)]) == 0
     assert "flat clusters     2" in capsys.readouterr().out
     assert "(0,1)" in nwk.read_text()  # the two closest rows are siblings
+
+
+def test_learned_hyperparameters_from_the_command_line(tmp_path, capsys):
+    import rosetree as rt
+
+    data = tmp_path / "d.csv"
+    X = np.array([[1, 1, 0, 0]] * 4 + [[0, 0, 1, 1]] * 4 + [[1, 0, 1, 0]] * 2, dtype=float)
+    data.write_text("a,b,c,d\n" + "\n".join(",".join(f"{v:g}" for v in r) for r in X) + "\n")
+    assert main(["fit", str(data), "--learn", "--mixing", "gamma"]) == 0
+    out = capsys.readouterr().out
+    est = rt.BayesianRoseTree(mixing="gamma", learn_hyperparameters=True).fit(X)
+    assert f"ln p(D|T) = {est.log_evidence_:.4f}" in out
+    assert f"gamma = {est.gamma_:.4g}" in out
+    a = np.atleast_1d(est.model_.alpha)
+    assert f"alpha = {a.min():.3g} .. {a.max():.3g}" in out

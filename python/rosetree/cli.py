@@ -68,6 +68,18 @@ def read_csv(
     return data, names, [header[k] for k in keep]
 
 
+def _describe(model: ClusterModel) -> str:
+    """The learned hyperparameters in one line (ranges for per-feature values)."""
+    parts = []
+    for name in ("alpha", "beta", "kappa0", "nu0"):
+        if not hasattr(model, name):
+            continue
+        v = np.atleast_1d(np.asarray(getattr(model, name), dtype=float))
+        text = f"{v[0]:.4g}" if v.size == 1 else f"{v.min():.3g} .. {v.max():.3g}"
+        parts.append(f"{name} = {text}")
+    return ", ".join(parts)
+
+
 def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Namespace) -> None:
     tree = est.tree_
     out = sys.stdout
@@ -79,6 +91,13 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
         f"partitions        10^{tree.n_partitions(log10=True):.2f}\n"
         f"flat clusters     {n_clusters} (r >= 0.5 cut)\n"
     )
+    if args.learn:
+        rule = (
+            f"dp_alpha = {est.dp_alpha_:.4g}"
+            if args.mixing == "dp"
+            else f"gamma = {est.gamma_:.4g}"
+        )
+        out.write(f"learned           {rule}; {_describe(est.model_)}\n")
     if args.newick:
         Path(args.newick).write_text(tree.to_newick(labels=names) + "\n")
         out.write(f"wrote Newick to {args.newick}\n")
@@ -100,6 +119,14 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
         "--binary", action="store_true", help="joins only: Bayesian hierarchical clustering"
     )
     p.add_argument("--contract", action="store_true", help="contract edges after the greedy search")
+    p.add_argument(
+        "--learn",
+        action="store_true",
+        help="learn the hyperparameters by maximising ln p(D|T) (BRT section 1.4.2)",
+    )
+    p.add_argument(
+        "--restarts", type=int, default=0, metavar="K", help="random restarts of --learn"
+    )
     p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--newick", metavar="FILE", help="write the tree in Newick format")
     p.add_argument("--json", metavar="FILE", help="write the tree with per-node statistics as JSON")
@@ -162,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             binary=args.binary,
             contract=args.contract,
             n_jobs=args.n_jobs,
+            learn_hyperparameters=args.learn,
+            n_restarts=args.restarts,
         ).fit(X)
     except (RoseTreeError, ValueError, OSError) as exc:
         print(f"rosetree: error: {exc}", file=sys.stderr)
