@@ -139,6 +139,25 @@ def test_per_feature_learning_and_restarts():
     assert same.tree_.to_nested() == more.tree_.to_nested()
 
 
+@pytest.mark.parametrize("model", [rt.BetaBernoulli(), rt.DirichletMultinomial()])
+def test_per_feature_learning_starts_from_the_shared_optimum(model):
+    X = clustered_binary(seed=3, n_per=8, d=6)
+    tied = rt.learn_hyperparameters(X, model=model, tie=True)
+    staged = rt.learn_hyperparameters(X, model=model)
+    # Stage one is the tied ascent itself; stage two only climbs from its end.
+    assert staged.trace[: len(tied.trace)] == tied.trace
+    assert len(staged.trace) > len(tied.trace)
+    assert np.all(np.diff(staged.trace) >= -1e-9)
+    assert staged.log_evidence >= tied.log_evidence
+    assert np.ptp(np.atleast_1d(staged.model.alpha)) > 0  # really per feature at the end
+    # A start that already differs between features is ascended per feature directly.
+    a0 = np.linspace(0.5, 2.0, 6)
+    direct = rt.learn_hyperparameters(X, model=rt.BetaBernoulli(alpha=a0, beta=1.0))
+    first = rt.BayesianRoseTree(model=rt.BetaBernoulli(alpha=a0, beta=1.0)).fit(X)
+    assert direct.trace[0] == pytest.approx(first.log_evidence_)
+    assert direct.trace[1] != pytest.approx(tied.trace[1])
+
+
 def test_learning_gaussian_and_count_models():
     rng = np.random.default_rng(2)
     X = np.vstack([rng.normal(m, 0.3, size=(10, 2)) for m in (-2.0, 0.0, 2.0)])
