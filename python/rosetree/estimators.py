@@ -130,7 +130,8 @@ class BayesianRoseTree(_ParamsMixin):
         the most likely result is kept (the BRT chapter used 10).
     tie_hyperparameters : bool, default=False
         Learn one ``alpha`` and ``beta`` shared by all features instead of one per feature
-        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`).
+        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`). Per-feature learning from a
+        shared start first learns the shared values and continues from their optimum.
 
     Attributes
     ----------
