@@ -312,8 +312,8 @@ def learn_hyperparameters(
     resolved = _core.resolved_model(X, model._spec())
     coords = _Coordinates(model, resolved, mixing, bool(tie))
     # Per-feature values are learned from the optimum of shared ones when the start is
-    # shared: the direct per-feature ascent often stalls where a few features' α, β run to
-    # their bounds and the tree collapses (newsgroups), a far worse optimum.
+    # shared: from Beta(1, 1), the direct per-feature ascent can end at γ → 0 and a nearly
+    # flat tree on sparse data (newsgroups, docs/experiments.md), a far worse optimum.
     staged = not tie and coords.shared_start()
     first = _Coordinates(model, resolved, mixing, True) if staged else coords
     u0 = first.initial(gamma, dp_alpha)
