@@ -1,9 +1,6 @@
 """The public Python API: estimator contract, tree conversions, bad input."""
 
-import os
 import pickle
-import signal
-import threading
 
 import numpy as np
 import pytest
@@ -282,17 +279,13 @@ def test_animals_example_data():
     assert est.log_evidence_ < 0
 
 
-def test_ctrl_c_interrupts_a_long_fit():
+def test_ctrl_c_interrupts_a_long_fit(ctrl_c):
     X = (np.random.default_rng(1).random((6000, 64)) < 0.5).astype(float)
-    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        # "interrupted" is the core's own error: it noticed the signal mid-run (Python's
-        # handler, run only after the call returned, would raise a bare KeyboardInterrupt).
-        with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
-            rt.BayesianRoseTree(n_jobs=2).fit(X)
-    finally:
-        timer.cancel()
+    ctrl_c(after=0.5)
+    # "interrupted" is the core's own error: it noticed the signal mid-run (Python's
+    # handler, run only after the call returned, would raise a bare KeyboardInterrupt).
+    with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
+        rt.BayesianRoseTree(n_jobs=2).fit(X)
 
 
 # ---------------------------------------------------------------- bad input

@@ -7,10 +7,7 @@ and normalisation checked by enumeration or numerical integration.
 """
 
 import itertools
-import os
 import pickle
-import signal
-import threading
 
 import numpy as np
 import pytest
@@ -306,19 +303,15 @@ def test_fitted_estimator_survives_pickling_and_ignores_later_changes_to_the_dat
     np.testing.assert_array_equal(again.predict_missing_proba(), est.predict_missing_proba())
 
 
-def test_ctrl_c_interrupts_a_long_prediction():
+def test_ctrl_c_interrupts_a_long_prediction(ctrl_c):
     rng = np.random.default_rng(2)
     est = rt.BayesianRoseTree(n_jobs=2).fit((rng.random((400, 128)) < 0.5).astype(float))
     new = (rng.random((40_000, 128)) < 0.5).astype(float)  # seconds of work
-    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        # "interrupted" is the core's own error: it noticed the signal mid-run (Python's
-        # handler, run only after the call returned, would raise a bare KeyboardInterrupt).
-        with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
-            est.score_samples(new)
-    finally:
-        timer.cancel()
+    ctrl_c(after=0.2)
+    # "interrupted" is the core's own error: it noticed the signal mid-run (Python's
+    # handler, run only after the call returned, would raise a bare KeyboardInterrupt).
+    with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
+        est.score_samples(new)
 
 
 # ---------------------------------------------------------------------------- bad input
