@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run every experiment of the BRT chapter.
 
-Regenerates ``experiments/results`` and ``docs/figures`` (about an hour on two cores;
+Regenerates ``experiments/results`` and ``docs/figures`` (under an hour on two cores;
 ``--quick`` for a smoke run of each).
 
 The scripts, in order: ``delta_l.py`` (Figure 1.7), ``animals.py`` (Figure 1.8),
