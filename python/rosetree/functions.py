@@ -39,8 +39,6 @@ def evaluate_tree(
         Require a binary tree (raise :class:`InvalidTreeError` otherwise).
     """
     X = check_array(X)
-    if isinstance(tree, RoseTree):
-        tree = tree.to_nested()
     internal = nested_to_internal(tree, X.shape[0])
     if binary and any(len(c) != 2 for c in internal):
         raise InvalidTreeError("binary=True, but the tree has a node with more than two children")

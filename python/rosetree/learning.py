@@ -100,8 +100,6 @@ def evidence_gradient(
     X = check_array(X)
     model = resolve_model(model)
     _check_learnable(model)
-    if isinstance(tree, RoseTree):
-        tree = tree.to_nested()
     internal = nested_to_internal(tree, X.shape[0])
     log_ev, flat, g_mix = _core.evidence_gradient(
         X, model._spec(), internal, **mixing_args(mixing, gamma, dp_alpha)

@@ -357,11 +357,13 @@ class RoseTree:
 
 
 def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
-    """Child lists of the internal nodes of a nested-list tree, in post-order.
+    """Child lists of the internal nodes of a nested-list tree (or a RoseTree), in post-order.
 
     Leaves are row indices ``0 .. n_leaves - 1``; a list with one element stands for that
     element. The Rust core checks that every row appears exactly once.
     """
+    if isinstance(tree, RoseTree):
+        tree = tree.to_nested()
     internal: list[list[int]] = []
 
     def visit(t: Any) -> int:
