@@ -16,6 +16,11 @@ fn never() -> bool {
     false
 }
 
+/// The greedy tree of `x` under `mixing`.
+fn greedy_tree<M: ClusterModel>(model: &M, mixing: Mixing, x: &Array2<f64>) -> RoseTree {
+    fit(model, &BrtParams::new(mixing), x.view()).unwrap()
+}
+
 /// Reproducible pseudo-random binary data from a few noisy prototypes.
 fn clustered_binary(seed: u64, n: usize, d: usize) -> Array2<f64> {
     let mut state = seed;
@@ -103,7 +108,7 @@ fn predictive_sums_to_one_over_every_binary_row() {
         }
         let model = BetaBernoulli::new(&[0.5, 1.0, 2.0, 0.7, 1.5], &[1.0], d).unwrap();
         for mixing in mixings() {
-            let tree = fit(&model, &BrtParams::new(mixing), x.view()).unwrap();
+            let tree = greedy_tree(&model, mixing, &x);
             let leaves = model.leaf_stats_all(x.view()).unwrap();
             let predictor = Predictor::new(&model, &tree, leaves).unwrap();
             let rows = all_binary_rows(&model, d);
@@ -119,12 +124,7 @@ fn predictive_sums_to_one_over_every_binary_row() {
 fn missing_entries_of_new_rows_are_marginalised() {
     let x = clustered_binary(3, 10, 4);
     let model = BetaBernoulli::new(&[1.0], &[1.0], 4).unwrap();
-    let tree = fit(
-        &model,
-        &BrtParams::new(Mixing::Brt { gamma: 0.5 }),
-        x.view(),
-    )
-    .unwrap();
+    let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
     let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
     let stats = |row: Array1<f64>| model.leaf_stats(row.view(), 0).unwrap();
     let rows = vec![
@@ -156,7 +156,7 @@ fn direct_terms<M: ClusterModel>(p: &Predictor<'_, M>, model: &M, x: &M::Stats) 
 /// Checks responsibilities and scores against [`direct_terms`], and that they do not depend
 /// on the number of threads.
 fn check_responsibilities<M: ClusterModel>(model: &M, x: &Array2<f64>, new: &Array2<f64>) {
-    let tree = fit(model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view()).unwrap();
+    let tree = greedy_tree(model, Mixing::Brt { gamma: 0.5 }, x);
     let predictor = Predictor::new(model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
     let rows = model.leaf_stats_all(new.view()).unwrap();
     let one = Threads::new(Some(1)).unwrap();
@@ -214,7 +214,7 @@ fn dirichlet_multinomial_predictive_sums_to_one_over_count_vectors() {
         [1., 1., 1.]
     ];
     let model = DirichletMultinomial::new(&[0.7, 1.0, 1.6], 3, true).unwrap();
-    let tree = fit(&model, &BrtParams::new(Mixing::Dp { alpha: 1.0 }), x.view()).unwrap();
+    let tree = greedy_tree(&model, Mixing::Dp { alpha: 1.0 }, &x);
     let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
     let rows: Vec<_> = compositions(4, 3)
         .into_iter()
@@ -230,12 +230,7 @@ fn dirichlet_multinomial_predictive_sums_to_one_over_count_vectors() {
 fn gaussian_predictive_density_integrates_to_one() {
     let x = array![[-2.1], [-1.9], [-2.3], [1.0], [1.4], [0.8], [5.0]];
     let model = NormalInverseWishart::new(vec![0.0], 0.5, 3.0, vec![1.0]).unwrap();
-    let tree = fit(
-        &model,
-        &BrtParams::new(Mixing::Brt { gamma: 0.5 }),
-        x.view(),
-    )
-    .unwrap();
+    let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
     let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
     // ∫ p(x) dx = ∫_{−π/2}^{π/2} p(tan θ) sec²θ dθ by composite Simpson; the Student-t
     // tails make the integrand vanish at both ends.
@@ -272,12 +267,7 @@ fn with_missing() -> (Array2<f64>, BetaBernoulli, RoseTree) {
         x[[i, j]] = NAN;
     }
     let model = BetaBernoulli::new(&[0.6, 1.0, 2.0, 0.8], &[1.3, 0.5, 1.0, 1.0], 4).unwrap();
-    let tree = fit(
-        &model,
-        &BrtParams::new(Mixing::Brt { gamma: 0.45 }),
-        x.view(),
-    )
-    .unwrap();
+    let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.45 }, &x);
     (x, model, tree)
 }
 
@@ -351,12 +341,7 @@ fn missing_probabilities_equal_single_entry_completions() {
     // Complete data: nothing to predict.
     let complete = clustered_binary(2, 6, 3);
     let model = BetaBernoulli::new(&[1.0], &[1.0], 3).unwrap();
-    let tree = fit(
-        &model,
-        &BrtParams::new(Mixing::Gamma { gamma: 0.5 }),
-        complete.view(),
-    )
-    .unwrap();
+    let tree = greedy_tree(&model, Mixing::Gamma { gamma: 0.5 }, &complete);
     let p = Predictor::new(
         &model,
         &tree,
@@ -422,12 +407,7 @@ fn many_rows_in_chunks_match_one_row_at_a_time() {
     let d = 300;
     let x = clustered_binary(31, 80, d);
     let model = BetaBernoulli::new(&[0.5], &[0.5], d).unwrap();
-    let tree = fit(
-        &model,
-        &BrtParams::new(Mixing::Brt { gamma: 0.5 }),
-        x.view(),
-    )
-    .unwrap();
+    let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
     let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
     let new = clustered_binary(32, 1000, d);
     let rows = model.leaf_stats_all(new.view()).unwrap();
