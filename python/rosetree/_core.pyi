@@ -41,6 +41,7 @@ def fit_brt(
     dp_alpha: float,
     binary: bool,
     contract: bool,
+    merge_rule: str = "likelihood_ratio",
     n_jobs: int | None = None,
     approx: tuple[int, int, int] | None = None,
 ) -> RoseTree: ...
@@ -56,6 +57,7 @@ def fit_brt_csr(
     dp_alpha: float,
     binary: bool,
     contract: bool,
+    merge_rule: str = "likelihood_ratio",
     n_jobs: int | None = None,
     approx: tuple[int, int, int] | None = None,
 ) -> RoseTree: ...

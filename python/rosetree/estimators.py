@@ -16,6 +16,7 @@ from .tree import RoseTree
 __all__ = ["BayesianRoseTree"]
 
 _MIXINGS = ("brt", "gamma", "dp")
+_MERGE_RULES = ("likelihood_ratio", "posterior")
 #: Rows sampled to find the top-level clusters of a part in the approximate search.
 _APPROX_SAMPLE = 1000
 
@@ -75,6 +76,15 @@ def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
     return out
 
 
+def check_merge_rule(rule: Any) -> str:
+    """``rule`` if it names a merge rule of the greedy search."""
+    if rule not in _MERGE_RULES:
+        raise InvalidParameterError(
+            f"merge_rule must be one of {_MERGE_RULES}, got {rule!r}", "merge_rule"
+        )
+    return str(rule)
+
+
 class BayesianRoseTree(_ParamsMixin):
     r"""Greedy Bayesian rose tree (Blundell, Teh & Heller 2010), or BHC with ``binary=True``.
 
@@ -82,7 +92,8 @@ class BayesianRoseTree(_ParamsMixin):
     computed by the recursion :math:`p(D \mid T) = \pi_T f(D) + (1 - \pi_T) \prod_i p(D_i
     \mid T_i)` (eq 1.5). It is built by greedy agglomeration: at each step the pair of trees
     and the merge (join, absorb, collapse) with the highest likelihood ratio (eq 1.23) is
-    taken.
+    taken (or, with ``merge_rule="posterior"``, the one whose new node is most probably a
+    cluster).
 
     Parameters
     ----------
@@ -101,6 +112,18 @@ class BayesianRoseTree(_ParamsMixin):
     binary : bool, default=False
         Consider joins only: Bayesian hierarchical clustering (BHC-γ with ``"gamma"`` or
         ``"brt"``, which coincide on binary trees; BHC-DP with ``"dp"``).
+    merge_rule : {"likelihood_ratio", "posterior"}, default="likelihood_ratio"
+        How the greedy search ranks candidate merges. ``"likelihood_ratio"`` is the BRT
+        chapter's rule (eq 1.23): the merge that most raises :math:`p(D \mid T)` locally,
+        :math:`\ln L = \ln p(T_m) - \ln p(T_i) - \ln p(T_j)`. ``"posterior"`` is Heller &
+        Ghahramani's BHC rule: the merge whose new node has the highest posterior merge
+        probability :math:`r_m = \pi_m f(D_m) / p(D_m \mid T_m)` (eq 1.26); with rose-tree
+        merges the operation of each pair (join, absorb, collapse) is still the most likely
+        one, and pairs are ranked by :math:`r` of the node it makes. Use ``"posterior"`` to
+        reproduce BHC as published (``binary=True``, ``mixing="dp"``); the likelihood ratio
+        is the rule under which greedy rose trees were studied. Both rank merges as exact
+        arithmetic would: hopeless merges, whose scores round to the same double, are still
+        ordered by how hopeless they are.
     contract : bool, default=False
         After the greedy search, contract every edge whose removal raises
         :math:`p(D \mid T)`, until none does.
@@ -173,6 +196,7 @@ class BayesianRoseTree(_ParamsMixin):
         gamma: float = 0.5,
         dp_alpha: float = 1.0,
         binary: bool = False,
+        merge_rule: str = "likelihood_ratio",
         contract: bool = False,
         n_jobs: int | None = None,
         approximate: bool = False,
@@ -187,6 +211,7 @@ class BayesianRoseTree(_ParamsMixin):
         self.gamma = gamma
         self.dp_alpha = dp_alpha
         self.binary = binary
+        self.merge_rule = merge_rule
         self.contract = contract
         self.n_jobs = n_jobs
         self.approximate = approximate
@@ -221,6 +246,7 @@ class BayesianRoseTree(_ParamsMixin):
             X = check_array(X)
         options = dict(
             binary=bool(self.binary),
+            merge_rule=check_merge_rule(self.merge_rule),
             contract=bool(self.contract),
             n_jobs=n_jobs,
             approx=self._approx_args(),
