@@ -1,3 +1,6 @@
+// Reference values are quoted with every digit mpmath printed.
+#![allow(clippy::excessive_precision)]
+
 use ndarray::{Array2, array};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -310,6 +313,11 @@ fn data_driven_defaults() {
         (&[0.0; 3][..], 2.0, 4.0)
     );
     assert!((model.b0()[2] - NormalGamma::DEFAULT_B0_SCALE * 4.0 * (2.0 + 1e-6)).abs() < 1e-14);
+    // A column with one observed entry takes the mean variance of the others.
+    let x = array![[1.0, 5.0, 2.0], [3.0, 5.0, NAN], [2.0, 5.0, NAN]];
+    let moments = ColumnMoments::dense(x.view()).unwrap();
+    let model = NormalGamma::with_defaults(&moments, None, None, None, None).unwrap();
+    assert!((model.b0()[2] - scale * (0.5 + 0.5e-6)).abs() < 1e-15);
     // Every column constant: b0 = scale · a0.
     let constant = ColumnMoments::dense(array![[1.0, 2.0], [1.0, 2.0]].view()).unwrap();
     let model = NormalGamma::with_defaults(&constant, None, None, None, None).unwrap();
