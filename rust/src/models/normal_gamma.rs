@@ -563,9 +563,11 @@ impl NormalGamma {
         }
     }
 
-    /// Chan et al.'s merge of one feature: `(n, mean, M2)` of the union of two groups.
+    /// Chan et al.'s merge of feature `j`: `(n_j, mean, M2)` of the union of two clusters.
     #[inline]
-    fn merge_feature(na: u32, ma: f64, sa: f64, nb: u32, mb: f64, sb: f64) -> (u32, f64, f64) {
+    fn merge_feature(a: &NormalGammaStats, b: &NormalGammaStats, j: usize) -> (u32, f64, f64) {
+        let (na, ma, sa) = (a.observed(j), a.mean[j], a.m2[j]);
+        let (nb, mb, sb) = (b.observed(j), b.mean[j], b.m2[j]);
         if nb == 0 {
             return (na, ma, sa);
         }
@@ -634,14 +636,7 @@ impl ClusterModel for NormalGamma {
         let complete = a.observed.is_none() && b.observed.is_none();
         let mut observed = Vec::with_capacity(if complete { 0 } else { d });
         for j in 0..d {
-            let (n, m, s) = Self::merge_feature(
-                a.observed(j),
-                a.mean[j],
-                a.m2[j],
-                b.observed(j),
-                b.mean[j],
-                b.m2[j],
-            );
+            let (n, m, s) = Self::merge_feature(a, b, j);
             mean.push(m);
             m2.push(s);
             if !complete {
@@ -688,14 +683,7 @@ impl ClusterModel for NormalGamma {
         } else {
             (0..a.mean.len())
                 .map(|j| {
-                    let (nj, m, s) = Self::merge_feature(
-                        a.observed(j),
-                        a.mean[j],
-                        a.m2[j],
-                        b.observed(j),
-                        b.mean[j],
-                        b.m2[j],
-                    );
+                    let (nj, m, s) = Self::merge_feature(a, b, j);
                     self.feature_term(j, nj, m, s)
                 })
                 .sum()
