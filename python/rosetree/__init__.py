@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from . import datasets, plot
 from ._core import __version__
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
+from .config import (
+    BetaBernoulli,
+    ClusterModel,
+    DirichletMultinomial,
+    NormalGamma,
+    NormalInverseWishart,
+)
 from .estimators import BayesianRoseTree
 from .exceptions import (
     InvalidDataError,
@@ -40,6 +46,7 @@ __all__ = [
     "InvalidParameterError",
     "InvalidTreeError",
     "LearningResult",
+    "NormalGamma",
     "NormalInverseWishart",
     "NotFittedError",
     "NumericalError",

@@ -108,3 +108,17 @@ def brt_missing_probabilities(
     *,
     n_jobs: int | None = None,
 ) -> tuple[npt.NDArray[np.uintp], npt.NDArray[np.uintp], npt.NDArray[np.float64]]: ...
+def evidence_gradient(
+    x: npt.NDArray[np.float64],
+    model: dict[str, Any],
+    internal: list[list[int]],
+    *,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+) -> tuple[float, npt.NDArray[np.float64], float]: ...
+
+# The model with its defaults filled in: "alpha"/"beta" (bernoulli), "alpha"
+# (dirichlet_multinomial), "mu0"/"kappa0"/"nu0"/"psi0" (normal_inverse_wishart) or
+# "m0"/"kappa0"/"a0"/"b0" (normal_gamma), plus the flat "hyperparameters" of the gradient.
+def resolved_model(x: npt.NDArray[np.float64], model: dict[str, Any]) -> dict[str, Any]: ...

@@ -10,13 +10,21 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
+from .config import (
+    BetaBernoulli,
+    ClusterModel,
+    DirichletMultinomial,
+    NormalGamma,
+    NormalInverseWishart,
+)
 from .estimators import BayesianRoseTree
 from .exceptions import RoseTreeError
 
 _MODELS = {
     "bernoulli": "beta-Bernoulli (binary 0/1 data; empty or NaN cells are missing)",
     "gaussian": "Normal-inverse-Wishart (real-valued data, data-driven prior)",
+    "normal-gamma": "independent Normal-Gamma features (real-valued data, data-driven prior; "
+    "empty or NaN cells are missing)",
     "multinomial": "Dirichlet-multinomial (rows of counts)",
 }
 
@@ -26,6 +34,8 @@ def _model(name: str, alpha: float, beta: float) -> ClusterModel:
         return BetaBernoulli(alpha=alpha, beta=beta)
     if name == "gaussian":
         return NormalInverseWishart()
+    if name == "normal-gamma":
+        return NormalGamma()
     return DirichletMultinomial(alpha=alpha)
 
 
@@ -71,7 +81,7 @@ def read_csv(
 def _describe(model: ClusterModel) -> str:
     """The learned hyperparameters in one line (ranges for per-feature values)."""
     parts = []
-    for name in ("alpha", "beta", "kappa0", "nu0"):
+    for name in ("alpha", "beta", "kappa0", "nu0", "a0", "b0"):
         if not hasattr(model, name):
             continue
         v = np.atleast_1d(np.asarray(getattr(model, name), dtype=float))

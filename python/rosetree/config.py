@@ -14,7 +14,13 @@ from numpy.typing import ArrayLike
 
 from .exceptions import InvalidParameterError
 
-__all__ = ["BetaBernoulli", "ClusterModel", "DirichletMultinomial", "NormalInverseWishart"]
+__all__ = [
+    "BetaBernoulli",
+    "ClusterModel",
+    "DirichletMultinomial",
+    "NormalGamma",
+    "NormalInverseWishart",
+]
 
 
 def _vector(name: str, value: Any) -> list[float]:
@@ -164,6 +170,65 @@ class NormalInverseWishart(ClusterModel):
             "kappa0": _optional_scalar("kappa0", self.kappa0),
             "nu0": _optional_scalar("nu0", self.nu0),
             "psi0": psi0,
+        }
+
+
+@dataclass(frozen=True)
+class NormalGamma(ClusterModel):
+    r"""Real-valued clusters with independent Normal–Gamma features (a diagonal Gaussian).
+
+    Per feature *j*: :math:`x_j \mid \mu_j, \lambda_j \sim \mathcal{N}(\mu_j, 1/\lambda_j)`,
+    :math:`\mu_j \mid \lambda_j \sim \mathcal{N}(m_{0j}, 1/(\kappa_0 \lambda_j))`,
+    :math:`\lambda_j \sim \mathrm{Gamma}(a_0, \text{rate } b_{0j})`, so that
+
+    .. math::
+        \ln f(D) = \sum_j \Big[\ln\Gamma(a_n) - \ln\Gamma(a_0) + a_0 \ln b_{0j}
+                  - a_n \ln b_{nj} + \tfrac12 \ln\frac{\kappa_0}{\kappa_n}
+                  - \tfrac{n}{2} \ln 2\pi\Big]
+
+    with :math:`\kappa_n = \kappa_0 + n`, :math:`a_n = a_0 + n/2` and
+    :math:`b_{nj} = b_{0j} + \tfrac12 \sum (x_j - \bar x_j)^2
+    + \kappa_0 n (\bar x_j - m_{0j})^2 / (2\kappa_n)` (Murphy 2007, eq 95), *n* counting
+    the observed entries of feature *j*.
+
+    Parameters
+    ----------
+    m0 : float or array_like of shape (n_features,), optional
+        Prior mean of each feature. Default: the column means of the data.
+    kappa0 : float, optional
+        Prior pseudo-count of the means. Default: 1.0, so that cluster means spread about
+        as widely as the rows of one cluster.
+    a0 : float, optional
+        Gamma shape of the precisions. Default: 5.0.
+    b0 : float or array_like of shape (n_features,), optional
+        Gamma rate of each feature's precision (prior mean precision ``a0 / b0``).
+        Default: ``0.2 * a0`` times the column variance (plus a ridge of 1e-6 times the mean
+        variance), so that a cluster's prior mean precision is five times that of the whole
+        data; a column with fewer than two observed values takes the mean variance.
+
+    Notes
+    -----
+    The defaults gave the highest mean dendrogram purity among 90 candidate rules on
+    labelled continuous data (MNIST PCA-20, optdigits and digits024 subsets; see
+    ``experiments/normal_gamma_defaults.py``). NaN marks a missing
+    entry, which drops out of its feature (marginalised). Unlike
+    :class:`NormalInverseWishart`, the features are independent within a cluster, which
+    costs no matrix algebra and estimates no covariances; sparse input is read without a
+    dense copy.
+    """
+
+    m0: float | ArrayLike | None = None
+    kappa0: float | None = None
+    a0: float | None = None
+    b0: float | ArrayLike | None = None
+
+    def _spec(self) -> dict[str, Any]:
+        return {
+            "family": "normal_gamma",
+            "m0": None if self.m0 is None else _vector("m0", self.m0),
+            "kappa0": _optional_scalar("kappa0", self.kappa0),
+            "a0": _optional_scalar("a0", self.a0),
+            "b0": None if self.b0 is None else _vector("b0", self.b0),
         }
 
 

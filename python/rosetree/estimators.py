@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array, check_csr, check_n_jobs, is_sparse
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial
+from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import RoseTree
 
@@ -57,8 +57,8 @@ def resolve_model(model: Any) -> ClusterModel:
     if not isinstance(model, ClusterModel):
         raise InvalidParameterError(
             "model must be a rosetree cluster model such as rt.BetaBernoulli(), "
-            "rt.NormalInverseWishart(), rt.DirichletMultinomial() or a subclass of "
-            f"rt.ClusterModel that implements log_marginal(X); got {model!r}",
+            "rt.NormalInverseWishart(), rt.NormalGamma(), rt.DirichletMultinomial() or a "
+            f"subclass of rt.ClusterModel that implements log_marginal(X); got {model!r}",
             "model",
         )
     return model
@@ -99,7 +99,7 @@ class BayesianRoseTree(_ParamsMixin):
     ----------
     model : ClusterModel, default=None
         The cluster model :math:`f(D)`: :class:`BetaBernoulli` (the default),
-        :class:`NormalInverseWishart` or :class:`DirichletMultinomial`.
+        :class:`NormalInverseWishart`, :class:`NormalGamma` or :class:`DirichletMultinomial`.
     mixing : {"brt", "gamma", "dp"}, default="brt"
         How :math:`\pi_T` is set: ``"brt"`` is :math:`1 - (1 - \gamma)^{n_c - 1}` for a node
         with :math:`n_c` children (eq 1.7); ``"gamma"`` is the constant :math:`\gamma`;
@@ -153,7 +153,8 @@ class BayesianRoseTree(_ParamsMixin):
         the most likely result is kept (the BRT chapter used 10).
     tie_hyperparameters : bool, default=False
         Learn one ``alpha`` and ``beta`` shared by all features instead of one per feature
-        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`). Per-feature learning from a
+        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`; for :class:`NormalGamma`, one
+        factor on every ``b0``). Per-feature learning from a
         shared start first learns the shared values and continues from their optimum.
 
     Attributes
@@ -241,7 +242,7 @@ class BayesianRoseTree(_ParamsMixin):
         mixing_args(self.mixing, self.gamma, self.dp_alpha)
         n_jobs = check_n_jobs(self.n_jobs)
         names = getattr(X, "columns", None)
-        sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial))
+        sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial, NormalGamma))
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
             X = check_array(X)
         options = dict(
@@ -377,8 +378,9 @@ class BayesianRoseTree(_ParamsMixin):
         Parameters
         ----------
         X : array_like of shape (n_rows, n_features)
-            New rows. For :class:`BetaBernoulli`, NaN entries are missing and marginalised
-            out (an all-NaN row scores 0); the other built-in models reject NaN.
+            New rows. For :class:`BetaBernoulli` and :class:`NormalGamma`, NaN entries are
+            missing and marginalised out (an all-NaN row scores 0); the other built-in
+            models reject NaN.
 
         Returns
         -------
@@ -386,7 +388,7 @@ class BayesianRoseTree(_ParamsMixin):
             :math:`\ln p(x \mid D, T)` of each row: a log probability for discrete models
             (for :class:`DirichletMultinomial`, of the count vector when
             ``multinomial_coefficient=True``, else of one ordering of its tokens), a log
-            density for :class:`NormalInverseWishart`.
+            density for :class:`NormalInverseWishart` and :class:`NormalGamma`.
 
         Raises
         ------

@@ -9,7 +9,7 @@ mod models;
 mod predict;
 mod tree;
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::ArrayView2;
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -166,8 +166,7 @@ fn fit_brt_csr(
             .ok_or_else(|| bad("column index out of range"))?;
         rows.push((cols, lo as usize..hi as usize));
     }
-    // Shape only: the sparse path serves models whose defaults do not look at the data.
-    let model = build_model(model, Array2::<f64>::zeros((0, n_cols)).view())?;
+    let model = models::build_model_csr(model, indptr, indices, data, n_cols)?;
     with_model!(model, m => {
         m.prepare(n);
         let leaves = rows

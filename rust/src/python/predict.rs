@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 
 use super::callback::CallbackModel;
 use super::interrupted;
-use super::models::{AnyModel, build_model, with_model};
+use super::models::{AnyModel, build_model, build_model_csr, with_model};
 use super::tree::PyRoseTree;
 use crate::brt::Predictor;
 use crate::error::RoseTreeError;
@@ -99,7 +99,13 @@ fn model_for(
     }
     let model = match train {
         Training::Dense(x) => build_model(spec, x.as_array())?,
-        Training::Csr(.., n_cols) => build_model(spec, Array2::<f64>::zeros((0, *n_cols)).view())?,
+        Training::Csr(indptr, indices, data, n_cols) => build_model_csr(
+            spec,
+            indptr.as_slice()?,
+            indices.as_slice()?,
+            data.as_slice()?,
+            *n_cols,
+        )?,
     };
     match (model, train) {
         (AnyModel::Callback(_), Training::Dense(x)) => {
