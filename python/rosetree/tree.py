@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from collections.abc import Sequence
 from typing import Any
 
@@ -282,7 +283,7 @@ class RoseTree:
         except (TypeError, ValueError):
             raise InvalidParameterError("nodes must be node ids (int)", "nodes") from None
         if any(v < 0 for v in ids):
-            raise InvalidParameterError("node ids must be non-negative", "nodes")
+            raise InvalidParameterError("nodes must hold non-negative node ids", "nodes")
         return np.asarray(self._core.labels(ids), dtype=np.int64)
 
     def clusters_at_height(self, height: float) -> list[int]:
@@ -384,7 +385,9 @@ class RoseTree:
         """:meth:`to_dict` as a JSON string, written without recursion.
 
         The text equals ``json.dumps(self.to_dict(labels), indent=indent, default=str)``,
-        which itself fails on trees deeper than Python's recursion limit.
+        which itself fails on trees deeper than Python's recursion limit. Note that with
+        ``indent`` every line is indented by its depth, so a chain of *n* leaves takes
+        *O(n²)* characters; leave ``indent=None`` for deep trees.
         """
         return _dumps(self.to_dict(labels), indent)
 
@@ -477,7 +480,8 @@ class RoseTree:
 def _dumps(obj: Any, indent: int | None) -> str:
     """``json.dumps(obj, indent=indent, default=str)`` with an explicit stack.
 
-    Dicts and lists may nest to any depth; every other value is written by :func:`json.dumps`.
+    Dicts and lists may nest to any depth. Runs of other values are written by
+    :func:`json.dumps` itself (with the separators that ``indent`` implies at this depth).
     """
     item_sep = ", " if indent is None else ","
     out: list[str] = []
@@ -490,24 +494,38 @@ def _dumps(obj: Any, indent: int | None) -> str:
             continue
         value, depth = item
         if isinstance(value, dict):
-            pairs = [(json.dumps(str(k)) + ": ", v) for k, v in value.items()]
+            items: list[tuple[Any, Any]] = list(value.items())
             opening, closing = "{", "}"
         elif isinstance(value, (list, tuple)):
-            pairs = [("", v) for v in value]
+            items = [(None, v) for v in value]
             opening, closing = "[", "]"
         else:
             out.append(json.dumps(value, default=str))
             continue
-        if not pairs:
+        if not items:
             out.append(opening + closing)
             continue
         newline = "" if indent is None else "\n" + " " * (indent * (depth + 1))
-        end = "" if indent is None else "\n" + " " * (indent * depth)
-        stack.append(end + closing)
-        for k in reversed(range(len(pairs))):
-            key, v = pairs[k]
-            stack.append((v, depth + 1))
-            stack.append((opening if k == 0 else item_sep) + newline + key)
+        sep = item_sep + newline
+        # (text, nested value or _END): a run of plain items, or a key and a container.
+        pieces: list[tuple[str, Any]] = []
+        run: list[tuple[Any, Any]] = []
+        for key, v in [*items, (None, _END)]:
+            if v is not _END and not isinstance(v, (dict, list, tuple)):
+                run.append((key, v))
+                continue
+            if run:
+                plain = dict(run) if opening == "{" else [x for _, x in run]
+                pieces.append((json.dumps(plain, default=str, separators=(sep, ": "))[1:-1], _END))
+                run = []
+            if v is not _END:
+                pieces.append(("" if key is None else encode_basestring_ascii(str(key)) + ": ", v))
+        stack.append(("" if indent is None else "\n" + " " * (indent * depth)) + closing)
+        for k in reversed(range(len(pieces))):
+            text, v = pieces[k]
+            if v is not _END:
+                stack.append((v, depth + 1))
+            stack.append((opening + newline if k == 0 else sep) + text)
     return "".join(out)
 
 
