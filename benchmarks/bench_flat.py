@@ -137,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"skipping {name}: {args.data / LABELLED[name][0]} not found", file=sys.stderr)
 
-    head = "| data | n | classes | system | depth | cut: K | ARI | map: K | ARI | k: K | ARI | fit s |"
+    head = (
+        "| data | n | classes | system | depth | cut: K | ARI | map: K | ARI | k: K | ARI "
+        "| fit s |"
+    )
     print(" ".join(sys.argv))
     print(f"rosetree {rt.__version__}, Python {platform.python_version()}, {platform.machine()}")
     print(head)

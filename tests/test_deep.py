@@ -66,7 +66,8 @@ def test_conversions(chain):
         node, depth = node["children"][0], depth + 1
     assert depth == N - 1 and node["row"] == 0
     text = tree.to_json()
-    assert text.count('"children"') == N - 1 and text.endswith("}") and text.startswith('{"n_leaves"')
+    assert text.count('"children"') == N - 1
+    assert text.startswith('{"n_leaves"') and text.endswith("}")
     assert json.loads(text[:200].split(', "root"')[0] + "}")["n_leaves"] == N
     newick = tree.to_newick()
     assert newick == "(" * (N - 1) + "0," + ",".join(f"{i})" for i in range(1, N)) + ";"

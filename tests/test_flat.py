@@ -239,3 +239,17 @@ def test_format_shortens_deep_indentation(trees):
             assert a[4 * hidden :] == b[b.index("»") + 2 :]
     with pytest.raises(rt.InvalidParameterError, match="max_indent"):
         tree.format(max_indent=0)
+
+
+def test_command_line_flat_cluster_options(tmp_path, capsys):
+    from rosetree.cli import main
+
+    data = tmp_path / "d.csv"
+    rows = ["a,b,c", "1,1,0", "1,1,0", "0,0,1", "0,1,1"]
+    data.write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(data), "--n-clusters", "1"]) == 0
+    assert "flat clusters     1 (at most 1" in capsys.readouterr().out
+    assert main(["fit", str(data), "--flat", "map"]) == 0
+    assert "most probable tree-consistent partition" in capsys.readouterr().out
+    assert main(["fit", str(data), "--cut-threshold", "2"]) == 2
+    assert "cut_threshold" in capsys.readouterr().err

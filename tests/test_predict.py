@@ -189,7 +189,10 @@ def test_python_model_agrees_with_the_built_in_one():
     new = np.array([[1, 0, 1, 1, 0], [0, 0, np.nan, 1, 1]])
     np.testing.assert_allclose(python.score_samples(new), built_in.score_samples(new), rtol=1e-12)
     np.testing.assert_allclose(
-        python.predict_node_proba(new), built_in.predict_node_proba(new)[:, order], rtol=1e-9, atol=1e-15
+        python.predict_node_proba(new),
+        built_in.predict_node_proba(new)[:, order],
+        rtol=1e-9,
+        atol=1e-15,
     )
     full = BINARY.copy()
     full[3, 0] = 1.0

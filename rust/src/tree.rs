@@ -385,10 +385,16 @@ impl RoseTree {
     }
 
     fn clusters_below(&self, heights: &[f64], t: f64) -> Vec<usize> {
+        self.top_down(|v| self.nodes[v].is_leaf() || heights[v] <= t)
+    }
+
+    /// The nodes where a descent from the root stops (`stop(v)` is true; it must be at every
+    /// leaf), in increasing id order.
+    fn top_down(&self, stop: impl Fn(usize) -> bool) -> Vec<usize> {
         let mut clusters = Vec::new();
         let mut stack = vec![self.root()];
         while let Some(v) = stack.pop() {
-            if self.nodes[v].is_leaf() || heights[v] <= t {
+            if stop(v) {
                 clusters.push(v);
             } else {
                 stack.extend(&self.nodes[v].children);
@@ -433,17 +439,7 @@ impl RoseTree {
             keep[id] = whole >= split;
             best.push(whole.max(split));
         }
-        let mut clusters = Vec::new();
-        let mut stack = vec![self.root()];
-        while let Some(v) = stack.pop() {
-            if keep[v] {
-                clusters.push(v);
-            } else {
-                stack.extend(&self.nodes[v].children);
-            }
-        }
-        clusters.sort_unstable();
-        clusters
+        self.top_down(|v| keep[v])
     }
 
     /// The flat clustering with at most `k` clusters that the heights give, as SciPy's

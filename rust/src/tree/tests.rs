@@ -11,28 +11,30 @@ use crate::brt::{self, Mixing, Predictor, evidence_gradient, log_cluster_weights
 use crate::models::{BetaBernoulli, ClusterModel};
 use crate::parallel::Threads;
 
-/// A small xorshift generator: tests need reproducible data, not statistical quality.
-struct Rng(u64);
+/// A reproducible pseudo-random bit for entry `(i, j)`: a multiplicative hash, since tests
+/// need varied data, not statistical quality.
+fn bit(i: usize, j: usize, seed: u64) -> f64 {
+    let h = (i as u64 ^ (j as u64) << 32 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    f64::from(u8::from(h >> 63 == 1))
+}
 
-impl Rng {
-    fn bit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        f64::from(u8::from(self.0 >> 63 == 1))
-    }
+/// The distinct heights of `tree`, in increasing order.
+fn distinct_heights(tree: &RoseTree) -> Vec<f64> {
+    let mut levels = tree.heights();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    levels
 }
 
 /// A fitted rose tree (multi-way nodes) on clustered binary data.
 fn fitted(n: usize, seed: u64) -> RoseTree {
-    let mut rng = Rng(seed);
     let protos = [
         [1., 1., 1., 0., 0., 0.],
         [0., 0., 0., 1., 1., 1.],
         [1., 0., 1., 0., 1., 0.],
     ];
     let x = Array2::from_shape_fn((n, 6), |(i, j)| {
-        let noise = rng.bit() * rng.bit() * rng.bit();
+        let noise = bit(i, j, seed) * bit(i, j + 6, seed) * bit(i, j + 12, seed);
         (protos[i % 3][j] - noise).abs()
     });
     let model = BetaBernoulli::new(&[0.5], &[0.5], 6).unwrap();
@@ -130,12 +132,8 @@ fn max_clusters_is_the_lowest_cut_with_at_most_k_clusters() {
     for seed in 1..4 {
         let tree = fitted(40, seed);
         let n = tree.n_leaves();
-        let h = tree.heights();
-        // Every distinct threshold and the number of clusters it gives.
-        let mut levels: Vec<f64> = h.clone();
-        levels.push(-1.0);
-        levels.sort_by(f64::total_cmp);
-        levels.dedup();
+        // Every distinct threshold (below all heights too) and the clusters it gives.
+        let levels: Vec<f64> = [vec![-1.0], distinct_heights(&tree)].concat();
         let counts: Vec<usize> = levels
             .iter()
             .map(|&t| tree.clusters_at_height(t).len())
@@ -164,7 +162,7 @@ fn labels_number_clusters_by_first_row_and_reject_non_partitions() {
     // ((0, 1, 2), (3, 4)) with made-up values.
     let topo = Topology::new(5, vec![vec![2, 0, 1], vec![3, 4], vec![5, 6]]).unwrap();
     let z = vec![0.0; 8];
-    let tree = RoseTree::from_parts(&topo, &z, &z, &z, &vec![-1.0; 8]).unwrap();
+    let tree = RoseTree::from_parts(&topo, &z, &z, &z, &[-1.0; 8]).unwrap();
     assert_eq!(tree.labels(&[6, 5]).unwrap(), vec![0, 0, 0, 1, 1]);
     assert_eq!(tree.labels(&[3, 4, 0, 1, 2]).unwrap(), vec![0, 1, 2, 3, 4]);
     assert_eq!(tree.labels(&[7]).unwrap(), vec![0; 5]);
@@ -219,10 +217,7 @@ fn linkage_is_monotonic_and_its_cuts_are_the_trees_clusters() {
         assert_eq!(z.len(), n - 1);
         assert!(z.windows(2).all(|w| w[0][2] <= w[1][2]));
         assert_eq!(z[n - 2][3], n as f64);
-        let mut levels = tree.heights();
-        levels.sort_by(f64::total_cmp);
-        levels.dedup();
-        for t in levels {
+        for t in distinct_heights(&tree) {
             let mut expected: Vec<Vec<usize>> = tree
                 .clusters_at_height(t)
                 .into_iter()
@@ -273,8 +268,7 @@ fn caterpillar_topology(n: usize) -> Topology {
 fn every_tree_operation_handles_a_chain_of_100000_leaves() {
     let n = 100_000;
     let start = Instant::now();
-    let mut rng = Rng(7);
-    let x = Array2::from_shape_fn((n, 3), |_| rng.bit());
+    let x = Array2::from_shape_fn((n, 3), |(i, j)| bit(i, j, 7));
     let model = BetaBernoulli::new(&[1.0], &[1.0], 3).unwrap();
     let leaves = model.leaf_stats_all(x.view()).unwrap();
     let topo = caterpillar_topology(n);
