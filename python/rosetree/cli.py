@@ -96,7 +96,7 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
         rule = f"r >= {est.cut_threshold:g} cut"
     out.write(
         f"log evidence      ln p(D|T) = {est.log_evidence_:.4f}\n"
-        f"internal nodes    {tree.n_nodes - tree.n_leaves}\n"
+        f"internal nodes    {tree.n_nodes - tree.n_leaves} (depth {tree.depth()})\n"
         f"partitions        10^{tree.n_partitions(log10=True):.2f}\n"
         f"flat clusters     {n_clusters} ({rule})\n"
     )

@@ -387,7 +387,10 @@ class RoseTree:
         The text equals ``json.dumps(self.to_dict(labels), indent=indent, default=str)``,
         which itself fails on trees deeper than Python's recursion limit. Note that with
         ``indent`` every line is indented by its depth, so a chain of *n* leaves takes
-        *O(n²)* characters; leave ``indent=None`` for deep trees.
+        *O(n²)* characters; leave ``indent=None`` for deep trees. Python's own
+        :func:`json.loads` recurses too and cannot read back trees deeper than about 490
+        levels (two JSON levels per node); for those, keep the flat arrays (``children``,
+        ``log_p``, ...) instead.
         """
         return _dumps(self.to_dict(labels), indent)
 
