@@ -360,26 +360,43 @@ def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
     """Child lists of the internal nodes of a nested-list tree (or a RoseTree), in post-order.
 
     Leaves are row indices ``0 .. n_leaves - 1``; a list with one element stands for that
-    element. The Rust core checks that every row appears exactly once.
+    element. The Rust core checks that every row appears exactly once. The walk keeps its
+    own stack, so trees of any depth (a chain of 100,000 merges) are read without
+    recursion.
     """
     if isinstance(tree, RoseTree):
         tree = tree.to_nested()
-    internal: list[list[int]] = []
 
-    def visit(t: Any) -> int:
+    def unwrap(t: Any) -> Any:
+        while isinstance(t, (list, tuple)) and len(t) == 1:
+            t = t[0]
         if isinstance(t, (list, tuple)):
             if len(t) == 0:
                 raise InvalidTreeError("the tree contains an empty list")
-            if len(t) == 1:
-                return visit(t[0])
-            ids = [visit(c) for c in t]
-            internal.append(ids)
-            return n_leaves + len(internal) - 1
+            return t
         if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
             raise InvalidTreeError(f"leaves must be row indices (int), got {t!r}")
         if not 0 <= int(t) < n_leaves:
             raise InvalidTreeError(f"leaf {t} is not a row of the data (0 .. {n_leaves - 1})")
         return int(t)
 
-    visit(tree)
+    internal: list[list[int]] = []
+    root = unwrap(tree)
+    if not isinstance(root, (list, tuple)):
+        return internal
+    # Each frame: a list node and the ids of its children read so far.
+    stack: list[tuple[Any, list[int]]] = [(root, [])]
+    while stack:
+        node, ids = stack[-1]
+        if len(ids) < len(node):
+            child = unwrap(node[len(ids)])
+            if isinstance(child, int):
+                ids.append(child)
+            else:
+                stack.append((child, []))
+            continue
+        stack.pop()
+        internal.append(ids)
+        if stack:
+            stack[-1][1].append(n_leaves + len(internal) - 1)
     return internal
