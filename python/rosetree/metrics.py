@@ -272,20 +272,14 @@ def subtree_score(tree: Any, y: Any) -> float:
 
     Parameters
     ----------
-    tree : RoseTree, ndarray of shape (n - 1, 4), or nested lists
-        As in :func:`dendrogram_purity`.
-    y : array_like of shape (n,)
-        Class label of every leaf.
+    tree, y
+        As in :func:`dendrogram_purity`, which also lists the errors raised.
 
     Returns
     -------
     float
-        In [0, 1].
-
-    Raises
-    ------
-    InvalidParameterError, InvalidTreeError
-        As in :func:`dendrogram_purity`.
+        In [0, 1]: 1 when every class has a subtree of its own, 0 when no internal node is
+        pure.
 
     Examples
     --------
@@ -320,20 +314,13 @@ def leave_one_out_accuracy(tree: Any, y: Any) -> float:
 
     Parameters
     ----------
-    tree : RoseTree, ndarray of shape (n - 1, 4), or nested lists
-        As in :func:`dendrogram_purity`.
-    y : array_like of shape (n,)
-        Class label of every leaf.
+    tree, y
+        As in :func:`dendrogram_purity`, which also lists the errors raised.
 
     Returns
     -------
     float
-        In [0, 1].
-
-    Raises
-    ------
-    InvalidParameterError, InvalidTreeError
-        As in :func:`dendrogram_purity`.
+        The fraction of leaves whose label the rest of the tree predicts, in [0, 1].
 
     Examples
     --------
