@@ -33,6 +33,7 @@ from .exceptions import (
 from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
 from .gp import GPExperts
 from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
+from .metrics import dendrogram_purity, leave_one_out_accuracy, subtree_score
 from .tree import RoseTree
 
 __all__ = [
@@ -54,11 +55,14 @@ __all__ = [
     "RoseTreeError",
     "__version__",
     "datasets",
+    "dendrogram_purity",
     "evaluate_tree",
     "evidence_gradient",
     "excess_bits",
     "learn_hyperparameters",
+    "leave_one_out_accuracy",
     "log_evidence",
     "optimal_tree",
     "plot",
+    "subtree_score",
 ]
