@@ -27,6 +27,7 @@ def test_one_dataset_one_subset(bench, tmp_path, capsys):
     assert set(toy["systems"]) == {
         "rosetree BRT",
         "rosetree BHC",
+        "rosetree BHC-DP, posterior rule",
         *(
             f"SciPy {m}, {d}"
             for m in ("average", "complete", "single")

@@ -32,14 +32,14 @@ _MODELS = {
 }
 
 
-def _model(name: str, alpha: float, beta: float) -> ClusterModel:
+def _model(name: str, alpha: float | None, beta: float | None) -> ClusterModel:
     if name == "bernoulli":
         return BetaBernoulli(alpha=alpha, beta=beta)
     if name == "gaussian":
         return NormalInverseWishart()
     if name == "normal-gamma":
         return NormalGamma()
-    return DirichletMultinomial(alpha=alpha)
+    return DirichletMultinomial() if alpha is None else DirichletMultinomial(alpha=alpha)
 
 
 def read_csv(
@@ -193,9 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()),
     )
     fit.add_argument(
-        "--alpha", type=float, default=1.0, help="prior pseudo-count alpha (default 1)"
+        "--alpha",
+        type=float,
+        default=None,
+        help="prior pseudo-count alpha (default: bernoulli, each feature's smoothed frequency "
+        "of ones; multinomial, 1)",
     )
-    fit.add_argument("--beta", type=float, default=1.0, help="prior pseudo-count beta (default 1)")
+    fit.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        help="prior pseudo-count beta (default: bernoulli, one minus the frequency of ones)",
+    )
     fit.add_argument("--labels", metavar="COL", help="column holding leaf names")
     fit.add_argument(
         "--ignore", metavar="COL", nargs="*", default=[], help="columns to leave out of the data"

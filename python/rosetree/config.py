@@ -102,25 +102,34 @@ class BetaBernoulli(ClusterModel):
 
     Parameters
     ----------
-    alpha : float or array_like of shape (n_features,), default=1.0
+    alpha : float or array_like of shape (n_features,), default=None
         Pseudo-count of ones per feature (prior mean of :math:`P(x_i = 1)` is
-        :math:`\alpha_i / (\alpha_i + \beta_i)`).
-    beta : float or array_like of shape (n_features,), default=1.0
-        Pseudo-count of zeros per feature.
+        :math:`\alpha_i / (\alpha_i + \beta_i)`). ``None``: from the data, see Notes.
+    beta : float or array_like of shape (n_features,), default=None
+        Pseudo-count of zeros per feature. ``None``: from the data, see Notes.
 
     Notes
     -----
     Entries must be 0 or 1. NaN marks a missing entry, which is marginalised out.
+
+    The default prior is set from the data: each feature's prior mean is its smoothed
+    frequency of ones, :math:`m_i = (k_i + 1/2) / (N_i + 1)` over the :math:`N_i` observed
+    entries, with the weight of one observation: :math:`\alpha_i = m_i`,
+    :math:`\beta_i = 1 - m_i`. With :math:`\alpha = \beta = 1` every feature is a priori as
+    likely on as off, and on sparse data rows that share their zeros look alike; measured on
+    five labelled binary data sets (``benchmarks/bench_quality.py``), the data-driven prior
+    raised the dendrogram purity of the trees from below SciPy's average linkage to above
+    it on every one. Pass ``alpha=1.0, beta=1.0`` for the uniform prior.
     """
 
-    alpha: float | ArrayLike = 1.0
-    beta: float | ArrayLike = 1.0
+    alpha: float | ArrayLike | None = None
+    beta: float | ArrayLike | None = None
 
     def _spec(self) -> dict[str, Any]:
         return {
             "family": "bernoulli",
-            "alpha": _vector("alpha", self.alpha),
-            "beta": _vector("beta", self.beta),
+            "alpha": None if self.alpha is None else _vector("alpha", self.alpha),
+            "beta": None if self.beta is None else _vector("beta", self.beta),
         }
 
 

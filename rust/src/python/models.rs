@@ -49,11 +49,7 @@ pub(crate) fn build_model(spec: &Bound<'_, PyDict>, x: ArrayView2<'_, f64>) -> P
     let d = x.ncols();
     let family: String = get(spec, "family")?;
     Ok(match family.as_str() {
-        "bernoulli" => {
-            let alpha: Vec<f64> = get(spec, "alpha")?;
-            let beta: Vec<f64> = get(spec, "beta")?;
-            AnyModel::Bernoulli(BetaBernoulli::new(&alpha, &beta, d)?)
-        }
+        "bernoulli" => bernoulli(spec, d, || ColumnMoments::dense(x))?,
         "dirichlet_multinomial" => {
             let alpha: Vec<f64> = get(spec, "alpha")?;
             let coefficient: bool = get(spec, "multinomial_coefficient")?;
@@ -99,6 +95,28 @@ pub(crate) fn build_model(spec: &Bound<'_, PyDict>, x: ArrayView2<'_, f64>) -> P
     })
 }
 
+/// The beta–Bernoulli model of `spec` for `d` features; `moments` (of the data) is computed
+/// only when `alpha` or `beta` is left to its data-driven default.
+fn bernoulli(
+    spec: &Bound<'_, PyDict>,
+    d: usize,
+    moments: impl FnOnce() -> crate::Result<ColumnMoments>,
+) -> PyResult<AnyModel> {
+    let alpha: Option<Vec<f64>> = get(spec, "alpha")?;
+    let beta: Option<Vec<f64>> = get(spec, "beta")?;
+    let model = match (alpha, beta) {
+        (Some(alpha), Some(beta)) => BetaBernoulli::new(&alpha, &beta, d)?,
+        (alpha, beta) => {
+            let moments = moments()?;
+            if moments.count.len() != d {
+                return Err(RoseTreeError::param("X", format!("expected {d} columns")).into());
+            }
+            BetaBernoulli::from_frequencies(&moments, alpha.as_deref(), beta.as_deref())?
+        }
+    };
+    Ok(AnyModel::Bernoulli(model))
+}
+
 /// The Normal–Gamma model of `spec` for `d` features; `moments` (of the data) is computed
 /// only when `m0` or `b0` is left to its data-driven default.
 fn normal_gamma(
@@ -140,6 +158,11 @@ pub(crate) fn build_model_csr(
     n_cols: usize,
 ) -> PyResult<AnyModel> {
     let family: String = get(spec, "family")?;
+    if family == "bernoulli" {
+        return bernoulli(spec, n_cols, || {
+            ColumnMoments::csr(indptr, indices, data, n_cols)
+        });
+    }
     if family == "normal_gamma" {
         return normal_gamma(spec, n_cols, || {
             ColumnMoments::csr(indptr, indices, data, n_cols)
