@@ -17,6 +17,7 @@ from ._core import __version__
 from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
 from .estimators import BayesianRoseTree
 from .exceptions import (
+    DegenerateModelWarning,
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
@@ -33,6 +34,7 @@ __all__ = [
     "BayesianRoseTree",
     "BetaBernoulli",
     "ClusterModel",
+    "DegenerateModelWarning",
     "DirichletMultinomial",
     "EvidenceGradient",
     "GPExperts",

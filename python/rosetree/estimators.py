@@ -219,6 +219,7 @@ class BayesianRoseTree(_ParamsMixin):
         sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial))
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
             X = check_array(X)
+        model._check_data(X)
         options = dict(
             binary=bool(self.binary),
             contract=bool(self.contract),
