@@ -152,6 +152,16 @@ impl GaussianStats {
     }
 }
 
+impl Scatter {
+    /// `(m, rows, gram)` of a factor.
+    fn as_factor(&self) -> Option<(usize, &[f64], &[f64])> {
+        match self {
+            Self::Factor { m, rows, gram } => Some((*m, rows, gram)),
+            Self::Full(_) => None,
+        }
+    }
+}
+
 /// `Σ a_i b_i`.
 #[inline]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -198,6 +208,17 @@ fn forward_solve(l: &[f64], k: usize, b: &mut [f64]) {
 /// `None` when the Cholesky factorisation fails.
 fn ln_det_spd(m: DMatrix<f64>) -> Option<f64> {
     m.cholesky().map(|c| c.ln_determinant())
+}
+
+/// Calls `f` with a zeroed scratch buffer of length `len`: on the stack up to `SMALL`, so that
+/// scoring a row against a small cluster allocates nothing.
+#[inline]
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+    if len <= SMALL {
+        f(&mut [0.0_f64; SMALL][..len])
+    } else {
+        f(&mut vec![0.0; len])
+    }
 }
 
 /// `ln(1 + c s² q)` for `c, q ≥ 0`, also where `s²` overflows (a row far from a cluster).
@@ -722,24 +743,12 @@ impl NormalInverseWishart {
     ) -> Option<f64> {
         let d = self.mu0.len();
         if self.pair_form(&a.scatter, &b.scatter) == Form::Factor {
-            let (
-                Scatter::Factor {
-                    m: ma,
-                    rows: ra,
-                    gram: ga,
-                },
-                Scatter::Factor {
-                    m: mb,
-                    rows: rb,
-                    gram: gb,
-                },
-            ) = (&a.scatter, &b.scatter)
-            else {
+            let (Some(fa), Some(fb)) = (a.scatter.as_factor(), b.scatter.as_factor()) else {
                 unreachable!("the factor form needs two factors")
             };
             let u_delta: Vec<f64> = delta.iter().map(|v| v * w_ab.sqrt()).collect();
             let u_mean: Vec<f64> = zbar.iter().map(|v| v * w.sqrt()).collect();
-            let (k, mut g) = stacked_gram(&[(*ma, ra, ga), (*mb, rb, gb)], &[&u_delta, &u_mean], d);
+            let (k, mut g) = stacked_gram(&[fa, fb], &[&u_delta, &u_mean], d);
             (0..k).for_each(|i| g[i * k + i] += 1.0);
             return cholesky_in_place(&mut g, k);
         }
@@ -767,16 +776,14 @@ impl NormalInverseWishart {
     /// The rows `U` (`k × d`) with `Ψ̃_n = I + UᵀU` of a factor-form cluster: its factor and
     /// `√w z̄`.
     fn posterior_rows(&self, s: &GaussianStats) -> Option<(usize, Vec<f64>, Vec<f64>)> {
-        let Scatter::Factor { m, rows, gram } = &s.scatter else {
-            return None;
-        };
+        let factor = s.scatter.as_factor()?;
         let d = self.mu0.len();
         let w = self.mean_weight(s.n);
         let u_mean: Vec<f64> = s.mean.iter().map(|v| v * w.sqrt()).collect();
-        let (k, mut g) = stacked_gram(&[(*m, rows, gram)], &[&u_mean], d);
+        let (k, mut g) = stacked_gram(&[factor], &[&u_mean], d);
         (0..k).for_each(|i| g[i * k + i] += 1.0);
         let mut u = Vec::with_capacity(k * d);
-        u.extend_from_slice(rows);
+        u.extend_from_slice(factor.1);
         u.extend_from_slice(&u_mean);
         Some((k, u, g))
     }
@@ -932,29 +939,18 @@ impl ClusterModel for NormalInverseWishart {
         let (fb, w) = (b.n / n, a.n * b.n / n);
         let delta: Vec<f64> = (0..d).map(|i| b.mean[i] - a.mean[i]).collect();
         let mean = (0..d).map(|i| a.mean[i] + delta[i] * fb).collect();
-        let scatter = match (&a.scatter, &b.scatter) {
-            (
-                Scatter::Factor {
-                    m: ma,
-                    rows: ra,
-                    gram: ga,
-                },
-                Scatter::Factor {
-                    m: mb,
-                    rows: rb,
-                    gram: gb,
-                },
-            ) if ma + mb < self.max_factor_rows() => {
+        let scatter = match (a.scatter.as_factor(), b.scatter.as_factor()) {
+            (Some(fa), Some(fb)) if fa.0 + fb.0 < self.max_factor_rows() => {
                 let u: Vec<f64> = delta.iter().map(|v| v * w.sqrt()).collect();
-                let (m, gram) = stacked_gram(&[(*ma, ra, ga), (*mb, rb, gb)], &[&u], d);
+                let (m, gram) = stacked_gram(&[fa, fb], &[&u], d);
                 let mut rows = Vec::with_capacity(m * d);
-                rows.extend_from_slice(ra);
-                rows.extend_from_slice(rb);
+                rows.extend_from_slice(fa.1);
+                rows.extend_from_slice(fb.1);
                 rows.extend_from_slice(&u);
                 Scatter::Factor { m, rows, gram }
             }
-            (sa, sb) => {
-                let (sa, sb) = (full_scatter(sa, d), full_scatter(sb, d));
+            _ => {
+                let (sa, sb) = (full_scatter(&a.scatter, d), full_scatter(&b.scatter, d));
                 let mut out = Vec::with_capacity(d * d);
                 for i in 0..d {
                     for j in 0..d {
@@ -1056,44 +1052,28 @@ impl ClusterModel for NormalInverseWishart {
         let quad = match &q.form {
             QueryForm::Full { chol, inv_diag } => {
                 // z = L⁻¹ u by forward substitution; uᵀ Ψ̃_A⁻¹ u = |z|².
-                let mut z = [0.0_f64; SMALL];
-                let mut heap_z = Vec::new();
-                let z: &mut [f64] = if d <= SMALL {
-                    &mut z[..d]
-                } else {
-                    heap_z.resize(d, 0.0);
-                    &mut heap_z
-                };
-                let mut norm2 = 0.0;
-                for i in 0..d {
-                    let dot = dot(&chol[i * d..i * d + i], &z[..i]);
-                    z[i] = (unit(i) - dot) * inv_diag[i];
-                    norm2 += z[i] * z[i];
-                }
-                norm2
+                with_scratch(d, |z| {
+                    let mut norm2 = 0.0;
+                    for i in 0..d {
+                        let dot = dot(&chol[i * d..i * d + i], &z[..i]);
+                        z[i] = (unit(i) - dot) * inv_diag[i];
+                        norm2 += z[i] * z[i];
+                    }
+                    norm2
+                })
             }
             QueryForm::Factor { k, u, chol_g } => {
                 // uᵀ (I + UᵀU)⁻¹ u = |u|² − |L_G⁻¹ U u|².
                 let k = *k;
-                let mut p = [0.0_f64; SMALL];
-                let mut heap_p = Vec::new();
-                let p: &mut [f64] = if k <= SMALL {
-                    &mut p[..k]
-                } else {
-                    heap_p.resize(k, 0.0);
-                    &mut heap_p
-                };
-                let mut norm2 = 0.0;
-                for i in 0..d {
-                    let v = unit(i);
-                    norm2 += v * v;
-                }
-                for (r, pr) in p.iter_mut().enumerate() {
-                    let row = &u[r * d..(r + 1) * d];
-                    *pr = (0..d).map(|i| row[i] * unit(i)).sum::<f64>();
-                }
-                forward_solve(chol_g, k, p);
-                (norm2 - dot(p, p)).max(0.0)
+                let norm2: f64 = (0..d).map(|i| unit(i) * unit(i)).sum();
+                with_scratch(k, |p| {
+                    for (r, pr) in p.iter_mut().enumerate() {
+                        let row = &u[r * d..(r + 1) * d];
+                        *pr = (0..d).map(|i| row[i] * unit(i)).sum::<f64>();
+                    }
+                    forward_solve(chol_g, k, p);
+                    (norm2 - dot(p, p)).max(0.0)
+                })
             }
         };
         Ok(q.base - q.half_nu * ln1p_scaled(q.c, s, quad))
