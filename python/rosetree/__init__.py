@@ -23,6 +23,7 @@ from .config import (
 )
 from .estimators import BayesianRoseTree
 from .exceptions import (
+    DegenerateModelWarning,
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
@@ -40,6 +41,7 @@ __all__ = [
     "BayesianRoseTree",
     "BetaBernoulli",
     "ClusterModel",
+    "DegenerateModelWarning",
     "DirichletMultinomial",
     "EvidenceGradient",
     "GPExperts",

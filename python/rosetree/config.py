@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import warnings
+
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .exceptions import InvalidParameterError
+from .exceptions import DegenerateModelWarning, InvalidParameterError
 
 __all__ = [
     "BetaBernoulli",
@@ -73,6 +75,13 @@ class ClusterModel:
             )
         return {"family": "callback", "object": self}
 
+    def _check_data(self, X: Any, stacklevel: int = 2) -> None:
+        """Warn about data the model cannot describe well.
+
+        Called with the validated data by everything that fits or evaluates the model;
+        ``stacklevel=2`` points a warning at the caller of the function that calls this.
+        """
+
     def log_marginal(self, X: Any) -> float:
         r""":math:`\ln f(D)` (BRT eq 1.1) of all rows of ``X`` taken as one cluster.
 
@@ -87,7 +96,9 @@ class ClusterModel:
         from . import _core
         from ._validation import check_array
 
-        return float(_core.log_marginal(check_array(X, min_rows=1), self._spec()))
+        X = check_array(X, min_rows=1)
+        self._check_data(X)
+        return float(_core.log_marginal(X, self._spec()))
 
 
 @dataclass(frozen=True)
@@ -148,14 +159,35 @@ class NormalInverseWishart(ClusterModel):
         Prior pseudo-count of the mean (the BRT paper's *r*). Default: 0.01, a vague prior on
         where clusters lie.
     nu0 : float, optional
-        Degrees of freedom, ``nu0 > n_features - 1``. Default: ``n_features + 2``.
-    psi0 : array_like of shape (n_features, n_features), optional
+        Degrees of freedom, ``nu0 > n_features - 1``. Default: ``n_features + 2``, the
+        smallest integer for which the prior mean of :math:`\Sigma` exists.
+    psi0 : array_like of shape (n_features, n_features) or (n_features,), optional
         Scale matrix, symmetric positive definite (the paper's Wishart scale *S* is
-        ``inv(psi0)``). Default: ``(nu0 - n_features - 1)`` times the data covariance (with a
-        small ridge), so that the prior mean of :math:`\Sigma` is the data covariance.
+        ``inv(psi0)``); a 1-D array is the diagonal of a diagonal scale matrix. Default:
+        ``(nu0 - n_features - 1) * diag(v)``, where ``v`` holds the data's column variances
+        plus ``1e-6`` times their mean (so that a constant column stays positive), so that
+        the prior mean of :math:`\Sigma` is ``diag(v)``.
 
     Notes
     -----
+    Why the default scale is diagonal: on labelled continuous data (MNIST PCA-20, optdigits
+    and the BHC digits 0/2/4 as raw pixels, Gaussian blobs; ``benchmarks/niw_defaults.py``),
+    the diagonal default gave a mean dendrogram purity of 0.63 against 0.49 for the data
+    covariance, with cluster counts nearer the number of classes; other multiples of it, a
+    larger ``nu0`` or ``kappa0`` of 0.1 or 1 did no better on average. The full covariance of
+    raw pixels is nearly singular, and singular whenever ``n_features >= n_samples``, where
+    the diagonal stays well defined.
+
+    With ``n_features >= n_samples`` no cluster has enough rows to estimate a full
+    covariance matrix and the fit follows the prior: fitting or evaluating then emits a
+    :class:`~rosetree.DegenerateModelWarning`. A diagonal model or fewer features (e.g. by
+    PCA) suit such data better.
+
+    Scoring is fast in many dimensions: statistics are kept in coordinates whitened by the
+    prior, and a cluster of ``m`` rows costs :math:`O(m^2 d)` to score rather than
+    :math:`O(d^3)` while ``m`` is small against ``d``. A full (non-diagonal) ``psi0`` is
+    factorised once, :math:`O(d^3)`.
+
     Missing values are not supported.
     """
 
@@ -164,21 +196,38 @@ class NormalInverseWishart(ClusterModel):
     nu0: float | None = None
     psi0: ArrayLike | None = None
 
+    def _check_data(self, X: Any, stacklevel: int = 2) -> None:
+        n, d = X.shape
+        if d >= n:
+            warnings.warn(
+                f"NormalInverseWishart with n_features={d} >= n_samples={n}: no cluster has "
+                f"enough rows to estimate a full {d}x{d} covariance matrix, so the marginal "
+                "likelihoods follow the prior and can be degenerate. Use a model with "
+                "independent features (rt.NormalGamma) or fewer features (e.g. after PCA).",
+                DegenerateModelWarning,
+                stacklevel=stacklevel + 1,
+            )
+
     def _spec(self) -> dict[str, Any]:
-        psi0 = None
+        psi0 = psi0_diagonal = None
         if self.psi0 is not None:
             arr = np.asarray(self.psi0, dtype=np.float64)
-            if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+            if arr.ndim == 1:
+                psi0_diagonal = [float(v) for v in arr]
+            elif arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
+                psi0 = [float(v) for v in arr.ravel()]
+            else:
                 raise InvalidParameterError(
-                    f"psi0 must be a square matrix, got shape {arr.shape}", "psi0"
+                    f"psi0 must be a square matrix or a 1-D diagonal, got shape {arr.shape}",
+                    "psi0",
                 )
-            psi0 = [float(v) for v in arr.ravel()]
         return {
             "family": "normal_inverse_wishart",
             "mu0": None if self.mu0 is None else _vector("mu0", self.mu0),
             "kappa0": _optional_scalar("kappa0", self.kappa0),
             "nu0": _optional_scalar("nu0", self.nu0),
             "psi0": psi0,
+            "psi0_diagonal": psi0_diagonal,
         }
 
 

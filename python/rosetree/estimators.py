@@ -269,6 +269,7 @@ class BayesianRoseTree(_ParamsMixin):
         sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial, NormalGamma))
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
             X = check_array(X)
+        model._check_data(X)
         options = dict(
             binary=bool(self.binary),
             merge_rule=check_merge_rule(self.merge_rule),

@@ -60,27 +60,42 @@ pub(crate) fn build_model(spec: &Bound<'_, PyDict>, x: ArrayView2<'_, f64>) -> P
             let kappa0: Option<f64> = get(spec, "kappa0")?;
             let nu0: Option<f64> = get(spec, "nu0")?;
             let psi0: Option<Vec<f64>> = get(spec, "psi0")?;
+            let psi0_diagonal: Option<Vec<f64>> = match spec.get_item("psi0_diagonal")? {
+                Some(v) => v.extract()?,
+                None => None,
+            };
             let kappa0 = kappa0.unwrap_or(DEFAULT_KAPPA0);
             let nu0 = nu0.unwrap_or(d as f64 + 2.0);
-            // Only the data-driven parts of the default prior need the data.
-            let (mu0, psi0) = match (mu0, psi0) {
-                (Some(mu0), Some(psi0)) => (mu0, psi0),
-                (mu0, psi0) => {
-                    let defaults = NormalInverseWishart::from_data(x, Some(kappa0), Some(nu0))?;
-                    (
-                        mu0.unwrap_or_else(|| defaults.mu0().to_vec()),
-                        psi0.unwrap_or_else(|| defaults.psi0().to_vec()),
-                    )
-                }
-            };
-            if mu0.len() != d {
+            if let Some(mu0) = mu0.as_ref().filter(|m| m.len() != d) {
                 return Err(RoseTreeError::param(
                     "mu0",
                     format!("expected {d} values (one per feature), got {}", mu0.len()),
                 )
                 .into());
             }
-            AnyModel::Gaussian(NormalInverseWishart::new(mu0, kappa0, nu0, psi0)?)
+            // Only the data-driven parts of the default prior need the data.
+            let defaults = || NormalInverseWishart::from_data(x, Some(kappa0), Some(nu0));
+            let model = match (psi0, psi0_diagonal) {
+                (None, None) => match mu0 {
+                    Some(mu0) => defaults()?.with_mu0(mu0)?,
+                    None => defaults()?,
+                },
+                (psi0, diagonal) => {
+                    let mu0 = match mu0 {
+                        Some(mu0) => mu0,
+                        None => defaults()?.mu0().to_vec(),
+                    };
+                    match (psi0, diagonal) {
+                        (_, Some(diag)) => {
+                            NormalInverseWishart::new_diagonal(mu0, kappa0, nu0, diag)?
+                        }
+                        (psi0, None) => {
+                            NormalInverseWishart::new(mu0, kappa0, nu0, psi0.unwrap_or_default())?
+                        }
+                    }
+                }
+            };
+            AnyModel::Gaussian(model)
         }
         "normal_gamma" => normal_gamma(spec, d, || ColumnMoments::dense(x))?,
         "callback" => {
