@@ -4,10 +4,12 @@
 What is measured
 ----------------
 For every data set one tree is fitted (``rt.BayesianRoseTree``, BRT by default; BHC with
-``--binary``), and three rules read flat clusters off that same tree:
+``--binary``), and four rules read flat clusters off that same tree:
 
-* ``cut``: Heller & Ghahramani's top-down cut ``r >= 0.5`` (``tree_.cut()``, today's
-  ``labels_``),
+* ``dp``: the top-down cut ``r >= 0.5`` with ``r`` under the Dirichlet-process prior
+  (``tree_.remix("dp").cut()``, the default ``labels_``),
+* ``cut``: Heller & Ghahramani's top-down cut ``r >= 0.5`` under the tree's own mixing
+  rule (``tree_.cut()``),
 * ``map``: the most probable tree-consistent partition (``tree_.map_partition()``),
 * ``k``: at most the true number of classes, the lowest cut of the tree's heights that gives
   no more (``tree_.max_clusters(k)``, SciPy's ``"maxclust"``).
@@ -22,8 +24,8 @@ Data
   variance), n / 5 rows each, seeded. Model: ``NormalInverseWishart()`` (data-driven
   defaults). Sizes ``--sizes`` (default 150 1000 3000 10000).
 * ``toy`` (48 x 12, 3 classes), ``digits024`` (120 x 64 binarised, 3 classes), ``spambase``
-  (100-row binary subset, 2 classes) from ``/work/shared/data`` (``--data``). Model:
-  ``BetaBernoulli(1, 1)``.
+  (100-row binary subset, 2 classes) from ``shared/data`` beside the checkout (``--data``). Model:
+  ``BetaBernoulli()`` (its prior from the data).
 
 Usage::
 
@@ -106,7 +108,12 @@ def evaluate(name: str, X: np.ndarray, y: np.ndarray, model: object, binary: boo
     seconds = time.perf_counter() - t0
     tree = est.tree_
     k = len(np.unique(y))
-    rules = {"cut": tree.cut(), "map": tree.map_partition(), "k": tree.max_clusters(k)}
+    rules = {
+        "dp": est.labels_,
+        "cut": tree.cut(),
+        "map": tree.map_partition(),
+        "k": tree.max_clusters(k),
+    }
     row = {
         "data": name,
         "n": int(X.shape[0]),
@@ -126,20 +133,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[150, 1000, 3000, 10000])
     parser.add_argument("--binary", action="store_true", help="BHC instead of BRT")
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    default_data = Path(__file__).resolve().parents[2] / "shared" / "data"
+    parser.add_argument("--data", type=Path, default=default_data)
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = parser.parse_args(argv)
 
     cases = [("blobs", *blobs(n), rt.NormalInverseWishart()) for n in args.sizes]
     for name in LABELLED:
         if (args.data / LABELLED[name][0]).exists():
-            cases.append((name, *labelled(args.data, name), rt.BetaBernoulli(1.0, 1.0)))
+            cases.append((name, *labelled(args.data, name), rt.BetaBernoulli()))
         else:
             print(f"skipping {name}: {args.data / LABELLED[name][0]} not found", file=sys.stderr)
 
     head = (
-        "| data | n | classes | system | depth | cut: K | ARI | map: K | ARI | k: K | ARI "
-        "| fit s |"
+        "| data | n | classes | system | depth | dp: K | ARI | cut: K | ARI | map: K | ARI "
+        "| k: K | ARI | fit s |"
     )
     print(" ".join(sys.argv))
     print(f"rosetree {rt.__version__}, Python {platform.python_version()}, {platform.machine()}")
@@ -151,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(r)
         print(
             f"| {r['data']} | {r['n']:,} | {r['classes']} | {r['system']} | {r['depth']} "
+            f"| {r['dp_clusters']} | {r['dp_ari']:.3f} "
             f"| {r['cut_clusters']} | {r['cut_ari']:.3f} | {r['map_clusters']} "
             f"| {r['map_ari']:.3f} | {r['k_clusters']} | {r['k_ari']:.3f} | {r['fit_s']} |",
             flush=True,

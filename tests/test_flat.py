@@ -134,12 +134,16 @@ def test_estimator_rules_and_their_parameters():
     X = rt.datasets.load_toy().data
     est = rt.BayesianRoseTree().fit(X)
     tree = est.tree_
-    np.testing.assert_array_equal(est.labels_, tree.cut(0.5))
+    np.testing.assert_array_equal(est.labels_, tree.remix("dp", dp_alpha=1.0).cut(0.5))
+    np.testing.assert_array_equal(
+        rt.BayesianRoseTree(flat_clusters="cut").fit(X).labels_, tree.cut(0.5)
+    )
     np.testing.assert_array_equal(
         rt.BayesianRoseTree(flat_clusters="map").fit(X).labels_, tree.map_partition()
     )
     np.testing.assert_array_equal(
-        rt.BayesianRoseTree(cut_threshold=0.99).fit(X).labels_, tree.cut(0.99)
+        rt.BayesianRoseTree(cut_threshold=0.99, dp_alpha=3.0).fit(X).labels_,
+        tree.remix("dp", dp_alpha=3.0).cut(0.99),
     )
     three = rt.BayesianRoseTree(flat_clusters="map", n_clusters=3).fit(X)
     np.testing.assert_array_equal(three.labels_, tree.max_clusters(3))
@@ -254,3 +258,34 @@ def test_command_line_flat_cluster_options(tmp_path, capsys):
     assert "most probable tree-consistent partition" in capsys.readouterr().out
     assert main(["fit", str(data), "--cut-threshold", "2"]) == 2
     assert "cut_threshold" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("mixing", "binary"), [("brt", False), ("gamma", True), ("dp", False)])
+def test_remix_is_the_tree_evaluated_under_another_rule(mixing, binary):
+    X = rt.datasets.load_toy().data
+    model = rt.BetaBernoulli(alpha=0.7, beta=1.3)
+    tree = rt.BayesianRoseTree(model, mixing=mixing, binary=binary).fit(X).tree_
+    for other, kwargs in [("dp", {"dp_alpha": 2.5}), ("brt", {"gamma": 0.3}), ("gamma", {})]:
+        remixed = tree.remix(other, **kwargs)
+        direct = rt.evaluate_tree(X, tree, model=model, mixing=other, **kwargs)
+        assert remixed.children == tree.children
+        np.testing.assert_array_equal(remixed.log_f, tree.log_f)
+        np.testing.assert_allclose(remixed.log_p, direct.log_p, rtol=1e-12)
+        np.testing.assert_allclose(remixed.log_pi, direct.log_pi, rtol=1e-12, atol=1e-300)
+    with pytest.raises(rt.InvalidParameterError, match="mixing"):
+        tree.remix("uniform")
+
+
+@pytest.mark.parametrize("n", [150, 1000, 2500])
+def test_default_flat_clusters_do_not_split_separated_blobs_as_n_grows(n):
+    rng = np.random.default_rng(n)
+    y = np.arange(n) % 5
+    X = 12.0 * np.eye(5, 8)[y] + rng.standard_normal((n, 8))
+    est = rt.BayesianRoseTree(rt.NormalInverseWishart()).fit(X)
+    assert len(np.unique(est.labels_)) == 5
+    # The same tree's own cut under the "brt" rule keeps splitting the blobs as n grows.
+    if n >= 1000:
+        assert len(np.unique(est.tree_.cut())) > 5
+    # Each cluster is one blob.
+    for k in range(5):
+        assert len(np.unique(y[est.labels_ == k])) == 1

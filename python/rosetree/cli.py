@@ -102,6 +102,8 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
         rule = f"at most {est.n_clusters}, lowest cut of the heights"
     elif est.flat_clusters == "map":
         rule = "most probable tree-consistent partition"
+    elif est.flat_clusters == "dp":
+        rule = f"r >= {est.cut_threshold:g} cut under the DP prior"
     else:
         rule = f"r >= {est.cut_threshold:g} cut"
     out.write(
@@ -151,9 +153,10 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--flat",
-        choices=("cut", "map"),
-        default="cut",
-        help="flat clusters: cut = top-down cut r >= --cut-threshold (default), "
+        choices=("dp", "cut", "map"),
+        default="dp",
+        help="flat clusters: dp = top-down cut r >= --cut-threshold with r under the "
+        "Dirichlet-process prior (default), cut = the same with r under --mixing, "
         "map = most probable tree-consistent partition",
     )
     p.add_argument(

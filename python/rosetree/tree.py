@@ -213,6 +213,23 @@ class RoseTree:
             )
         return list(self._core.cut(float(threshold)))
 
+    def remix(self, mixing: str = "dp", gamma: float = 0.5, dp_alpha: float = 1.0) -> RoseTree:
+        r"""The same tree with every node's mixture quantities under another mixing rule.
+
+        Only :math:`\pi_T` and what depends on it change (``log_pi``, ``log_p``,
+        :attr:`log_r`, :attr:`heights`); the cluster marginal likelihoods ``log_f`` and the
+        node ids are the tree's own, so no data are needed. ``remix("dp").cut()`` is the
+        flat clustering of ``flat_clusters="dp"`` of :class:`BayesianRoseTree`.
+
+        Parameters
+        ----------
+        mixing, gamma, dp_alpha
+            As in :class:`BayesianRoseTree`.
+        """
+        from .estimators import mixing_args
+
+        return RoseTree(self._core.remix(**mixing_args(mixing, gamma, dp_alpha)))
+
     def map_partition(self) -> np.ndarray:
         r"""Labels of the single most probable tree-consistent partition.
 

@@ -48,6 +48,45 @@ pub fn evaluate<M: ClusterModel>(
     Ok(annotated(topology, &summary))
 }
 
+/// `tree` with every node's mixture quantities recomputed under `mixing` from the cluster
+/// marginal likelihoods it already holds (`ln f` does not depend on the mixing rule), so no
+/// data or model is needed: the same tree under another prior over its partitions.
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use rosetree::brt::{self, BrtParams, Mixing};
+/// use rosetree::models::{BetaBernoulli, ClusterModel};
+///
+/// let x = array![[1., 1., 0.], [1., 1., 0.], [0., 0., 1.], [0., 1., 1.]];
+/// let model = BetaBernoulli::new(&[1.0], &[1.0], 3)?;
+/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view())?;
+/// let dp = Mixing::Dp { alpha: 1.0 };
+/// let remixed = brt::remix(&tree, &dp);
+/// let direct = brt::evaluate(&model, &dp, &tree.topology(), &model.leaf_stats_all(x.view())?)?;
+/// assert!((remixed.log_evidence() - direct.log_evidence()).abs() < 1e-12);
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
+pub fn remix(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
+    let topology = tree.topology();
+    let n = topology.n_leaves();
+    let mut summary: Vec<Summary> = Vec::with_capacity(tree.nodes().len());
+    for node in &tree.nodes()[..n] {
+        summary.push(Summary::leaf(node.log_f, mixing));
+    }
+    for (k, children) in topology.internal().iter().enumerate() {
+        summary.push(Summary::internal(
+            mixing,
+            children.iter().map(|&c| summary[c].n_leaves).sum(),
+            children.len(),
+            tree.nodes()[n + k].log_f,
+            children.iter().map(|&c| summary[c].log_p).sum(),
+            children.iter().map(|&c| summary[c].log_d).sum(),
+        ));
+    }
+    annotated(&topology, &summary)
+}
+
 /// The statistics of every node of `topology` (leaves first, then internal nodes in id
 /// order), merged bottom-up from the leaves' statistics.
 ///

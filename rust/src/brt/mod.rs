@@ -26,7 +26,7 @@ mod score;
 
 pub use approx::{ApproxParams, approximate};
 pub use contract::contract_edges;
-pub use evaluate::{evaluate, node_stats};
+pub use evaluate::{evaluate, node_stats, remix};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;

@@ -21,7 +21,7 @@ use crate::tree::Topology;
 use models::{build_model, with_model};
 use tree::PyRoseTree;
 
-fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
+pub(crate) fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
     let m = match mixing {
         "brt" => Mixing::Brt { gamma },
         "gamma" => Mixing::Gamma { gamma },

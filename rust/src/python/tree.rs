@@ -169,6 +169,12 @@ impl PyRoseTree {
         self.inner.clusters_at_height(t)
     }
 
+    /// The same tree with its mixture quantities recomputed under another mixing rule.
+    fn remix(&self, mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Self> {
+        let mixing = super::parse_mixing(mixing, gamma, dp_alpha)?;
+        Ok(crate::brt::remix(&self.inner, &mixing).into())
+    }
+
     /// Cluster nodes of the most probable tree-consistent partition.
     fn map_partition(&self) -> Vec<usize> {
         self.inner.map_partition()
