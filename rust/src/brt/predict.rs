@@ -289,7 +289,7 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         Ok((log_p, out))
     }
 
-    /// Calls `visit(state_r, S, ln w_S + ln f(D_S ∪ {x_r}) − ln f(D_S))` for every row `r`
+    /// Calls `visit(state_r, S, ln w_S + ln f(x_r | D_S))` for every row `r`
     /// and every node `S` of non-zero weight, nodes in increasing id order for each row.
     /// Nodes are taken in blocks, whose queries ([`ClusterModel::query`]) are computed once
     /// and then used for every row.
@@ -317,8 +317,13 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
             let score_row = |(x, state): (&M::Stats, &mut S)| -> Result<()> {
                 for (s, prep) in nodes.clone().zip(&prepared) {
                     if let Some((query, log_f)) = prep {
-                        let joint = self.model.log_marginal_query(query, &self.stats[s], x)?;
-                        visit(state, s, self.log_w[s] + joint - log_f);
+                        // The predictive itself, not `ln f(D_S ∪ {x}) − ln f(D_S)`: that
+                        // difference of two large numbers loses digits for big clusters
+                        // or large counts.
+                        let predictive =
+                            self.model
+                                .log_predictive_query(query, &self.stats[s], *log_f, x)?;
+                        visit(state, s, self.log_w[s] + predictive);
                     }
                 }
                 Ok(())
