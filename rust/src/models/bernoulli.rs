@@ -176,6 +176,18 @@ pub struct BernoulliQuery {
     missing: Vec<f64>,
 }
 
+/// `ln(p/(p + q))` for `p, q > 0` with `p + q` finite: `−ln(1 + q/p)`, exact also where the
+/// share is close to one, and from logarithms where `q/p` overflows.
+#[inline]
+fn ln_share(p: f64, q: f64) -> f64 {
+    let ratio = q / p;
+    if ratio.is_finite() {
+        -ratio.ln_1p()
+    } else {
+        p.ln() - (p + q).ln()
+    }
+}
+
 /// `Σ_i w_i c_i` with four accumulators, so the loop vectorises (the order is fixed, so the
 /// result depends on nothing but the inputs).
 #[inline]
@@ -462,7 +474,7 @@ impl ClusterModel for BetaBernoulli {
                 self.alpha[i] + k,
                 self.beta[i] + f64::from(a.observed(i)) - k,
             );
-            let (one, zero) = (-(q / p).ln_1p(), -(p / q).ln_1p());
+            let (one, zero) = (ln_share(p, q), ln_share(q, p));
             base += zero;
             delta.push(one - zero);
             missing.push(-zero);
@@ -780,6 +792,108 @@ mod tests {
             (left.n_rows(), left.ones(), left.observed(0)),
             (5, &[2, 2][..], 4)
         );
+    }
+
+    /// `(ln f of the whole of x, through every path)`: evaluated directly, merged from two
+    /// parts, and through the query of the first rows against the last one.
+    fn every_path(model: &BetaBernoulli, x: &Array2<f64>) -> [f64; 3] {
+        let l = model.leaf_stats_all(x.view()).unwrap();
+        let n = l.len();
+        let head = l[1..n - 1]
+            .iter()
+            .fold(l[0].clone(), |acc, s| model.merge(&acc, s));
+        [
+            model.log_marginal(&stats_of(model, x)).unwrap(),
+            model.log_marginal_merged(&head, &l[n - 1]).unwrap(),
+            model
+                .log_marginal_query(&model.query(&head), &head, &l[n - 1])
+                .unwrap(),
+        ]
+    }
+
+    #[test]
+    fn huge_and_tiny_priors_match_mpmath() {
+        // References: mpmath with mp.mp.dps = 800, from the expression in the comment.
+        let cases = [
+            (
+                1e15,
+                1e15,
+                array![[1., 0.], [0., 1.], [1., 1.]],
+                // 2 * (mp.log(mp.beta(mpf(1e15) + 2, mpf(1e15) + 1)) - mp.log(mp.beta(mpf(1e15), mpf(1e15))))
+                -4.158_883_083_359_672_856_5,
+            ),
+            (
+                1e-300,
+                1e300,
+                array![[1., 0.], [1., 0.], [0., 0.]],
+                // mp.log(mp.beta(mpf(1e-300) + 2, mpf(1e300) + 1)) - mp.log(mp.beta(mpf(1e-300), mpf(1e300)))
+                //   + mp.log(mp.beta(mpf(1e-300), mpf(1e300) + 3)) - mp.log(mp.beta(mpf(1e-300), mpf(1e300)))
+                -2_072.326_583_694_641_115_7,
+            ),
+            (
+                0.5,
+                2.0,
+                array![[1., 0.], [1., 0.], [0., 0.]],
+                // the same with 0.5 and 2.0
+                -3.762_743_255_835_484_266_9,
+            ),
+        ];
+        for &(alpha, beta, ref x, want) in &cases {
+            for prepared in [0, 2, 3, 10] {
+                let mut model = BetaBernoulli::new(&[alpha], &[beta], 2).unwrap();
+                model.prepare(prepared);
+                for got in every_path(&model, x) {
+                    assert!(
+                        (got - want).abs() <= 1e-14 * want.abs(),
+                        "α={alpha:e} β={beta:e} prepared {prepared}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+        // The plain ln Γ differences have no digit left at α = β = 10¹⁵.
+        let naive = 2.0 * (ln_beta(1e15 + 2.0, 1e15 + 1.0) - ln_beta(1e15, 1e15));
+        assert!((naive - cases[0].3).abs() > 0.1);
+    }
+
+    #[test]
+    fn gradient_at_a_huge_prior_matches_mpmath() {
+        let model = BetaBernoulli::new(&[1e15], &[1e15], 2).unwrap();
+        let s = stats_of(&model, &array![[1., 0.], [0., 1.], [1., 1.]]);
+        let mut grad = vec![0.0; 4];
+        model.add_gradient(&s, 1.0, &mut grad).unwrap();
+        // a = b = mpf(1e15); k, m = 2, 1
+        // mp.digamma(a + k) - mp.digamma(a) - mp.digamma(a + b + k + m) + mp.digamma(a + b)
+        let ga = 4.999_999_999_999_997_5e-16;
+        // mp.digamma(b + m) - mp.digamma(b) - mp.digamma(a + b + k + m) + mp.digamma(a + b)
+        let gb = -4.999_999_999_999_992_5e-16;
+        for (g, want) in grad.iter().zip([ga, ga, gb, gb]) {
+            assert!((g - want).abs() <= 1e-13 * want.abs(), "{g:e} vs {want:e}");
+        }
+    }
+
+    #[test]
+    fn overflowing_priors_are_rejected_and_extreme_finite_ones_work() {
+        match BetaBernoulli::new(&[1.7e308], &[1.7e308], 2) {
+            Err(RoseTreeError::InvalidParameter { name, reason }) => {
+                assert_eq!(name, "alpha");
+                assert!(reason.contains("overflows"), "{reason}");
+            }
+            other => panic!("expected InvalidParameter, got {other:?}"),
+        }
+        // α = 1.7·10³⁰⁸, β = 1: the coin is all but certain to land 1, so two ones and a
+        // zero have ln f = ln[α(α+1)β / ((α+β)(α+β+1)(α+β+2))] ≈ −ln α.
+        let (alpha, beta) = (1.7e308_f64, 1.0_f64);
+        let want = alpha.ln() - (alpha + beta).ln() + (alpha + 1.0).ln()
+            - (alpha + beta + 1.0).ln()
+            + beta.ln()
+            - (alpha + beta + 2.0).ln();
+        for prepared in [0, 3] {
+            let mut model = BetaBernoulli::new(&[alpha], &[beta], 1).unwrap();
+            model.prepare(prepared);
+            for got in every_path(&model, &array![[1.], [1.], [0.]]) {
+                assert!((got - want).abs() <= 1e-14 * want.abs(), "{got} vs {want}");
+            }
+        }
     }
 
     #[test]

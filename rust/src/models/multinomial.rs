@@ -505,6 +505,117 @@ mod tests {
         assert!((fl - fr).abs() < 1e-12 * fl.abs());
     }
 
+    /// `ln f` of all rows of `x`: directly, merged from two parts, and through the query of
+    /// the first rows against the last one.
+    fn every_path(model: &DirichletMultinomial, x: &Array2<f64>) -> [f64; 3] {
+        let l = model.leaf_stats_all(x.view()).unwrap();
+        let n = l.len();
+        let head = l[1..n - 1]
+            .iter()
+            .fold(l[0].clone(), |acc, s| model.merge(&acc, s));
+        [
+            model.log_marginal(&stats_of(model, x)).unwrap(),
+            model.log_marginal_merged(&head, &l[n - 1]).unwrap(),
+            model
+                .log_marginal_query(&model.query(&head), &head, &l[n - 1])
+                .unwrap(),
+        ]
+    }
+
+    #[test]
+    fn huge_concentrations_and_counts_match_mpmath() {
+        // References: mpmath with mp.mp.dps = 800 and
+        // dm(alpha, c) = mp.loggamma(A) - mp.loggamma(A + N)
+        //     + sum(mp.loggamma(mpf(a) + k) - mp.loggamma(mpf(a)) for a, k in zip(alpha, c)),
+        // A = sum of alpha, N = sum of c (the column totals of the rows).
+        let cases: [(Vec<f64>, Array2<f64>, f64); 4] = [
+            (
+                vec![1e15; 3],
+                array![[3., 0., 2.], [1., 1., 0.]],
+                // dm([1e15] * 3, [4, 1, 2])
+                -7.690_286_020_676_767_839_8,
+            ),
+            (
+                vec![0.5; 3],
+                array![[5e14, 1e15, 3.], [5e14, 1e15 + 1.0, 4.]],
+                // dm([0.5] * 3, [1e15, 2e15 + 1, 7])
+                -1_909_542_504_884_717.344_5,
+            ),
+            (
+                vec![1e300, 1e-300, 2.5],
+                array![[5., 1., 4e14], [0., 2., 6e14]],
+                // dm([1e300, 1e-300, 2.5], [5, 3, 1e15])
+                -657_236_751_503_305_712.69,
+            ),
+            (
+                vec![0.7, 1.2, 2.5],
+                array![[2., 0., 1.], [1., 3., 0.]],
+                // dm([0.7, 1.2, 2.5], [3, 3, 1])
+                0.0,
+            ),
+        ];
+        for (alpha, x, want) in &cases[..3] {
+            let model = DirichletMultinomial::new(alpha, 3, false).unwrap();
+            for got in every_path(&model, x) {
+                assert!(
+                    (got - want).abs() <= 1e-14 * want.abs(),
+                    "{alpha:?}: {got} vs {want}"
+                );
+            }
+        }
+        // Moderate values take the direct formula; the Pólya urn is the reference there.
+        let (alpha, x, _) = &cases[3];
+        let model = DirichletMultinomial::new(alpha, 3, false).unwrap();
+        let want = polya_urn(alpha, x);
+        for got in every_path(&model, x) {
+            assert!((got - want).abs() <= 1e-13 * want.abs(), "{got} vs {want}");
+        }
+        // The plain ln Γ differences have no digit left at α = 10¹⁵.
+        let naive = ln_gamma(3e15) - ln_gamma(3e15 + 7.0)
+            + ln_gamma(1e15 + 4.0)
+            + ln_gamma(1e15 + 1.0)
+            + ln_gamma(1e15 + 2.0)
+            - 3.0 * ln_gamma(1e15);
+        assert!((naive - cases[0].2).abs() > 0.1);
+    }
+
+    #[test]
+    fn gradient_at_a_huge_concentration_matches_mpmath() {
+        let model = DirichletMultinomial::new(&[1e15], 3, false).unwrap();
+        let s = stats_of(&model, &array![[3., 0., 2.], [1., 1., 0.]]);
+        let mut grad = vec![0.0; 3];
+        model.add_gradient(&s, 1.0, &mut grad).unwrap();
+        // A = mpf(3e15); mp.digamma(A) - mp.digamma(A + 7) + mp.digamma(mpf(1e15) + c) - mp.digamma(mpf(1e15))
+        // for c = 4, 1, 2
+        let want = [
+            1.666_666_666_666_663e-15,
+            -1.333_333_333_333_331e-15,
+            -3.333_333_333_333_32e-16,
+        ];
+        for (g, w) in grad.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-13 * w.abs(), "{g:e} vs {w:e}");
+        }
+    }
+
+    #[test]
+    fn overflowing_concentrations_are_rejected() {
+        match DirichletMultinomial::new(&[1e308], 3, false) {
+            Err(RoseTreeError::InvalidParameter { name, reason }) => {
+                assert_eq!(name, "alpha");
+                assert!(reason.contains("overflows"), "{reason}");
+            }
+            other => panic!("expected InvalidParameter, got {other:?}"),
+        }
+        // One huge category is fine: its share of the prior is all but one.
+        let model = DirichletMultinomial::new(&[1.7e308, 1.0], 2, false).unwrap();
+        let s = model.leaf_stats(array![2.0, 0.0].view(), 0).unwrap();
+        // ln[(α₁ (α₁ + 1)) / ((α₁ + 1)(α₁ + 2))] = ln(α₁ / (α₁ + 2)) ≈ −2/α₁ ≈ 0
+        assert!(model.log_marginal(&s).unwrap().abs() < 1e-300);
+        let s = model.leaf_stats(array![0.0, 1.0].view(), 0).unwrap();
+        let want = -(1.7e308_f64 + 1.0).ln();
+        assert!((model.log_marginal(&s).unwrap() - want).abs() < 1e-14 * want.abs());
+    }
+
     #[test]
     fn rejects_bad_counts() {
         let model = DirichletMultinomial::new(&[1.0], 3, false).unwrap();
