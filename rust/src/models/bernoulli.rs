@@ -20,7 +20,7 @@ use crate::math::{digamma_diff, ln_beta_ratio, ln_rising_against};
 const MAX_TABLE: usize = 1 << 24;
 
 /// `ln Γ(base_i + k) − ln Γ(base_i) − k ln s_i` for integer `k`, with the reference
-/// `s_i = α_i + β_i = base_i + rest_i`, tabulated up to a length fixed by
+/// `s_i = α_i + β_i = base_i + rest_i` (`base, rest` = `α, β`, `β, α` or `α + β, 0`), tabulated up to a length fixed by
 /// [`ClusterModel::prepare`]. Counts in the pair-scoring loop are integers, so a lookup
 /// replaces a `ln Γ` evaluation (the dominant cost of a merge score).
 ///
@@ -31,10 +31,7 @@ const MAX_TABLE: usize = 1 << 24;
 /// [`ln_rising_against`], accurate to a few ulp.
 #[derive(Debug, Clone)]
 struct RisingTable {
-    base: Vec<f64>,
-    /// `s_i − base_i`.
-    rest: Vec<f64>,
-    /// All `(base_i, rest_i)` equal: one row serves every feature.
+    /// All features have the same `(base_i, rest_i)`: one row serves every feature.
     shared: bool,
     /// Entries per row; `0` until [`fill`](Self::fill) is called.
     len: usize,
@@ -43,25 +40,24 @@ struct RisingTable {
 }
 
 impl RisingTable {
-    fn new(base: Vec<f64>, rest: Vec<f64>) -> Self {
-        let shared = base.windows(2).all(|w| w[0] == w[1]) && rest.windows(2).all(|w| w[0] == w[1]);
+    fn new(base: &[f64], rest: &[f64]) -> Self {
+        let same = |v: &[f64]| v.windows(2).all(|w| w[0] == w[1]);
         Self {
-            base,
-            rest,
-            shared,
+            shared: same(base) && same(rest),
             len: 0,
             table: Vec::new(),
         }
     }
 
-    fn rows(&self) -> usize {
-        if self.shared { 1 } else { self.base.len() }
+    fn rows(&self, d: usize) -> usize {
+        if self.shared { 1 } else { d }
     }
 
-    fn fill(&mut self, len: usize) {
-        self.table = (0..self.rows())
+    /// Tabulates `k ∈ 0..len` for the bases `base_i` and references `base_i + rest_i`.
+    fn fill(&mut self, len: usize, base: &[f64], rest: &[f64]) {
+        self.table = (0..self.rows(base.len()))
             .flat_map(|i| {
-                let (b, r) = (self.base[i], self.rest[i]);
+                let (b, r) = (base[i], rest[i]);
                 (0..len).map(move |k| ln_rising_against(b, k as f64, r))
             })
             .collect();
@@ -243,9 +239,9 @@ impl BetaBernoulli {
         }
         let sum: Vec<f64> = alpha.iter().zip(&beta).map(|(a, b)| a + b).collect();
         Ok(Self {
-            ones: RisingTable::new(alpha.clone(), beta.clone()),
-            zeros: RisingTable::new(beta.clone(), alpha.clone()),
-            total: RisingTable::new(sum, vec![0.0; d]),
+            ones: RisingTable::new(&alpha, &beta),
+            zeros: RisingTable::new(&beta, &alpha),
+            total: RisingTable::new(&sum, &vec![0.0; d]),
             table_len: 0,
             alpha,
             beta,
@@ -358,13 +354,20 @@ impl ClusterModel for BetaBernoulli {
     /// would exceed 2²⁴ entries.
     fn prepare(&mut self, n_rows: usize) {
         let len = n_rows + 1;
-        let rows = self.ones.rows().max(self.zeros.rows());
+        let d = self.alpha.len();
+        let rows = self.ones.rows(d).max(self.zeros.rows(d));
         if len <= self.table_len || rows.saturating_mul(len) > MAX_TABLE {
             return;
         }
-        for t in [&mut self.ones, &mut self.zeros, &mut self.total] {
-            t.fill(len);
-        }
+        let sum: Vec<f64> = self
+            .alpha
+            .iter()
+            .zip(&self.beta)
+            .map(|(a, b)| a + b)
+            .collect();
+        self.ones.fill(len, &self.alpha, &self.beta);
+        self.zeros.fill(len, &self.beta, &self.alpha);
+        self.total.fill(len, &sum, &vec![0.0; d]);
         self.table_len = len;
     }
 
@@ -553,6 +556,8 @@ impl Differentiable for BetaBernoulli {
 }
 
 #[cfg(test)]
+// Reference values are pasted with all the digits mpmath printed.
+#[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
     use crate::math::ln_beta;

@@ -370,6 +370,8 @@ impl Differentiable for DirichletMultinomial {
 }
 
 #[cfg(test)]
+// Reference values are pasted with all the digits mpmath printed.
+#[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
     use crate::math::ln_beta;
