@@ -113,6 +113,29 @@ pub struct BetaBernoulli {
     total: RisingTable,
     /// Entries in every table (`0`: none built, evaluate directly).
     table_len: usize,
+    /// The query terms of a single row, per feature and per value of the row's entry
+    /// (see [`LeafTerms`]): a row's query is then a gather, with no logarithm.
+    leaf_terms: Vec<[LeafTerms; 3]>,
+}
+
+/// For one feature and one value of a single row's entry (`0`, `1`, missing): `ln P` of the
+/// entry under the prior (`0` if missing), and `ln P(next = 0)`, `ln P(next = 1)` given it.
+#[derive(Debug, Clone, Copy)]
+struct LeafTerms {
+    own: f64,
+    zero: f64,
+    one: f64,
+}
+
+impl LeafTerms {
+    /// With `p = α + k`, `q = β + m` after the row.
+    fn new(own: f64, p: f64, q: f64) -> Self {
+        Self {
+            own,
+            zero: ln_share(q, p),
+            one: ln_share(p, q),
+        }
+    }
 }
 
 /// Sufficient statistics of a beta–Bernoulli cluster: the number of rows, the ones per column
@@ -243,6 +266,17 @@ impl BetaBernoulli {
             zeros: RisingTable::new(&beta, &alpha),
             total: RisingTable::new(&sum, &vec![0.0; d]),
             table_len: 0,
+            leaf_terms: alpha
+                .iter()
+                .zip(&beta)
+                .map(|(&a, &b)| {
+                    [
+                        LeafTerms::new(ln_share(b, a), a, b + 1.0),
+                        LeafTerms::new(ln_share(a, b), a + 1.0, b),
+                        LeafTerms::new(0.0, a, b),
+                    ]
+                })
+                .collect(),
             alpha,
             beta,
         })
@@ -469,8 +503,30 @@ impl ClusterModel for BetaBernoulli {
     /// `−ln(1 + (β_i + m_i)/(α_i + k_i))`, exact at every scale of the prior.
     fn query(&self, a: &BernoulliStats) -> BernoulliQuery {
         let d = a.ones.len();
-        let mut base = 0.0;
         let (mut delta, mut missing) = (Vec::with_capacity(d), Vec::with_capacity(d));
+        if a.n == 1 {
+            // A single row (the pair-scoring loop asks for these again and again): gather
+            // the terms tabulated for each value of its entries.
+            let (mut log_f, mut base) = (0.0, 0.0);
+            for (i, terms) in self.leaf_terms.iter().enumerate() {
+                let t = &terms[if a.observed(i) == 0 {
+                    2
+                } else {
+                    a.ones[i] as usize
+                }];
+                log_f += t.own;
+                base += t.zero;
+                delta.push(t.one - t.zero);
+                missing.push(-t.zero);
+            }
+            return BernoulliQuery {
+                log_f,
+                base,
+                delta,
+                missing,
+            };
+        }
+        let mut base = 0.0;
         for i in 0..d {
             let k = f64::from(a.ones[i]);
             let (p, q) = (
@@ -745,6 +801,8 @@ mod tests {
                 (&l[3], &a),
                 (&with_nan, &l[3]),
                 (&with_nan, &l[4]),
+                (&l[4], &l[1]),
+                (&l[4], &l[4]),
             ] {
                 let q = model.query(cluster);
                 let direct = model.log_marginal(&model.merge(cluster, other)).unwrap();
