@@ -5,9 +5,11 @@
 //!
 //! `f(D) = Π_i B(α_i + k_i, β_i + N_i − k_i) / B(α_i, β_i)`.
 //!
-//! The statistics are integer counts, so the pair-scoring loop spends its time in `ln Γ` at
-//! shifted integers; [`ClusterModel::prepare`] tabulates those, and
-//! [`ClusterModel::query`] turns scoring a cluster against a single row into one dot product.
+//! The statistics are integer counts, so the pair-scoring loop spends its time in log rising
+//! factorials `ln Γ(x + k) − ln Γ(x)` at integer `k`; [`ClusterModel::prepare`] tabulates
+//! those (measured against `ln(α_i + β_i)`, so that no large terms cancel at any scale of the
+//! prior), and [`ClusterModel::query`] turns scoring a cluster against a single row into one
+//! dot product. Beyond the tables, each column is [`ln_beta_ratio`], exact at every scale.
 
 use ndarray::ArrayView1;
 
@@ -617,6 +619,7 @@ impl Differentiable for BetaBernoulli {
 mod tests {
     use super::*;
     use crate::math::ln_beta;
+    use crate::test_util::log_f_every_path;
     use ndarray::{Array2, array};
 
     const NAN: f64 = f64::NAN;
@@ -857,23 +860,6 @@ mod tests {
         );
     }
 
-    /// `(ln f of the whole of x, through every path)`: evaluated directly, merged from two
-    /// parts, and through the query of the first rows against the last one.
-    fn every_path(model: &BetaBernoulli, x: &Array2<f64>) -> [f64; 3] {
-        let l = model.leaf_stats_all(x.view()).unwrap();
-        let n = l.len();
-        let head = l[1..n - 1]
-            .iter()
-            .fold(l[0].clone(), |acc, s| model.merge(&acc, s));
-        [
-            model.log_marginal(&stats_of(model, x)).unwrap(),
-            model.log_marginal_merged(&head, &l[n - 1]).unwrap(),
-            model
-                .log_marginal_query(&model.query(&head), &head, &l[n - 1])
-                .unwrap(),
-        ]
-    }
-
     #[test]
     fn huge_and_tiny_priors_match_mpmath() {
         // References: mpmath with mp.mp.dps = 800, from the expression in the comment.
@@ -905,7 +891,7 @@ mod tests {
             for prepared in [0, 2, 3, 10] {
                 let mut model = BetaBernoulli::new(&[alpha], &[beta], 2).unwrap();
                 model.prepare(prepared);
-                for got in every_path(&model, x) {
+                for got in log_f_every_path(&model, x) {
                     assert!(
                         (got - want).abs() <= 1e-14 * want.abs(),
                         "α={alpha:e} β={beta:e} prepared {prepared}: {got} vs {want}"
@@ -953,7 +939,7 @@ mod tests {
         for prepared in [0, 3] {
             let mut model = BetaBernoulli::new(&[alpha], &[beta], 1).unwrap();
             model.prepare(prepared);
-            for got in every_path(&model, &array![[1.], [1.], [0.]]) {
+            for got in log_f_every_path(&model, &array![[1.], [1.], [0.]]) {
                 assert!((got - want).abs() <= 1e-14 * want.abs(), "{got} vs {want}");
             }
         }

@@ -15,6 +15,15 @@ use crate::math::{digamma_diff, ln_gamma, ln_gamma_ratio, ln_rising_shift};
 /// [`ln_rising_shift`] terms of one sign takes over.
 const MAX_CANCELLATION: f64 = 32.0;
 
+/// `(k, c_k)` for the nonzero counts `c_k`.
+fn nonzero(counts: &[f64]) -> impl Iterator<Item = (usize, f64)> + Clone + '_ {
+    counts
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, c)| c != 0.0)
+}
+
 /// `(hi, lo)` with `hi + lo = a + b` exactly (Knuth's TwoSum).
 #[inline]
 fn two_sum(a: f64, b: f64) -> (f64, f64) {
@@ -287,13 +296,7 @@ impl ClusterModel for DirichletMultinomial {
     }
 
     fn log_marginal(&self, s: &CountStats) -> Result<f64> {
-        let counts = s
-            .counts
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|&(_, c)| c != 0.0);
-        Ok(self.prior.log_ratio(counts, s.total) + self.coefficient(s.log_coefficient))
+        Ok(self.prior.log_ratio(nonzero(&s.counts), s.total) + self.coefficient(s.log_coefficient))
     }
 
     /// `ln f(A ∪ B)` straight from both clusters' totals, without allocating.
@@ -333,13 +336,10 @@ impl ClusterModel for DirichletMultinomial {
         _log_f_a: f64,
         b: &CountStats,
     ) -> Result<f64> {
-        let counts = b
-            .counts
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|&(_, c)| c != 0.0);
-        Ok(q.posterior.log_ratio(counts, b.total) + self.coefficient(b.log_coefficient))
+        Ok(
+            q.posterior.log_ratio(nonzero(&b.counts), b.total)
+                + self.coefficient(b.log_coefficient),
+        )
     }
 }
 
@@ -375,7 +375,7 @@ impl Differentiable for DirichletMultinomial {
 mod tests {
     use super::*;
     use crate::math::ln_beta;
-    use crate::test_util::compositions;
+    use crate::test_util::{compositions, log_f_every_path};
     use ndarray::{Array2, array};
 
     fn stats_of(model: &DirichletMultinomial, x: &Array2<f64>) -> CountStats {
@@ -507,23 +507,6 @@ mod tests {
         assert!((fl - fr).abs() < 1e-12 * fl.abs());
     }
 
-    /// `ln f` of all rows of `x`: directly, merged from two parts, and through the query of
-    /// the first rows against the last one.
-    fn every_path(model: &DirichletMultinomial, x: &Array2<f64>) -> [f64; 3] {
-        let l = model.leaf_stats_all(x.view()).unwrap();
-        let n = l.len();
-        let head = l[1..n - 1]
-            .iter()
-            .fold(l[0].clone(), |acc, s| model.merge(&acc, s));
-        [
-            model.log_marginal(&stats_of(model, x)).unwrap(),
-            model.log_marginal_merged(&head, &l[n - 1]).unwrap(),
-            model
-                .log_marginal_query(&model.query(&head), &head, &l[n - 1])
-                .unwrap(),
-        ]
-    }
-
     #[test]
     fn huge_concentrations_and_counts_match_mpmath() {
         // References: mpmath with mp.mp.dps = 800 and
@@ -558,7 +541,7 @@ mod tests {
         ];
         for (alpha, x, want) in &cases[..3] {
             let model = DirichletMultinomial::new(alpha, 3, false).unwrap();
-            for got in every_path(&model, x) {
+            for got in log_f_every_path(&model, x) {
                 assert!(
                     (got - want).abs() <= 1e-14 * want.abs(),
                     "{alpha:?}: {got} vs {want}"
@@ -569,7 +552,7 @@ mod tests {
         let (alpha, x, _) = &cases[3];
         let model = DirichletMultinomial::new(alpha, 3, false).unwrap();
         let want = polya_urn(alpha, x);
-        for got in every_path(&model, x) {
+        for got in log_f_every_path(&model, x) {
             assert!((got - want).abs() <= 1e-13 * want.abs(), "{got} vs {want}");
         }
         // The plain ln Γ differences have no digit left at α = 10¹⁵.
