@@ -278,8 +278,8 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def header(args: argparse.Namespace) -> dict[str, Any]:
-    """Machine and software description, printed and stored in the JSON."""
+def machine() -> dict[str, Any]:
+    """Machine, software versions, command line and load average at the start."""
     import rosetree as rt
     import scipy
 
@@ -294,6 +294,13 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
         "rosetree_path": str(Path(rt.__file__).parent),
         "argv": sys.argv,
         "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def header(args: argparse.Namespace) -> dict[str, Any]:
+    """Machine and software description, printed and stored in the JSON."""
+    return {
+        **machine(),
         "n_jobs": args.n_jobs,
         "seed": SEED,
         "peak_rss_method": "clear_refs reset" if _reset_peak_rss() else "ru_maxrss difference",

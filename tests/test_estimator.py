@@ -34,7 +34,9 @@ def test_contract_from_the_readme():
     assert isinstance(est.tree_, rt.RoseTree)
     assert est.tree_.to_nested() == [[0, 1, 2], [3, 4, 5]]
     assert est.log_evidence_ == pytest.approx(est.tree_.log_evidence)
-    assert est.log_evidence_ == pytest.approx(rt.log_evidence(BLOCKS, [[0, 1, 2], [3, 4, 5]]))
+    assert est.log_evidence_ == pytest.approx(
+        rt.log_evidence(BLOCKS, [[0, 1, 2], [3, 4, 5]], model=est.model)
+    )
     assert list(est.labels_) == [0, 0, 0, 1, 1, 1]
     assert est.tree_.n_partitions() == 1 + 2 * 2
     assert est.tree_.n_partitions(log10=True) == pytest.approx(np.log10(5))

@@ -98,7 +98,7 @@ def test_bernoulli_scores_and_responsibilities_match_python_reference(holes):
     new = np.array([[1, 0, 1, 1, 0], [0, 0, 0, 1, 1], [1, np.nan, 1, np.nan, 0]])
     log_p, resp = reference_scores(est, X, new, lambda rows: bernoulli_log_f(rows, a, 1.5))
     np.testing.assert_allclose(est.score_samples(new), log_p, rtol=1e-12, atol=1e-12)
-    got = est.predict_proba(new)
+    got = est.predict_node_proba(new)
     assert got.shape == (3, est.tree_.n_nodes)
     np.testing.assert_allclose(got, resp, rtol=1e-9, atol=1e-15)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-12)
@@ -144,7 +144,7 @@ def test_gaussian_density_integrates_to_one_and_matches_student_t():
         ]
     )
     np.testing.assert_allclose(est.score_samples(xs[:, None]), special.logsumexp(terms, axis=1))
-    np.testing.assert_allclose(est.predict_proba(xs[:, None]).sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(est.predict_node_proba(xs[:, None]).sum(axis=1), 1.0, rtol=1e-12)
 
 
 def dm_log_f(rows, alpha, coefficient):
@@ -169,8 +169,8 @@ def test_dirichlet_multinomial_scores_and_responsibilities(coefficient):
     new = np.array([[2, 0, 0], [0, 2, 3], [1, 1, 1], [0, 0, 0]], dtype=float)
     log_p, resp = reference_scores(est, X, new, lambda r: dm_log_f(r, alpha, coefficient))
     np.testing.assert_allclose(est.score_samples(new), log_p, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(est.predict_proba(new), resp, rtol=1e-9, atol=1e-15)
-    np.testing.assert_allclose(est.predict_proba(new).sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(est.predict_node_proba(new), resp, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(est.predict_node_proba(new).sum(axis=1), 1.0, rtol=1e-12)
     if coefficient:
         # The probabilities of all count vectors with 4 draws sum to one.
         rows = np.array([c for c in itertools.product(range(5), repeat=3) if sum(c) == 4])
@@ -189,7 +189,10 @@ def test_python_model_agrees_with_the_built_in_one():
     new = np.array([[1, 0, 1, 1, 0], [0, 0, np.nan, 1, 1]])
     np.testing.assert_allclose(python.score_samples(new), built_in.score_samples(new), rtol=1e-12)
     np.testing.assert_allclose(
-        python.predict_proba(new), built_in.predict_proba(new)[:, order], rtol=1e-9, atol=1e-15
+        python.predict_node_proba(new),
+        built_in.predict_node_proba(new)[:, order],
+        rtol=1e-9,
+        atol=1e-15,
     )
     full = BINARY.copy()
     full[3, 0] = 1.0
@@ -214,7 +217,7 @@ def test_results_do_not_depend_on_n_jobs():
         out.append(
             (
                 est.score_samples(new),
-                est.predict_proba(new),
+                est.predict_node_proba(new),
                 est.predict_missing_proba(),
                 est.log_predictive_missing(full),
             )
@@ -322,7 +325,7 @@ def test_methods_need_a_fitted_estimator():
     for call in (
         lambda: est.score_samples(BINARY),
         lambda: est.score(BINARY),
-        lambda: est.predict_proba(BINARY),
+        lambda: est.predict_node_proba(BINARY),
         lambda: est.log_predictive_missing(BINARY),
         est.predict_missing_proba,
     ):
@@ -337,7 +340,7 @@ def test_bad_input_names_the_problem():
     with pytest.raises(rt.InvalidDataError, match="X has 4 features"):
         est.score_samples(np.ones((2, 4)))
     with pytest.raises(rt.InvalidDataError, match="X has 6 features"):
-        est.predict_proba(np.ones((2, 6)))
+        est.predict_node_proba(np.ones((2, 6)))
     with pytest.raises(rt.InvalidDataError) as info:
         est.score_samples([[0, 1, 2, 0, 1]])
     assert (info.value.row, info.value.column) == (0, 2)
@@ -381,7 +384,7 @@ def test_property_predictive_and_imputation_are_normalised(data, n, d, mixing, b
     est = rt.BayesianRoseTree(mixing=mixing, binary=binary).fit(X)
     rows = all_binary_rows(X.shape[1])
     assert special.logsumexp(est.score_samples(rows)) == pytest.approx(0.0, abs=1e-10)
-    resp = est.predict_proba(rows)
+    resp = est.predict_node_proba(rows)
     np.testing.assert_allclose(resp.sum(axis=1), 1.0, rtol=1e-12)
     imputed = est.predict_missing_proba()
     for i, j in zip(*np.nonzero(np.isnan(X)), strict=True):

@@ -73,6 +73,8 @@ def data_and_tree(draw, max_n=7, binary=False, missing=False):
 
 
 gammas = st.floats(0.05, 0.95)
+#: The Beta(1, 1) prior that ``log_f`` above assumes.
+UNIFORM = rt.BetaBernoulli(alpha=1.0, beta=1.0)
 alphas = st.floats(0.1, 5.0)
 
 
@@ -81,7 +83,7 @@ def test_recursion_equals_sum_over_enumerated_partitions(case, mixing, gamma, al
     X, tree = case
     expected, parts = brute_force_evidence(X, tree, mixing, gamma, alpha)
     assert special.logsumexp([w for _, w in parts]) == pytest.approx(0.0, abs=1e-12)
-    fitted = rt.evaluate_tree(X, tree, mixing=mixing, gamma=gamma, dp_alpha=alpha)
+    fitted = rt.evaluate_tree(X, tree, model=UNIFORM, mixing=mixing, gamma=gamma, dp_alpha=alpha)
     assert fitted.log_evidence == pytest.approx(expected, rel=1e-10, abs=1e-10)
     assert_valid_tree(fitted)
     # The core's own enumeration agrees in count, weights and total.
@@ -236,7 +238,7 @@ def test_optimal_tree_is_the_best_of_all_trees(mixing, seed):
 @given(data_and_tree(missing=True), st.sampled_from(MIXINGS), gammas, alphas)
 def test_predictive_cluster_weights_follow_eq_1_25_and_sum_to_one(case, mixing, gamma, alpha):
     X, tree = case
-    fitted = rt.evaluate_tree(X, tree, mixing=mixing, gamma=gamma, dp_alpha=alpha)
+    fitted = rt.evaluate_tree(X, tree, model=UNIFORM, mixing=mixing, gamma=gamma, dp_alpha=alpha)
     log_w = fitted.log_cluster_weights()
     assert special.logsumexp(log_w) == pytest.approx(0.0, abs=1e-10)
     # Each weight from its ancestor chain, with r_S = π_S f(S) / p(S) taken from the

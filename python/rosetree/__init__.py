@@ -14,9 +14,16 @@ from __future__ import annotations
 
 from . import datasets, plot
 from ._core import __version__
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
+from .config import (
+    BetaBernoulli,
+    ClusterModel,
+    DirichletMultinomial,
+    NormalGamma,
+    NormalInverseWishart,
+)
 from .estimators import BayesianRoseTree
 from .exceptions import (
+    DegenerateModelWarning,
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
@@ -27,12 +34,14 @@ from .exceptions import (
 from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
 from .gp import GPExperts
 from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
+from .metrics import dendrogram_purity, leave_one_out_accuracy, subtree_score
 from .tree import RoseTree
 
 __all__ = [
     "BayesianRoseTree",
     "BetaBernoulli",
     "ClusterModel",
+    "DegenerateModelWarning",
     "DirichletMultinomial",
     "EvidenceGradient",
     "GPExperts",
@@ -40,6 +49,7 @@ __all__ = [
     "InvalidParameterError",
     "InvalidTreeError",
     "LearningResult",
+    "NormalGamma",
     "NormalInverseWishart",
     "NotFittedError",
     "NumericalError",
@@ -47,11 +57,14 @@ __all__ = [
     "RoseTreeError",
     "__version__",
     "datasets",
+    "dendrogram_purity",
     "evaluate_tree",
     "evidence_gradient",
     "excess_bits",
     "learn_hyperparameters",
+    "leave_one_out_accuracy",
     "log_evidence",
     "optimal_tree",
     "plot",
+    "subtree_score",
 ]

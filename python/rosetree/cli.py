@@ -10,23 +10,36 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
+from .config import (
+    BetaBernoulli,
+    ClusterModel,
+    DirichletMultinomial,
+    NormalGamma,
+    NormalInverseWishart,
+)
 from .estimators import BayesianRoseTree
 from .exceptions import RoseTreeError
+
+#: Trees up to this depth are written as indented JSON, deeper ones compactly.
+_INDENT_DEPTH = 64
 
 _MODELS = {
     "bernoulli": "beta-Bernoulli (binary 0/1 data; empty or NaN cells are missing)",
     "gaussian": "Normal-inverse-Wishart (real-valued data, data-driven prior)",
+    "normal-gamma": "independent Normal-Gamma features (real-valued data, data-driven prior; "
+    "empty or NaN cells are missing)",
     "multinomial": "Dirichlet-multinomial (rows of counts)",
 }
 
 
-def _model(name: str, alpha: float, beta: float) -> ClusterModel:
+def _model(name: str, alpha: float | None, beta: float | None) -> ClusterModel:
     if name == "bernoulli":
         return BetaBernoulli(alpha=alpha, beta=beta)
     if name == "gaussian":
         return NormalInverseWishart()
-    return DirichletMultinomial(alpha=alpha)
+    if name == "normal-gamma":
+        return NormalGamma()
+    return DirichletMultinomial() if alpha is None else DirichletMultinomial(alpha=alpha)
 
 
 def read_csv(
@@ -71,7 +84,7 @@ def read_csv(
 def _describe(model: ClusterModel) -> str:
     """The learned hyperparameters in one line (ranges for per-feature values)."""
     parts = []
-    for name in ("alpha", "beta", "kappa0", "nu0"):
+    for name in ("alpha", "beta", "kappa0", "nu0", "a0", "b0"):
         if not hasattr(model, name):
             continue
         v = np.atleast_1d(np.asarray(getattr(model, name), dtype=float))
@@ -85,11 +98,17 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
     out = sys.stdout
     out.write(tree.format(labels=names, max_leaves=args.max_children) + "\n\n")
     n_clusters = len(np.unique(est.labels_))
+    if est.n_clusters is not None:
+        rule = f"at most {est.n_clusters}, lowest cut of the heights"
+    elif est.flat_clusters == "map":
+        rule = "most probable tree-consistent partition"
+    else:
+        rule = f"r >= {est.cut_threshold:g} cut"
     out.write(
         f"log evidence      ln p(D|T) = {est.log_evidence_:.4f}\n"
-        f"internal nodes    {tree.n_nodes - tree.n_leaves}\n"
+        f"internal nodes    {tree.n_nodes - tree.n_leaves} (depth {tree.depth()})\n"
         f"partitions        10^{tree.n_partitions(log10=True):.2f}\n"
-        f"flat clusters     {n_clusters} (r >= 0.5 cut)\n"
+        f"flat clusters     {n_clusters} ({rule})\n"
     )
     if args.learn:
         rule = (
@@ -102,7 +121,10 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
         Path(args.newick).write_text(tree.to_newick(labels=names) + "\n")
         out.write(f"wrote Newick to {args.newick}\n")
     if args.json:
-        Path(args.json).write_text(tree.to_json(labels=names, indent=1) + "\n")
+        # Indentation grows with depth: quadratic in size for deep trees, so only shallow
+        # trees are indented.
+        indent = 1 if tree.depth() <= _INDENT_DEPTH else None
+        Path(args.json).write_text(tree.to_json(labels=names, indent=indent) + "\n")
         out.write(f"wrote JSON to {args.json}\n")
 
 
@@ -126,6 +148,23 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--restarts", type=int, default=0, metavar="K", help="random restarts of --learn"
+    )
+    p.add_argument(
+        "--flat",
+        choices=("cut", "map"),
+        default="cut",
+        help="flat clusters: cut = top-down cut r >= --cut-threshold (default), "
+        "map = most probable tree-consistent partition",
+    )
+    p.add_argument(
+        "--cut-threshold", type=float, default=0.5, metavar="T", help="threshold of --flat cut"
+    )
+    p.add_argument(
+        "--n-clusters",
+        type=int,
+        default=None,
+        metavar="K",
+        help="at most K flat clusters, the lowest cut of the tree's heights (overrides --flat)",
     )
     p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--newick", metavar="FILE", help="write the tree in Newick format")
@@ -154,9 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()),
     )
     fit.add_argument(
-        "--alpha", type=float, default=1.0, help="prior pseudo-count alpha (default 1)"
+        "--alpha",
+        type=float,
+        default=None,
+        help="prior pseudo-count alpha (default: bernoulli, each feature's smoothed frequency "
+        "of ones; multinomial, 1)",
     )
-    fit.add_argument("--beta", type=float, default=1.0, help="prior pseudo-count beta (default 1)")
+    fit.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        help="prior pseudo-count beta (default: bernoulli, one minus the frequency of ones)",
+    )
     fit.add_argument("--labels", metavar="COL", help="column holding leaf names")
     fit.add_argument(
         "--ignore", metavar="COL", nargs="*", default=[], help="columns to leave out of the data"
@@ -191,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             n_jobs=args.n_jobs,
             learn_hyperparameters=args.learn,
             n_restarts=args.restarts,
+            flat_clusters=args.flat,
+            n_clusters=args.n_clusters,
+            cut_threshold=args.cut_threshold,
         ).fit(X)
     except (RoseTreeError, ValueError, OSError) as exc:
         print(f"rosetree: error: {exc}", file=sys.stderr)

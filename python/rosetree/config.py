@@ -9,12 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import warnings
+
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .exceptions import InvalidParameterError
+from .exceptions import DegenerateModelWarning, InvalidParameterError
 
-__all__ = ["BetaBernoulli", "ClusterModel", "DirichletMultinomial", "NormalInverseWishart"]
+__all__ = [
+    "BetaBernoulli",
+    "ClusterModel",
+    "DirichletMultinomial",
+    "NormalGamma",
+    "NormalInverseWishart",
+]
 
 
 def _vector(name: str, value: Any) -> list[float]:
@@ -67,6 +75,13 @@ class ClusterModel:
             )
         return {"family": "callback", "object": self}
 
+    def _check_data(self, X: Any, stacklevel: int = 2) -> None:
+        """Warn about data the model cannot describe well.
+
+        Called with the validated data by everything that fits or evaluates the model;
+        ``stacklevel=2`` points a warning at the caller of the function that calls this.
+        """
+
     def log_marginal(self, X: Any) -> float:
         r""":math:`\ln f(D)` (BRT eq 1.1) of all rows of ``X`` taken as one cluster.
 
@@ -81,7 +96,9 @@ class ClusterModel:
         from . import _core
         from ._validation import check_array
 
-        return float(_core.log_marginal(check_array(X, min_rows=1), self._spec()))
+        X = check_array(X, min_rows=1)
+        self._check_data(X)
+        return float(_core.log_marginal(X, self._spec()))
 
 
 @dataclass(frozen=True)
@@ -96,25 +113,34 @@ class BetaBernoulli(ClusterModel):
 
     Parameters
     ----------
-    alpha : float or array_like of shape (n_features,), default=1.0
+    alpha : float or array_like of shape (n_features,), default=None
         Pseudo-count of ones per feature (prior mean of :math:`P(x_i = 1)` is
-        :math:`\alpha_i / (\alpha_i + \beta_i)`).
-    beta : float or array_like of shape (n_features,), default=1.0
-        Pseudo-count of zeros per feature.
+        :math:`\alpha_i / (\alpha_i + \beta_i)`). ``None``: from the data, see Notes.
+    beta : float or array_like of shape (n_features,), default=None
+        Pseudo-count of zeros per feature. ``None``: from the data, see Notes.
 
     Notes
     -----
     Entries must be 0 or 1. NaN marks a missing entry, which is marginalised out.
+
+    The default prior is set from the data: each feature's prior mean is its smoothed
+    frequency of ones, :math:`m_i = (k_i + 1/2) / (N_i + 1)` over the :math:`N_i` observed
+    entries, with the weight of one observation: :math:`\alpha_i = m_i`,
+    :math:`\beta_i = 1 - m_i`. With :math:`\alpha = \beta = 1` every feature is a priori as
+    likely on as off, and on sparse data rows that share their zeros look alike; measured on
+    five labelled binary data sets (``benchmarks/bench_quality.py``), the data-driven prior
+    raised the dendrogram purity of the trees from below SciPy's average linkage to above
+    it on every one. Pass ``alpha=1.0, beta=1.0`` for the uniform prior.
     """
 
-    alpha: float | ArrayLike = 1.0
-    beta: float | ArrayLike = 1.0
+    alpha: float | ArrayLike | None = None
+    beta: float | ArrayLike | None = None
 
     def _spec(self) -> dict[str, Any]:
         return {
             "family": "bernoulli",
-            "alpha": _vector("alpha", self.alpha),
-            "beta": _vector("beta", self.beta),
+            "alpha": None if self.alpha is None else _vector("alpha", self.alpha),
+            "beta": None if self.beta is None else _vector("beta", self.beta),
         }
 
 
@@ -133,14 +159,35 @@ class NormalInverseWishart(ClusterModel):
         Prior pseudo-count of the mean (the BRT paper's *r*). Default: 0.01, a vague prior on
         where clusters lie.
     nu0 : float, optional
-        Degrees of freedom, ``nu0 > n_features - 1``. Default: ``n_features + 2``.
-    psi0 : array_like of shape (n_features, n_features), optional
+        Degrees of freedom, ``nu0 > n_features - 1``. Default: ``n_features + 2``, the
+        smallest integer for which the prior mean of :math:`\Sigma` exists.
+    psi0 : array_like of shape (n_features, n_features) or (n_features,), optional
         Scale matrix, symmetric positive definite (the paper's Wishart scale *S* is
-        ``inv(psi0)``). Default: ``(nu0 - n_features - 1)`` times the data covariance (with a
-        small ridge), so that the prior mean of :math:`\Sigma` is the data covariance.
+        ``inv(psi0)``); a 1-D array is the diagonal of a diagonal scale matrix. Default:
+        ``(nu0 - n_features - 1) * diag(v)``, where ``v`` holds the data's column variances
+        plus ``1e-6`` times their mean (so that a constant column stays positive), so that
+        the prior mean of :math:`\Sigma` is ``diag(v)``.
 
     Notes
     -----
+    Why the default scale is diagonal: on labelled continuous data (MNIST PCA-20, optdigits
+    and the BHC digits 0/2/4 as raw pixels, Gaussian blobs; ``benchmarks/niw_defaults.py``),
+    the diagonal default gave a mean dendrogram purity of 0.63 against 0.49 for the data
+    covariance, with cluster counts nearer the number of classes; other multiples of it, a
+    larger ``nu0`` or ``kappa0`` of 0.1 or 1 did no better on average. The full covariance of
+    raw pixels is nearly singular, and singular whenever ``n_features >= n_samples``, where
+    the diagonal stays well defined.
+
+    With ``n_features >= n_samples`` no cluster has enough rows to estimate a full
+    covariance matrix and the fit follows the prior: fitting or evaluating then emits a
+    :class:`~rosetree.DegenerateModelWarning`. A diagonal model or fewer features (e.g. by
+    PCA) suit such data better.
+
+    Scoring is fast in many dimensions: statistics are kept in coordinates whitened by the
+    prior, and a cluster of ``m`` rows costs :math:`O(m^2 d)` to score rather than
+    :math:`O(d^3)` while ``m`` is small against ``d``. A full (non-diagonal) ``psi0`` is
+    factorised once, :math:`O(d^3)`.
+
     Missing values are not supported.
     """
 
@@ -149,21 +196,97 @@ class NormalInverseWishart(ClusterModel):
     nu0: float | None = None
     psi0: ArrayLike | None = None
 
+    def _check_data(self, X: Any, stacklevel: int = 2) -> None:
+        n, d = X.shape
+        if d >= n:
+            warnings.warn(
+                f"NormalInverseWishart with n_features={d} >= n_samples={n}: no cluster has "
+                f"enough rows to estimate a full {d}x{d} covariance matrix, so the marginal "
+                "likelihoods follow the prior and can be degenerate. Use a model with "
+                "independent features (rt.NormalGamma) or fewer features (e.g. after PCA).",
+                DegenerateModelWarning,
+                stacklevel=stacklevel + 1,
+            )
+
     def _spec(self) -> dict[str, Any]:
-        psi0 = None
+        psi0 = psi0_diagonal = None
         if self.psi0 is not None:
             arr = np.asarray(self.psi0, dtype=np.float64)
-            if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+            if arr.ndim == 1:
+                psi0_diagonal = [float(v) for v in arr]
+            elif arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
+                psi0 = [float(v) for v in arr.ravel()]
+            else:
                 raise InvalidParameterError(
-                    f"psi0 must be a square matrix, got shape {arr.shape}", "psi0"
+                    f"psi0 must be a square matrix or a 1-D diagonal, got shape {arr.shape}",
+                    "psi0",
                 )
-            psi0 = [float(v) for v in arr.ravel()]
         return {
             "family": "normal_inverse_wishart",
             "mu0": None if self.mu0 is None else _vector("mu0", self.mu0),
             "kappa0": _optional_scalar("kappa0", self.kappa0),
             "nu0": _optional_scalar("nu0", self.nu0),
             "psi0": psi0,
+            "psi0_diagonal": psi0_diagonal,
+        }
+
+
+@dataclass(frozen=True)
+class NormalGamma(ClusterModel):
+    r"""Real-valued clusters with independent Normal–Gamma features (a diagonal Gaussian).
+
+    Per feature *j*: :math:`x_j \mid \mu_j, \lambda_j \sim \mathcal{N}(\mu_j, 1/\lambda_j)`,
+    :math:`\mu_j \mid \lambda_j \sim \mathcal{N}(m_{0j}, 1/(\kappa_0 \lambda_j))`,
+    :math:`\lambda_j \sim \mathrm{Gamma}(a_0, \text{rate } b_{0j})`, so that
+
+    .. math::
+        \ln f(D) = \sum_j \Big[\ln\Gamma(a_n) - \ln\Gamma(a_0) + a_0 \ln b_{0j}
+                  - a_n \ln b_{nj} + \tfrac12 \ln\frac{\kappa_0}{\kappa_n}
+                  - \tfrac{n}{2} \ln 2\pi\Big]
+
+    with :math:`\kappa_n = \kappa_0 + n`, :math:`a_n = a_0 + n/2` and
+    :math:`b_{nj} = b_{0j} + \tfrac12 \sum (x_j - \bar x_j)^2
+    + \kappa_0 n (\bar x_j - m_{0j})^2 / (2\kappa_n)` (Murphy 2007, eq 95), *n* counting
+    the observed entries of feature *j*.
+
+    Parameters
+    ----------
+    m0 : float or array_like of shape (n_features,), optional
+        Prior mean of each feature. Default: the column means of the data.
+    kappa0 : float, optional
+        Prior pseudo-count of the means. Default: 1.0, so that cluster means spread about
+        as widely as the rows of one cluster.
+    a0 : float, optional
+        Gamma shape of the precisions. Default: 5.0.
+    b0 : float or array_like of shape (n_features,), optional
+        Gamma rate of each feature's precision (prior mean precision ``a0 / b0``).
+        Default: ``0.2 * a0`` times the column variance (plus a ridge of 1e-6 times the mean
+        variance), so that a cluster's prior mean precision is five times that of the whole
+        data; a column with fewer than two observed values takes the mean variance.
+
+    Notes
+    -----
+    The defaults gave the highest mean dendrogram purity among 90 candidate rules on
+    labelled continuous data (MNIST PCA-20, optdigits and digits024 subsets; see
+    ``experiments/normal_gamma_defaults.py``). NaN marks a missing
+    entry, which drops out of its feature (marginalised). Unlike
+    :class:`NormalInverseWishart`, the features are independent within a cluster, which
+    costs no matrix algebra and estimates no covariances; sparse input is read without a
+    dense copy.
+    """
+
+    m0: float | ArrayLike | None = None
+    kappa0: float | None = None
+    a0: float | None = None
+    b0: float | ArrayLike | None = None
+
+    def _spec(self) -> dict[str, Any]:
+        return {
+            "family": "normal_gamma",
+            "m0": None if self.m0 is None else _vector("m0", self.m0),
+            "kappa0": _optional_scalar("kappa0", self.kappa0),
+            "a0": _optional_scalar("a0", self.a0),
+            "b0": None if self.b0 is None else _vector("b0", self.b0),
         }
 
 

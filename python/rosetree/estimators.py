@@ -9,13 +9,14 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array, check_csr, check_n_jobs, is_sparse
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial
+from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
 
 _MIXINGS = ("brt", "gamma", "dp")
+_MERGE_RULES = ("likelihood_ratio", "posterior")
 #: Rows sampled to find the top-level clusters of a part in the approximate search.
 _APPROX_SAMPLE = 1000
 
@@ -56,8 +57,8 @@ def resolve_model(model: Any) -> ClusterModel:
     if not isinstance(model, ClusterModel):
         raise InvalidParameterError(
             "model must be a rosetree cluster model such as rt.BetaBernoulli(), "
-            "rt.NormalInverseWishart(), rt.DirichletMultinomial() or a subclass of "
-            f"rt.ClusterModel that implements log_marginal(X); got {model!r}",
+            "rt.NormalInverseWishart(), rt.NormalGamma(), rt.DirichletMultinomial() or a "
+            f"subclass of rt.ClusterModel that implements log_marginal(X); got {model!r}",
             "model",
         )
     return model
@@ -75,6 +76,15 @@ def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
     return out
 
 
+def check_merge_rule(rule: Any) -> str:
+    """``rule`` if it names a merge rule of the greedy search."""
+    if rule not in _MERGE_RULES:
+        raise InvalidParameterError(
+            f"merge_rule must be one of {_MERGE_RULES}, got {rule!r}", "merge_rule"
+        )
+    return str(rule)
+
+
 class BayesianRoseTree(_ParamsMixin):
     r"""Greedy Bayesian rose tree (Blundell, Teh & Heller 2010), or BHC with ``binary=True``.
 
@@ -82,13 +92,14 @@ class BayesianRoseTree(_ParamsMixin):
     computed by the recursion :math:`p(D \mid T) = \pi_T f(D) + (1 - \pi_T) \prod_i p(D_i
     \mid T_i)` (eq 1.5). It is built by greedy agglomeration: at each step the pair of trees
     and the merge (join, absorb, collapse) with the highest likelihood ratio (eq 1.23) is
-    taken.
+    taken (or, with ``merge_rule="posterior"``, the one whose new node is most probably a
+    cluster).
 
     Parameters
     ----------
     model : ClusterModel, default=None
         The cluster model :math:`f(D)`: :class:`BetaBernoulli` (the default),
-        :class:`NormalInverseWishart` or :class:`DirichletMultinomial`.
+        :class:`NormalInverseWishart`, :class:`NormalGamma` or :class:`DirichletMultinomial`.
     mixing : {"brt", "gamma", "dp"}, default="brt"
         How :math:`\pi_T` is set: ``"brt"`` is :math:`1 - (1 - \gamma)^{n_c - 1}` for a node
         with :math:`n_c` children (eq 1.7); ``"gamma"`` is the constant :math:`\gamma`;
@@ -101,6 +112,18 @@ class BayesianRoseTree(_ParamsMixin):
     binary : bool, default=False
         Consider joins only: Bayesian hierarchical clustering (BHC-γ with ``"gamma"`` or
         ``"brt"``, which coincide on binary trees; BHC-DP with ``"dp"``).
+    merge_rule : {"likelihood_ratio", "posterior"}, default="likelihood_ratio"
+        How the greedy search ranks candidate merges. ``"likelihood_ratio"`` is the BRT
+        chapter's rule (eq 1.23): the merge that most raises :math:`p(D \mid T)` locally,
+        :math:`\ln L = \ln p(T_m) - \ln p(T_i) - \ln p(T_j)`. ``"posterior"`` is Heller &
+        Ghahramani's BHC rule: the merge whose new node has the highest posterior merge
+        probability :math:`r_m = \pi_m f(D_m) / p(D_m \mid T_m)` (eq 1.26); with rose-tree
+        merges the operation of each pair (join, absorb, collapse) is still the most likely
+        one, and pairs are ranked by :math:`r` of the node it makes. Use ``"posterior"`` to
+        reproduce BHC as published (``binary=True``, ``mixing="dp"``); the likelihood ratio
+        is the rule under which greedy rose trees were studied. Both rank merges as exact
+        arithmetic would: hopeless merges, whose scores round to the same double, are still
+        ordered by how hopeless they are.
     contract : bool, default=False
         After the greedy search, contract every edge whose removal raises
         :math:`p(D \mid T)`, until none does.
@@ -130,8 +153,22 @@ class BayesianRoseTree(_ParamsMixin):
         the most likely result is kept (the BRT chapter used 10).
     tie_hyperparameters : bool, default=False
         Learn one ``alpha`` and ``beta`` shared by all features instead of one per feature
-        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`). Per-feature learning from a
+        (:class:`BetaBernoulli`, :class:`DirichletMultinomial`; for :class:`NormalGamma`, one
+        factor on every ``b0``). Per-feature learning from a
         shared start first learns the shared values and continues from their optimum.
+    flat_clusters : {"cut", "map"}, default="cut"
+        How :attr:`labels_` is read off the tree. ``"cut"``: Heller & Ghahramani's top-down
+        cut, a node whose posterior merge probability :math:`r_T \ge` ``cut_threshold``
+        (eq 1.26) is one cluster (:meth:`RoseTree.cut`). ``"map"``: the most probable
+        tree-consistent partition (:meth:`RoseTree.map_partition`), which has no parameter.
+        See the Notes of :class:`RoseTree` for when to use which.
+    n_clusters : int, default=None
+        If given, overrides ``flat_clusters``: at most ``n_clusters`` clusters, the lowest
+        cut of the tree's heights that gives no more (:meth:`RoseTree.max_clusters`, as
+        SciPy's ``fcluster(Z, n_clusters, "maxclust")`` on ``tree_.to_linkage()``). Fewer
+        only where a multi-way node or tied heights leave no cut with exactly that many.
+    cut_threshold : float, default=0.5
+        The threshold on :math:`r_T` of ``flat_clusters="cut"``, in [0, 1].
 
     Attributes
     ----------
@@ -141,8 +178,12 @@ class BayesianRoseTree(_ParamsMixin):
         :math:`\ln p(D \mid T)` of the fitted tree (eq 1.5). For ``mixing="dp"`` this is the
         tree's own marginal likelihood, not the DP lower bound.
     labels_ : ndarray of shape (n_samples,)
-        Flat clustering read off the tree by :meth:`RoseTree.cut`: descending from the root,
-        a node whose posterior :math:`r_T \ge 0.5` (eq 1.26) is one cluster.
+        Flat clusters read off the tree by the rule of ``flat_clusters`` / ``n_clusters``
+        (by default :meth:`RoseTree.cut`: descending from the root, a node whose posterior
+        :math:`r_T \ge 0.5` is one cluster), numbered ``0 .. K-1`` by first row.
+    cluster_nodes_ : ndarray of shape (K,)
+        The node of :attr:`tree_` that is each flat cluster: rows with label *k* are
+        ``tree_.leaves(cluster_nodes_[k])``. The columns of :meth:`predict_proba`.
     model_ : ClusterModel
         The cluster model of the fitted tree: ``model`` itself, or the learned one.
     gamma_, dp_alpha_ : float
@@ -173,6 +214,7 @@ class BayesianRoseTree(_ParamsMixin):
         gamma: float = 0.5,
         dp_alpha: float = 1.0,
         binary: bool = False,
+        merge_rule: str = "likelihood_ratio",
         contract: bool = False,
         n_jobs: int | None = None,
         approximate: bool = False,
@@ -181,12 +223,16 @@ class BayesianRoseTree(_ParamsMixin):
         learn_hyperparameters: bool = False,
         n_restarts: int = 0,
         tie_hyperparameters: bool = False,
+        flat_clusters: str = "cut",
+        n_clusters: int | None = None,
+        cut_threshold: float = 0.5,
     ) -> None:
         self.model = model
         self.mixing = mixing
         self.gamma = gamma
         self.dp_alpha = dp_alpha
         self.binary = binary
+        self.merge_rule = merge_rule
         self.contract = contract
         self.n_jobs = n_jobs
         self.approximate = approximate
@@ -195,6 +241,9 @@ class BayesianRoseTree(_ParamsMixin):
         self.learn_hyperparameters = learn_hyperparameters
         self.n_restarts = n_restarts
         self.tie_hyperparameters = tie_hyperparameters
+        self.flat_clusters = flat_clusters
+        self.n_clusters = n_clusters
+        self.cut_threshold = cut_threshold
 
     def fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
         """Build the tree over the rows of ``X``.
@@ -214,13 +263,16 @@ class BayesianRoseTree(_ParamsMixin):
         """
         model = resolve_model(self.model)
         mixing_args(self.mixing, self.gamma, self.dp_alpha)
+        self._check_flat_args()
         n_jobs = check_n_jobs(self.n_jobs)
         names = getattr(X, "columns", None)
-        sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial))
+        sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial, NormalGamma))
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
             X = check_array(X)
+        model._check_data(X)
         options = dict(
             binary=bool(self.binary),
+            merge_rule=check_merge_rule(self.merge_rule),
             contract=bool(self.contract),
             n_jobs=n_jobs,
             approx=self._approx_args(),
@@ -261,12 +313,41 @@ class BayesianRoseTree(_ParamsMixin):
             self.model_ = model
             self.gamma_, self.dp_alpha_ = float(self.gamma), float(self.dp_alpha)
         self.log_evidence_ = self.tree_.log_evidence
-        self.labels_ = self.tree_.cut()
+        nodes = self._flat_nodes(self.tree_)
+        self.labels_ = self.tree_.labels_of(nodes)
+        # Labels are numbered by first row; the clusters' leaves are n rows in all.
+        first_rows = [self.tree_.leaves(v)[0] for v in nodes]
+        self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
         self.n_features_in_ = int(X.shape[1])
         if names is not None:
             self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
         self._keep_for_prediction((*csr, X.shape[1]) if csr else X, self.model_._spec())
         return self
+
+    def _check_flat_args(self) -> None:
+        if self.flat_clusters not in ("cut", "map"):
+            raise InvalidParameterError(
+                f"flat_clusters must be 'cut' or 'map', got {self.flat_clusters!r}",
+                "flat_clusters",
+            )
+        k = self.n_clusters
+        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
+            raise InvalidParameterError(
+                f"n_clusters must be None or a positive integer, got {k!r}", "n_clusters"
+            )
+        t = self.cut_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
+            raise InvalidParameterError(
+                f"cut_threshold must be a number in [0, 1], got {t!r}", "cut_threshold"
+            )
+
+    def _flat_nodes(self, tree: RoseTree) -> list[int]:
+        """The nodes of the flat clusters chosen by the estimator's parameters."""
+        if self.n_clusters is not None:
+            return tree.max_clusters_nodes(int(self.n_clusters))
+        if self.flat_clusters == "map":
+            return tree.map_nodes()
+        return tree.cut_nodes(float(self.cut_threshold))
 
     def _seed(self) -> int:
         seed = 0 if self.random_state is None else self.random_state
@@ -329,13 +410,16 @@ class BayesianRoseTree(_ParamsMixin):
             )
         return X
 
-    def _predict_core(self, X: np.ndarray, responsibilities: bool) -> tuple[Any, Any]:
+    def _predict_core(
+        self, X: np.ndarray, responsibilities: bool, clusters: Any = None
+    ) -> tuple[Any, Any]:
         return _core.brt_predict(
             self._fit_X,
             self._fit_model_spec,
             self.tree_._core,
             X,
             responsibilities=responsibilities,
+            clusters=None if clusters is None else [int(v) for v in clusters],
             n_jobs=check_n_jobs(self.n_jobs),
         )
 
@@ -351,8 +435,9 @@ class BayesianRoseTree(_ParamsMixin):
         Parameters
         ----------
         X : array_like of shape (n_rows, n_features)
-            New rows. For :class:`BetaBernoulli`, NaN entries are missing and marginalised
-            out (an all-NaN row scores 0); the other built-in models reject NaN.
+            New rows. For :class:`BetaBernoulli` and :class:`NormalGamma`, NaN entries are
+            missing and marginalised out (an all-NaN row scores 0); the other built-in
+            models reject NaN.
 
         Returns
         -------
@@ -360,7 +445,7 @@ class BayesianRoseTree(_ParamsMixin):
             :math:`\ln p(x \mid D, T)` of each row: a log probability for discrete models
             (for :class:`DirichletMultinomial`, of the count vector when
             ``multinomial_coefficient=True``, else of one ordering of its tokens), a log
-            density for :class:`NormalInverseWishart`.
+            density for :class:`NormalInverseWishart` and :class:`NormalGamma`.
 
         Raises
         ------
@@ -389,6 +474,52 @@ class BayesianRoseTree(_ParamsMixin):
         return float(np.mean(self.score_samples(X)))
 
     def predict_proba(self, X: Any) -> np.ndarray:
+        r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
+
+        .. math:: P(c \mid x) \propto n_c\, f(x \mid D_c), \qquad
+                  f(x \mid D_c) = f(D_c \cup \{x\}) / f(D_c),
+
+        with :math:`n_c` the training rows in cluster *c* and :math:`f(x \mid D_c)` its
+        posterior predictive under the cluster model: the new row joins one of the fitted
+        clusters, in proportion to their sizes. (For the posterior over every node of the
+        tree, eq 1.25's mixture, see :meth:`predict_node_proba`.)
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+            New rows (NaN as in :meth:`score_samples`).
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_clusters)
+            Column *k* is the cluster with label *k* (node ``cluster_nodes_[k]``); each row
+            sums to one.
+
+        Raises
+        ------
+        NotFittedError, InvalidDataError
+            As :meth:`score_samples`.
+        """
+        X = self._check_new_rows(X)
+        _, proba = self._predict_core(X, responsibilities=True, clusters=self.cluster_nodes_)
+        return np.asarray(proba)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
+
+        The column of largest :meth:`predict_proba` (the lowest label on a tie).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+        """
+        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
+
+    def predict_node_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each cluster of the tree given each new row.
 
         :math:`P(S \mid x, D, T) = w_S f(x \mid D_S) / p(x \mid D, T)`, with the weights

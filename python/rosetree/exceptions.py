@@ -8,6 +8,7 @@ libraries.
 from __future__ import annotations
 
 __all__ = [
+    "DegenerateModelWarning",
     "InvalidDataError",
     "InvalidParameterError",
     "InvalidTreeError",
@@ -63,4 +64,13 @@ class NotFittedError(RoseTreeError, ValueError, AttributeError):
 
     It is both a :class:`ValueError` and an :class:`AttributeError`, as scikit-learn's
     exception of the same name, so code written for either keeps working.
+    """
+
+
+class DegenerateModelWarning(UserWarning):
+    """The cluster model cannot be estimated well from the data it is given.
+
+    Raised, for example, for :class:`~rosetree.NormalInverseWishart` with at least as many
+    features as rows: no cluster has enough rows to estimate a full covariance matrix, so
+    the fit follows the prior.
     """

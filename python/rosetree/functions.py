@@ -39,11 +39,13 @@ def evaluate_tree(
         Require a binary tree (raise :class:`InvalidTreeError` otherwise).
     """
     X = check_array(X)
+    model = resolve_model(model)
+    model._check_data(X)
     internal = nested_to_internal(tree, X.shape[0])
     if binary and any(len(c) != 2 for c in internal):
         raise InvalidTreeError("binary=True, but the tree has a node with more than two children")
     kwargs = mixing_args(mixing, gamma, dp_alpha)
-    return RoseTree(_core.evaluate_tree(X, resolve_model(model)._spec(), internal, **kwargs))
+    return RoseTree(_core.evaluate_tree(X, model._spec(), internal, **kwargs))
 
 
 def log_evidence(
@@ -78,8 +80,10 @@ def optimal_tree(
     trees). With ``binary=True`` only binary trees are considered.
     """
     X = check_array(X)
+    model = resolve_model(model)
+    model._check_data(X)
     kwargs = mixing_args(mixing, gamma, dp_alpha)
-    core = _core.optimal_tree(X, resolve_model(model)._spec(), binary=bool(binary), **kwargs)
+    core = _core.optimal_tree(X, model._spec(), binary=bool(binary), **kwargs)
     return RoseTree(core)
 
 

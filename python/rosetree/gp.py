@@ -231,10 +231,10 @@ class GPExperts(ClusterModel):
         r"""A model whose input prior is set from the data, as :class:`NormalInverseWishart` does.
 
         :math:`\mu_0` is the mean of the inputs, :math:`\nu_0 = d + 2` unless given, and
-        :math:`\Psi_0 = (\nu_0 - d - 1)\, C` (so that the prior mean of the input
-        covariance is *C*), where *C* is the sample covariance of the inputs (divisor
-        ``n - 1``) with :math:`10^{-6}` times its mean variance added to the diagonal (the
-        identity if every input is constant). If :math:`\nu_0 \le d + 1`, :math:`\Psi_0 = C`.
+        :math:`\Psi_0 = (\nu_0 - d - 1)\, V` (so that the prior mean of the input
+        covariance is *V*), where *V* is the diagonal matrix of the inputs' sample variances
+        (divisor ``n - 1``) plus :math:`10^{-6}` times their mean (the identity if every
+        input is constant). If :math:`\nu_0 \le d + 1`, :math:`\Psi_0 = V`.
 
         Parameters
         ----------
@@ -255,12 +255,9 @@ class GPExperts(ClusterModel):
         X = _check_rows(X, "X", min_rows=2)
         x = X[:, :-1]
         d = x.shape[1]
-        cov = np.atleast_2d(np.cov(x, rowvar=False))
-        mean_var = float(np.trace(cov)) / d
-        if mean_var > 0:
-            cov = cov + _RIDGE * mean_var * np.eye(d)
-        else:
-            cov = np.eye(d)
+        var = np.var(x, axis=0, ddof=1)
+        mean_var = float(var.mean())
+        cov = np.diag(var + _RIDGE * mean_var) if mean_var > 0 else np.eye(d)
         nu = d + 2.0 if nu0 is None else _finite("nu0", nu0)
         scale = nu - d - 1.0 if nu > d + 1.0 else 1.0
         for name in ("mu0", "psi0"):

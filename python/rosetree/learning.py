@@ -15,7 +15,13 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalInverseWishart
+from .config import (
+    BetaBernoulli,
+    ClusterModel,
+    DirichletMultinomial,
+    NormalGamma,
+    NormalInverseWishart,
+)
 from .exceptions import InvalidParameterError
 from .tree import RoseTree, nested_to_internal
 
@@ -27,7 +33,7 @@ _LOG_BOUND = 12.0
 #: L-BFGS-B's relative tolerance on ln p(D | T): 1e-4 nats on an evidence of 1e4, far below
 #: anything reported, and a third of the evaluations of SciPy's default.
 _FTOL = 1e-8
-_LEARNABLE = (BetaBernoulli, DirichletMultinomial, NormalInverseWishart)
+_LEARNABLE = (BetaBernoulli, DirichletMultinomial, NormalInverseWishart, NormalGamma)
 
 
 class EvidenceGradient(NamedTuple):
@@ -41,7 +47,8 @@ class EvidenceGradient(NamedTuple):
         entry per feature) for :class:`BetaBernoulli`; ``alpha`` for
         :class:`DirichletMultinomial`; ``kappa0``, ``nu0`` and ``psi0_scale`` (the derivative
         with respect to *c* in :math:`\Psi_0 \to c\,\Psi_0`, at *c* = 1) for
-        :class:`NormalInverseWishart`.
+        :class:`NormalInverseWishart`; ``m0``, ``kappa0``, ``a0`` and ``b0`` (``m0`` and
+        ``b0`` per feature) for :class:`NormalGamma`.
     mixing : float
         :math:`\partial \ln p / \partial \gamma`, or :math:`\partial \ln p / \partial a` (the
         DP concentration) for ``mixing="dp"``.
@@ -58,6 +65,10 @@ def _split(model: ClusterModel, flat: np.ndarray) -> dict[str, np.ndarray]:
         return {"alpha": flat[:d], "beta": flat[d:]}
     if isinstance(model, DirichletMultinomial):
         return {"alpha": flat}
+    if isinstance(model, NormalGamma):
+        d = (flat.size - 2) // 2
+        shared = {"kappa0": flat[d : d + 1], "a0": flat[d + 1 : d + 2]}
+        return {"m0": flat[:d], **shared, "b0": flat[d + 2 :]}
     return {"kappa0": flat[:1], "nu0": flat[1:2], "psi0_scale": flat[2:3]}
 
 
@@ -65,7 +76,8 @@ def _check_learnable(model: ClusterModel) -> None:
     if not isinstance(model, _LEARNABLE):
         raise InvalidParameterError(
             "hyperparameter learning needs a built-in model (BetaBernoulli, "
-            f"NormalInverseWishart or DirichletMultinomial), got {type(model).__name__}",
+            "NormalInverseWishart, NormalGamma or DirichletMultinomial), got "
+            f"{type(model).__name__}",
             "model",
         )
 
@@ -114,7 +126,11 @@ class _Coordinates:
 
     Positive quantities are optimised on a log scale, :math:`\gamma` on a logit scale and
     :math:`\nu_0` as :math:`\ln(\nu_0 - d + 1)`, so every vector within the bounds is a
-    valid prior.
+    valid prior. :class:`NormalGamma`'s ``b0`` is taken relative to its starting value,
+    :math:`\ln(b_{0j} / b_{0j}^\text{start})`, and ``m0`` as the shift from its start in
+    units of the prior standard deviation :math:`\sqrt{b_{0j}^\text{start} /
+    a_0^\text{start}}`, so that neither depends on the scale of the data; with ``tie``,
+    ``m0`` stays at its start and one factor scales every ``b0``.
     """
 
     model: ClusterModel
@@ -132,6 +148,11 @@ class _Coordinates:
         elif isinstance(self.model, DirichletMultinomial):
             a = np.asarray(r["alpha"])
             eta = np.log(a.mean(keepdims=True) if self.tie else a)
+        elif isinstance(self.model, NormalGamma):
+            shared = np.log([r["kappa0"], r["a0"]])
+            d = len(r["m0"])
+            parts = [shared, [0.0]] if self.tie else [np.zeros(d), shared, np.zeros(d)]
+            eta = np.concatenate(parts)
         else:
             dim = len(r["mu0"])
             eta = np.log([r["kappa0"], r["nu0"] - dim + 1.0, 1.0])
@@ -140,7 +161,7 @@ class _Coordinates:
 
     def shared_start(self) -> bool:
         """Whether the model has per-feature values and they all start equal."""
-        if isinstance(self.model, NormalInverseWishart):
+        if isinstance(self.model, (NormalInverseWishart, NormalGamma)):
             return False
         names = ("alpha", "beta") if isinstance(self.model, BetaBernoulli) else ("alpha",)
         values = [np.asarray(self.resolved[n]) for n in names]
@@ -149,6 +170,23 @@ class _Coordinates:
     def untie(self, u: np.ndarray) -> np.ndarray:
         """Tied coordinates ``u`` as per-feature ones: each shared value repeated."""
         return np.append(np.repeat(u[:-1], np.asarray(self.resolved["alpha"]).size), u[-1])
+
+    def _m0_unit(self) -> np.ndarray:
+        """The prior standard deviation of each feature at the start: ``m0``'s unit."""
+        r = self.resolved
+        return np.sqrt(np.asarray(r["b0"]) / r["a0"])
+
+    def _normal_gamma_values(
+        self, eta: np.ndarray
+    ) -> tuple[np.ndarray, float, float, np.ndarray]:
+        """(m0, kappa0, a0, b0) of :class:`NormalGamma` at the coordinates ``eta``."""
+        r = self.resolved
+        m0, b0 = np.asarray(r["m0"], dtype=float), np.asarray(r["b0"], dtype=float)
+        if self.tie:
+            return m0, math.exp(eta[0]), math.exp(eta[1]), b0 * math.exp(eta[2])
+        d = m0.size
+        m0 = m0 + eta[:d] * self._m0_unit()
+        return m0, math.exp(eta[d]), math.exp(eta[d + 1]), b0 * np.exp(eta[d + 2 :])
 
     def decode(self, u: np.ndarray) -> tuple[ClusterModel, float, float]:
         """(model, gamma, dp_alpha) at the unconstrained point ``u``."""
@@ -160,6 +198,9 @@ class _Coordinates:
             model = DirichletMultinomial(
                 alpha=np.exp(eta), multinomial_coefficient=self.model.multinomial_coefficient
             )
+        elif isinstance(self.model, NormalGamma):
+            m0, kappa0, a0, b0 = self._normal_gamma_values(eta)
+            model = NormalGamma(m0=m0, kappa0=kappa0, a0=a0, b0=b0)
         else:
             r = self.resolved
             dim = len(r["mu0"])
@@ -180,6 +221,16 @@ class _Coordinates:
         if isinstance(self.model, NormalInverseWishart):
             # κ0 = e^u0, ν0 = e^u1 + d − 1; the core's third entry is already ∂/∂ln c.
             g_eta = np.array([flat[0] * math.exp(eta[0]), flat[1] * math.exp(eta[1]), flat[2]])
+        elif isinstance(self.model, NormalGamma):
+            # The core's order is (m0, κ0, a0, b0); b0 = b0_start · e^u, so ∂/∂u = b0 ∂/∂b0.
+            d = (flat.size - 2) // 2
+            _, kappa0, a0, b0 = self._normal_gamma_values(eta)
+            g_shared = [flat[d] * kappa0, flat[d + 1] * a0]
+            g_b0 = flat[d + 2 :] * b0
+            if self.tie:
+                g_eta = np.array([*g_shared, g_b0.sum()])
+            else:
+                g_eta = np.concatenate([flat[:d] * self._m0_unit(), g_shared, g_b0])
         else:
             values = np.exp(eta)
             if self.tie:
@@ -261,7 +312,8 @@ def learn_hyperparameters(
         Learn for BHC (binary trees).
     tie : bool, default=False
         Learn one value shared by all features (``alpha`` and ``beta`` of
-        :class:`BetaBernoulli`, ``alpha`` of :class:`DirichletMultinomial`) instead of one
+        :class:`BetaBernoulli`, ``alpha`` of :class:`DirichletMultinomial`; for
+        :class:`NormalGamma`, one factor on every ``b0`` with ``m0`` held) instead of one
         per feature. Without ``tie``, when the starting values are the same for every
         feature, the shared values are learned first and the per-feature ascent starts from
         their optimum (so it ends at least as likely as ``tie=True``); the trace holds both

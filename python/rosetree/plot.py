@@ -68,12 +68,15 @@ def _node_heights(tree: RoseTree, heights: Any) -> np.ndarray:
             for v in tree.internal_nodes:
                 h[v] = 1.0 + max(h[c] for c in tree.children[v])
             return h
+        if heights == "posterior":
+            return np.array(tree.heights, dtype=np.float64)
         if heights == "size":
             h = tree.sizes.astype(np.float64)
             h[: tree.n_leaves] = 0.0
             return h
         raise InvalidParameterError(
-            f"heights must be 'depth', 'size' or an array of one value per node, got {heights!r}",
+            "heights must be 'depth', 'size', 'posterior' or an array of one value per node, "
+            f"got {heights!r}",
             "heights",
         )
     try:
@@ -93,7 +96,7 @@ def _node_heights(tree: RoseTree, heights: Any) -> np.ndarray:
 
 
 def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarray, np.ndarray]:
-    """Position and height of every node in the drawing of :func:`plot_tree`.
+    r"""Position and height of every node in the drawing of :func:`plot_tree`.
 
     Leaf *k* of :func:`leaf_order` sits at position *k*; an internal node sits midway between
     its first and last child. The bar of an internal node spans its children's positions.
@@ -101,10 +104,12 @@ def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarra
     Parameters
     ----------
     tree : RoseTree
-    heights : {"depth", "size"} or array_like of shape (n_nodes,), default="depth"
-        ``"depth"``: a node's number of edges to its deepest leaf (leaves at 0, as in
-        :meth:`RoseTree.to_linkage`); ``"size"``: its number of leaves (leaves at 0); or any
-        per-node quantity, e.g. ``-tree.log_r`` or ``tree.log_p``.
+    heights : {"depth", "size", "posterior"} or array_like of shape (n_nodes,), default="depth"
+        ``"depth"``: a node's number of edges to its deepest leaf (leaves at 0);
+        ``"size"``: its number of leaves (leaves at 0); ``"posterior"``:
+        :attr:`RoseTree.heights`, the heights of :meth:`RoseTree.to_linkage`
+        (:math:`-\max \ln r` from the root down, so the cut at threshold *t* is the
+        level :math:`-\ln t`); or any per-node quantity, e.g. ``tree.log_p``.
 
     Returns
     -------
@@ -155,6 +160,7 @@ def plot_tree(
     cluster_colors: Any = "tab10",
     linewidth: float = 1.0,
     label_fontsize: float | None = None,
+    max_leaf_labels: int = 1000,
 ) -> Axes:
     r"""Draw a rose tree as a dendrogram with multi-way nodes.
 
@@ -176,9 +182,9 @@ def plot_tree(
         Where the root is. ``"left"``: root on the left, leaves on the right with their names
         on the right-hand axis, the first leaf at the top; ``"top"``: root at the top, leaves
         at the bottom with vertical names (as in :func:`scipy.cluster.hierarchy.dendrogram`).
-    heights : {"depth", "size"} or array_like of shape (n_nodes,), default="depth"
-        Node heights, see :func:`dendrogram_layout`. The default, edges to the deepest leaf,
-        is the height used by :meth:`RoseTree.to_linkage`.
+    heights : {"depth", "size", "posterior"} or array_like of shape (n_nodes,), default="depth"
+        Node heights, see :func:`dendrogram_layout`. The default is edges to the deepest
+        leaf; ``"posterior"`` gives the heights of :meth:`RoseTree.to_linkage`.
     clusters : None, "cut" or sequence of int, optional
         Nodes whose subtrees are coloured, each in its own colour: ``"cut"`` takes the
         internal nodes of the cut :meth:`RoseTree.cut_nodes` (posterior :math:`r_T \ge`
@@ -192,6 +198,10 @@ def plot_tree(
         A colormap name or a list of colours, used in turn for the marked clusters.
     linewidth : float, default=1.0
     label_fontsize : float, optional
+    max_leaf_labels : int, default=1000
+        Name the leaves on the axis only up to this many leaves; a larger tree is drawn
+        without leaf names (100,000 tick labels take matplotlib minutes and cannot be read),
+        in a figure of at most 100 inches.
 
     Returns
     -------
@@ -258,9 +268,9 @@ def plot_tree(
 
     if ax is None:
         _, ax = plt.subplots(
-            figsize=(6.0, max(2.0, 0.25 * tree.n_leaves))
+            figsize=(6.0, min(100.0, max(2.0, 0.25 * tree.n_leaves)))
             if orientation == "left"
-            else (max(3.0, 0.3 * tree.n_leaves), 4.0)
+            else (min(100.0, max(3.0, 0.3 * tree.n_leaves)), 4.0)
         )
     edges = LineCollection(stems, colors=stem_colors, linewidths=linewidth)
     edges.set_gid(EDGES_GID)
@@ -270,8 +280,9 @@ def plot_tree(
     ax.add_collection(bar_lines)
 
     order = leaf_order(tree)
-    ticks = np.arange(tree.n_leaves, dtype=np.float64)
-    tick_names = [names[i] for i in order]
+    named = tree.n_leaves <= max_leaf_labels
+    ticks = np.arange(tree.n_leaves if named else 0, dtype=np.float64)
+    tick_names = [names[i] for i in order] if named else []
     depth_axis = isinstance(heights, str) and heights == "depth"
     lo, hi = float(h.min()), float(h.max())
     pad = 0.05 * (hi - lo) if hi > lo else 0.5
@@ -297,7 +308,7 @@ def plot_tree(
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-    for text, i in zip(tick_labels, order, strict=True):
+    for text, i in zip(tick_labels, order[: len(tick_labels)], strict=True):
         if inside[i]:
             text.set_color(node_color[i])
     return ax

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,29 @@ class RoseTree:
         :math:`\ln(1 - \pi_T)` (-inf at leaves), accurate also where :math:`\pi_T \approx 1`.
     log_evidence : float
         :math:`\ln p(D \mid T)` of the whole tree.
+    heights : ndarray of shape (n_nodes,)
+        :math:`h_v = -\max_{A} \ln r_A` over the nodes *A* on the path from the root to *v*
+        (*v* included), with :math:`r_A` the posterior merge probability of eq 1.26: 0 at
+        leaves, never lower at a parent than at its children, and :math:`h_v \le -\ln t`
+        exactly when the top-down cut :meth:`cut` at threshold *t* has reached a cluster at
+        or above *v*. These are the heights of :meth:`to_linkage`, so SciPy's
+        ``fcluster(Z, -np.log(t), "distance")`` gives ``cut(t)``, and of the branch lengths
+        of ``to_newick(lengths=True)``.
+
+    Notes
+    -----
+    Three rules read flat clusters off the tree:
+
+    * :meth:`cut` (Heller & Ghahramani): descend from the root until a node's
+      :math:`r_T \ge` ``threshold``. The threshold has a meaning (the posterior probability
+      of the merge, given that the mixture reaches the node) and matches the linkage heights.
+    * :meth:`map_partition`: the single most probable tree-consistent partition under the
+      tree's own mixture over partitions (eqs 1.4, 1.6). No parameter; it weighs every
+      cluster against all the ways of splitting it, so it is the natural choice when the
+      model is trusted.
+    * :meth:`max_clusters`: at most *k* clusters, the lowest cut of the linkage heights that
+      gives no more than *k* (SciPy's ``"maxclust"``). Use it when the number of clusters is
+      known.
     """
 
     def __init__(self, core: Any) -> None:
@@ -59,11 +83,13 @@ class RoseTree:
         self.log_pi = np.asarray(core.log_pi())
         self.log_1m_pi = np.asarray(core.log_1m_pi())
         self.log_evidence: float = float(core.log_evidence)
+        self.heights = np.asarray(core.heights())
         parent = np.full(self.n_nodes, -1, dtype=np.int64)
         for node, kids in enumerate(self.children):
             parent[list(kids)] = node
         self.parent = parent
-        for arr in (self.sizes, self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self.parent):
+        arrays = (self.sizes, self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self.heights)
+        for arr in (*arrays, self.parent):
             arr.flags.writeable = False
 
     # ------------------------------------------------------------------ structure
@@ -90,14 +116,7 @@ class RoseTree:
         weights only sum to one with :math:`|\mathrm{leaves}(A)|`). A new data item joins
         cluster *S* with prior probability :math:`w_S`; the weights sum to one.
         """
-        log_sizes = np.log(self.sizes.astype(float))
-        reach = np.zeros(self.n_nodes)  # log probability that the mixture reaches a node
-        for v in reversed(self.internal_nodes):  # parents before children
-            kids = list(self.children[v])
-            # ln(1 - r_v) = ln(1 - pi_v) + sum ln p(children) - ln p_v, exact near r_v = 1
-            log_1m_r = min(self.log_1m_pi[v] + self.log_p[kids].sum() - self.log_p[v], 0.0)
-            reach[kids] = reach[v] + log_1m_r + log_sizes[kids] - log_sizes[v]
-        return reach + self.log_r
+        return np.asarray(self._core.log_cluster_weights())
 
     def leaves(self, node: int | None = None) -> list[int]:
         """Data rows below ``node`` (default: the root), in increasing order."""
@@ -114,14 +133,14 @@ class RoseTree:
 
     def depth(self) -> int:
         """Number of edges on the longest root-to-leaf path."""
-        return int(self._heights()[self.root])
+        return int(self._depths()[self.root])
 
     def _check_node(self, node: int) -> int:
         if not 0 <= int(node) < self.n_nodes:
             raise IndexError(f"node {node} is not in the tree (0 .. {self.n_nodes - 1})")
         return int(node)
 
-    def _heights(self) -> np.ndarray:
+    def _depths(self) -> np.ndarray:
         h = np.zeros(self.n_nodes, dtype=np.int64)
         for v in self.internal_nodes:
             h[v] = 1 + max(h[c] for c in self.children[v])
@@ -166,15 +185,21 @@ class RoseTree:
     def cut(self, threshold: float = 0.5) -> np.ndarray:
         r"""Flat clustering read off the tree top-down (Heller & Ghahramani's rule).
 
-        Starting at the root, a node whose :math:`r_T \ge` ``threshold`` becomes one cluster;
-        otherwise its children are visited. Leaves are always clusters.
+        Starting at the root, a node whose :math:`r_T \ge` ``threshold`` (eq 1.26) becomes
+        one cluster; otherwise its children are visited. Leaves are always clusters. Equal
+        to SciPy's ``fcluster(self.to_linkage(), -np.log(threshold), "distance")``.
+
+        Parameters
+        ----------
+        threshold : float, default=0.5
+            In [0, 1]: 0 gives one cluster, 1 keeps only nodes with :math:`r_T = 1`.
 
         Returns
         -------
         labels : ndarray of shape (n_leaves,)
             Cluster labels ``0 .. K-1``, numbered by the first row of each cluster.
         """
-        return self._labels_from(self.cut_nodes(threshold))
+        return self.labels_of(self.cut_nodes(threshold))
 
     def cut_nodes(self, threshold: float = 0.5) -> list[int]:
         r"""The nodes that form the clusters of :meth:`cut`, in increasing id order.
@@ -182,102 +207,163 @@ class RoseTree:
         Descending from the root, a node whose :math:`r_T` (eq 1.26) is at least
         ``threshold`` is taken as a cluster and not descended into; leaves are always taken.
         """
-        if not 0.0 <= threshold <= 1.0:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)):
             raise InvalidParameterError(
-                f"threshold must lie in [0, 1], got {threshold}", "threshold"
+                f"threshold must be a number in [0, 1], got {threshold!r}", "threshold"
             )
-        log_thr = math.log(threshold) if threshold > 0 else -math.inf
-        log_r = self.log_r
-        clusters: list[int] = []
-        stack = [self.root]
-        while stack:
-            v = stack.pop()
-            if v < self.n_leaves or log_r[v] >= log_thr:
-                clusters.append(v)
-            else:
-                stack.extend(self.children[v])
-        return sorted(clusters)
+        return list(self._core.cut(float(threshold)))
 
     def map_partition(self) -> np.ndarray:
         r"""Labels of the single most probable tree-consistent partition.
 
-        Maximises :math:`m(\phi \mid T)\, g(\phi)` over :math:`\phi \in \Phi(T)` exactly, by
-        dynamic programming over the tree.
+        Maximises the partition posterior :math:`m(\phi \mid T) \prod_{c \in \phi}
+        f(D_c)` over :math:`\phi \in \Phi(T)` (eqs 1.4, 1.6) exactly, by dynamic
+        programming over the tree; a node stays whole on a tie.
         """
-        best = self.log_f.copy()  # at leaves, the only partition
-        keep = np.ones(self.n_nodes, dtype=bool)
-        for v in self.internal_nodes:
-            whole = self.log_pi[v] + self.log_f[v]
-            split = self.log_1m_pi[v] + sum(best[c] for c in self.children[v])
-            keep[v] = whole >= split
-            best[v] = max(whole, split)
-        clusters: list[int] = []
-        stack = [self.root]
-        while stack:
-            v = stack.pop()
-            if keep[v]:
-                clusters.append(v)
-            else:
-                stack.extend(self.children[v])
-        return self._labels_from(clusters)
+        return self.labels_of(self.map_nodes())
 
-    def _labels_from(self, clusters: list[int]) -> np.ndarray:
-        labels = np.empty(self.n_leaves, dtype=np.int64)
-        for v in clusters:
-            labels[self.leaves(v)] = v
-        _, first = np.unique(labels, return_index=True)
-        order = {labels[i]: k for k, i in enumerate(sorted(first))}
-        return np.array([order[v] for v in labels], dtype=np.int64)
+    def map_nodes(self) -> list[int]:
+        """The nodes that form the clusters of :meth:`map_partition`, in increasing id order."""
+        return list(self._core.map_partition())
+
+    def max_clusters(self, n_clusters: int) -> np.ndarray:
+        r"""At most ``n_clusters`` flat clusters: the lowest cut of :attr:`heights` that
+        gives no more (SciPy's ``fcluster(self.to_linkage(), n_clusters, "maxclust")``).
+
+        The number of clusters changes only where the cut passes the height of an internal
+        node, and a node with *m* children (or several nodes at one height) splits into all
+        of them at once, so the tree may allow no cut with exactly ``n_clusters``; then this
+        gives the largest number below it rather than a part of a multi-way node (which would
+        not be a cluster of the tree). With ``n_clusters >= n_leaves`` every row is alone.
+
+        Parameters
+        ----------
+        n_clusters : int
+            At least 1.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_leaves,)
+            Cluster labels ``0 .. K-1`` (``K <= n_clusters``), numbered by first row.
+        """
+        return self.labels_of(self.max_clusters_nodes(n_clusters))
+
+    def max_clusters_nodes(self, n_clusters: int) -> list[int]:
+        """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""
+        if (
+            isinstance(n_clusters, bool)
+            or not isinstance(n_clusters, (int, np.integer))
+            or n_clusters < 1
+        ):
+            raise InvalidParameterError(
+                f"n_clusters must be a positive integer, got {n_clusters!r}", "n_clusters"
+            )
+        return list(self._core.max_clusters(int(n_clusters)))
+
+    def labels_of(self, nodes: Sequence[int]) -> np.ndarray:
+        """Cluster label of every data row, given the nodes of a flat clustering.
+
+        Parameters
+        ----------
+        nodes : sequence of int
+            Node ids whose leaf sets partition the data, e.g. :meth:`cut_nodes`.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_leaves,)
+            Labels ``0 .. len(nodes) - 1`` numbered by the first row of each cluster.
+
+        Raises
+        ------
+        InvalidParameterError
+            If the nodes do not partition the rows.
+        """
+        try:
+            ids = [int(v) for v in nodes]
+        except (TypeError, ValueError):
+            raise InvalidParameterError("nodes must be node ids (int)", "nodes") from None
+        if any(v < 0 for v in ids):
+            raise InvalidParameterError("nodes must hold non-negative node ids", "nodes")
+        return np.asarray(self._core.labels(ids), dtype=np.int64)
+
+    def clusters_at_height(self, height: float) -> list[int]:
+        """The maximal nodes whose :attr:`heights` are at most ``height``, in id order.
+
+        These are the clusters of SciPy's ``fcluster(self.to_linkage(), height,
+        "distance")``; leaves are always clusters.
+        """
+        return list(self._core.clusters_at_height(float(height)))
 
     # ------------------------------------------------------------------ conversions
-    def to_nested(self, node: int | None = None) -> list[Any]:
-        """The tree as nested lists of data rows, e.g. ``[[0, 1, 2], [3, 4]]``."""
+    def _subtree(self, node: int | None) -> tuple[int, list[int]]:
+        """``node`` (default: the root) and the ids below it, children before parents."""
         node = self.root if node is None else self._check_node(node)
-        if node < self.n_leaves:
-            return node  # type: ignore[return-value]
-        return [self.to_nested(c) for c in self.children[node]]
+        ids: list[int] = []
+        stack = [node]
+        while stack:
+            v = stack.pop()
+            ids.append(v)
+            if v >= self.n_leaves:
+                stack.extend(self.children[v])
+        ids.sort()
+        return node, ids
 
-    def to_newick(self, labels: Sequence[Any] | None = None) -> str:
-        """The tree in Newick format; leaves are named by ``labels`` or by row index."""
+    def to_nested(self, node: int | None = None) -> list[Any]:
+        """The tree as nested lists of data rows, e.g. ``[[0, 1, 2], [3, 4]]``.
+
+        Built bottom-up without recursion, so trees of any depth work.
+        """
+        node, ids = self._subtree(node)
+        built: dict[int, Any] = {}
+        for v in ids:  # children before parents
+            built[v] = v if v < self.n_leaves else [built.pop(c) for c in self.children[v]]
+        return built[node]  # type: ignore[no-any-return]
+
+    def to_newick(self, labels: Sequence[Any] | None = None, lengths: bool = False) -> str:
+        """The tree in Newick format; leaves are named by ``labels`` or by row index.
+
+        Parameters
+        ----------
+        labels : sequence of length n_leaves, optional
+            Leaf names (quoted where Newick needs it).
+        lengths : bool, default=False
+            Give every branch the length :math:`h_{parent} - h_{child}` of :attr:`heights`, so
+            that each leaf is at distance ``heights[root]`` from the root.
+        """
         names = None if labels is None else [str(s) for s in self._check_labels(labels)]
-        return str(self._core.to_newick(names))
+        return str(self._core.to_newick(names, bool(lengths)))
 
     def to_linkage(self) -> np.ndarray:
-        """The tree as a SciPy linkage matrix ``Z`` of shape ``(n_leaves - 1, 4)``.
+        r"""The tree as a SciPy linkage matrix ``Z`` of shape ``(n_leaves - 1, 4)``.
 
-        A node with *k* children becomes a chain of *k - 1* binary merges at the same height,
-        i.e. joined by zero-length branches. The height of a node is its number of edges to
-        its deepest leaf, so heights increase towards the root and the matrix is monotonic.
+        Merge heights are :attr:`heights`, :math:`h_v = -\max \ln r_A` over the path from
+        the root to *v*: a parent is never below its children, rows are in increasing
+        height, and ``scipy.cluster.hierarchy.fcluster(Z, -np.log(t), "distance")`` gives
+        :meth:`cut` at threshold *t* (``fcluster(Z, k, "maxclust")`` gives
+        :meth:`max_clusters`). A node with *k* children becomes a chain of *k - 1* binary
+        merges at the node's height (zero-length branches), children in increasing
+        (height, id).
         """
-        n = self.n_leaves
-        heights = self._heights()
-        cluster_of = np.arange(self.n_nodes, dtype=np.int64)
-        rows: list[tuple[float, float, float, float]] = []
-        size = {i: 1 for i in range(n)}
-        for v in self.internal_nodes:
-            kids = sorted(self.children[v], key=lambda c: (heights[c], c))
-            cur = int(cluster_of[kids[0]])
-            for c in kids[1:]:
-                other = int(cluster_of[c])
-                new = n + len(rows)
-                size[new] = size[cur] + size[other]
-                a, b = min(cur, other), max(cur, other)
-                rows.append((a, b, float(heights[v]), size[new]))
-                cur = new
-            cluster_of[v] = cur
-        return np.array(rows, dtype=np.float64).reshape(-1, 4)
+        return np.asarray(self._core.to_linkage())
 
     def to_dict(self, labels: Sequence[Any] | None = None) -> dict[str, Any]:
-        """A JSON-ready description: nested nodes with their statistics."""
+        """A JSON-ready description: nested nodes with their statistics.
+
+        Every node has ``id``, ``n_leaves``, ``log_p``, ``log_f`` and ``height``; leaves add
+        ``row`` (and ``label``), internal nodes ``log_pi``, ``r`` and ``children``. Built
+        without recursion; note that :func:`json.dumps` recurses, and :meth:`to_json` does
+        not.
+        """
         names = None if labels is None else self._check_labels(labels)
         log_r = self.log_r
-
-        def node(v: int) -> dict[str, Any]:
+        built: dict[int, dict[str, Any]] = {}
+        for v in range(self.n_nodes):  # children before parents
             d: dict[str, Any] = {
                 "id": v,
                 "n_leaves": int(self.sizes[v]),
                 "log_p": float(self.log_p[v]),
                 "log_f": float(self.log_f[v]),
+                "height": float(self.heights[v]),
             }
             if v < self.n_leaves:
                 d["row"] = v
@@ -286,21 +372,34 @@ class RoseTree:
             else:
                 d["log_pi"] = float(self.log_pi[v])
                 d["r"] = float(math.exp(log_r[v]))
-                d["children"] = [node(c) for c in self.children[v]]
-            return d
-
+                d["children"] = [built.pop(c) for c in self.children[v]]
+            built[v] = d
         return {
             "n_leaves": self.n_leaves,
             "log_evidence": self.log_evidence,
             "log10_n_partitions": self.n_partitions(log10=True),
-            "root": node(self.root),
+            "root": built[self.root],
         }
 
-    def to_json(self, labels: Sequence[Any] | None = None, **kwargs: Any) -> str:
-        """:meth:`to_dict` as a JSON string (``kwargs`` go to :func:`json.dumps`)."""
-        return json.dumps(self.to_dict(labels), default=str, **kwargs)
+    def to_json(self, labels: Sequence[Any] | None = None, indent: int | None = None) -> str:
+        """:meth:`to_dict` as a JSON string, written without recursion.
 
-    def format(self, labels: Sequence[Any] | None = None, max_leaves: int | None = None) -> str:
+        The text equals ``json.dumps(self.to_dict(labels), indent=indent, default=str)``,
+        which itself fails on trees deeper than Python's recursion limit. Note that with
+        ``indent`` every line is indented by its depth, so a chain of *n* leaves takes
+        *O(n²)* characters; leave ``indent=None`` for deep trees. Python's own
+        :func:`json.loads` recurses too and cannot read back trees deeper than about 490
+        levels (two JSON levels per node); for those, keep the flat arrays (``children``,
+        ``log_p``, ...) instead.
+        """
+        return _dumps(self.to_dict(labels), indent)
+
+    def format(
+        self,
+        labels: Sequence[Any] | None = None,
+        max_leaves: int | None = None,
+        max_indent: int = 40,
+    ) -> str:
         """An indented drawing of the tree with leaf labels and per-node log evidence.
 
         Parameters
@@ -309,33 +408,58 @@ class RoseTree:
             Leaf names (default: row indices).
         max_leaves : int, optional
             Print at most this many leaves under any node, then a count of the rest.
+        max_indent : int, default=40
+            Indent at most this many levels: a deeper line starts with ``«+m»``, the number
+            of outer levels left out, and then shows the innermost ``max_indent`` levels, so
+            that a deep tree (a chain of *n* leaves) takes *O(n)* text rather than *O(n²)*.
         """
         names = (
             [str(i) for i in range(self.n_leaves)]
             if labels is None
             else [str(s) for s in self._check_labels(labels)]
         )
+        if isinstance(max_indent, bool) or not isinstance(max_indent, (int, np.integer)):
+            raise InvalidParameterError(
+                f"max_indent must be an integer, got {max_indent!r}", "max_indent"
+            )
+        if max_indent < 1:
+            raise InvalidParameterError(
+                f"max_indent must be at least 1, got {max_indent}", "max_indent"
+            )
+        width = 4 * int(max_indent)
         log_r = self.log_r
         lines: list[str] = []
-
-        def walk(v: int, prefix: str, last: bool, top: bool) -> None:
+        # (node, guides of the innermost levels, levels left out, last child, is the root);
+        # each guide is 4 characters wide.
+        stack: list[tuple[int, str, int, bool, bool] | str] = [(self.root, "", 0, True, True)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):  # a "more children" line
+                lines.append(item)
+                continue
+            v, guides, hidden, last, top = item
+            prefix = guides if hidden == 0 else f"«+{hidden}» {guides}"
             branch = "" if top else ("└── " if last else "├── ")
             if v < self.n_leaves:
                 lines.append(f"{prefix}{branch}{names[v]}")
-                return
+                continue
             lines.append(
                 f"{prefix}{branch}[{self.sizes[v]} leaves, {len(self.children[v])} children]  "
                 f"log p = {self.log_p[v]:.3f}  r = {math.exp(log_r[v]):.3g}"
             )
             kids = sorted(self.children[v], key=lambda c: (c >= self.n_leaves, c))
             shown = kids if max_leaves is None else kids[: max(max_leaves, 1)]
-            child_prefix = prefix + ("" if top else ("    " if last else "│   "))
-            for k, c in enumerate(shown):
-                walk(c, child_prefix, k == len(shown) - 1 and len(shown) == len(kids), False)
+            inner, inner_hidden = guides, hidden
+            if not top:
+                inner += "    " if last else "│   "
+                if len(inner) > width:
+                    inner, inner_hidden = inner[4:], hidden + 1
             if len(shown) < len(kids):
-                lines.append(f"{child_prefix}└── … {len(kids) - len(shown)} more")
-
-        walk(self.root, "", True, True)
+                more = inner if inner_hidden == 0 else f"«+{inner_hidden}» {inner}"
+                stack.append(f"{more}└── … {len(kids) - len(shown)} more")
+            for k in reversed(range(len(shown))):
+                is_last = k == len(shown) - 1 and len(shown) == len(kids)
+                stack.append((shown[k], inner, inner_hidden, is_last, False))
         return "\n".join(lines)
 
     def _check_labels(self, labels: Sequence[Any]) -> list[Any]:
@@ -356,30 +480,118 @@ class RoseTree:
         return self.format()
 
 
-def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
-    """Child lists of the internal nodes of a nested-list tree (or a RoseTree), in post-order.
+def _dumps(obj: Any, indent: int | None) -> str:
+    """``json.dumps(obj, indent=indent, default=str)`` with an explicit stack.
 
-    Leaves are row indices ``0 .. n_leaves - 1``; a list with one element stands for that
-    element. The Rust core checks that every row appears exactly once.
+    Dicts and lists may nest to any depth. Runs of other values are written by
+    :func:`json.dumps` itself (with the separators that ``indent`` implies at this depth).
+    """
+    item_sep = ", " if indent is None else ","
+    out: list[str] = []
+    # Each entry is either text to write or (value, depth).
+    stack: list[str | tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        value, depth = item
+        if isinstance(value, dict):
+            items: list[tuple[Any, Any]] = list(value.items())
+            opening, closing = "{", "}"
+        elif isinstance(value, (list, tuple)):
+            items = [(None, v) for v in value]
+            opening, closing = "[", "]"
+        else:
+            out.append(json.dumps(value, default=str))
+            continue
+        if not items:
+            out.append(opening + closing)
+            continue
+        newline = "" if indent is None else "\n" + " " * (indent * (depth + 1))
+        sep = item_sep + newline
+        # (text, nested value or _END): a run of plain items, or a key and a container.
+        pieces: list[tuple[str, Any]] = []
+        run: list[tuple[Any, Any]] = []
+        for key, v in [*items, (None, _END)]:
+            if v is not _END and not isinstance(v, (dict, list, tuple)):
+                run.append((key, v))
+                continue
+            if run:
+                plain = dict(run) if opening == "{" else [x for _, x in run]
+                pieces.append((json.dumps(plain, default=str, separators=(sep, ": "))[1:-1], _END))
+                run = []
+            if v is not _END:
+                pieces.append(("" if key is None else encode_basestring_ascii(str(key)) + ": ", v))
+        stack.append(("" if indent is None else "\n" + " " * (indent * depth)) + closing)
+        for k in reversed(range(len(pieces))):
+            text, v = pieces[k]
+            if v is not _END:
+                stack.append((v, depth + 1))
+            stack.append((opening + newline if k == 0 else sep) + text)
+    return "".join(out)
+
+
+def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
+    """Child lists of the internal nodes of a tree, children before parents.
+
+    ``tree`` is nested lists (or tuples) of row indices ``0 .. n_leaves - 1``, whose internal
+    nodes are numbered in post-order, or a :class:`RoseTree`, whose own ids are kept. A list
+    with one element stands for that element. The nesting is read with an explicit stack, so
+    any depth works; the Rust core checks that every row appears exactly once.
+
+    Raises
+    ------
+    InvalidTreeError
+        For an empty list, a leaf that is not a row index, a list that appears twice (as in
+        a cycle), or a RoseTree over another number of rows.
     """
     if isinstance(tree, RoseTree):
-        tree = tree.to_nested()
-    internal: list[list[int]] = []
+        if tree.n_leaves != n_leaves:
+            raise InvalidTreeError(
+                f"the tree has {tree.n_leaves} leaves, but the data have {n_leaves} rows"
+            )
+        return [list(c) for c in tree.children[tree.n_leaves :]]
+    seen: set[int] = set()
 
-    def visit(t: Any) -> int:
-        if isinstance(t, (list, tuple)):
+    def unwrap(t: Any) -> Any:
+        """``t`` without its one-element wrappers, checked."""
+        while isinstance(t, (list, tuple)):
+            if id(t) in seen:
+                raise InvalidTreeError("the tree contains the same list twice (or a cycle)")
+            seen.add(id(t))
             if len(t) == 0:
                 raise InvalidTreeError("the tree contains an empty list")
-            if len(t) == 1:
-                return visit(t[0])
-            ids = [visit(c) for c in t]
-            internal.append(ids)
-            return n_leaves + len(internal) - 1
+            if len(t) > 1:
+                return t
+            t = t[0]
         if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
             raise InvalidTreeError(f"leaves must be row indices (int), got {t!r}")
         if not 0 <= int(t) < n_leaves:
             raise InvalidTreeError(f"leaf {t} is not a row of the data (0 .. {n_leaves - 1})")
         return int(t)
 
-    visit(tree)
+    root = unwrap(tree)
+    internal: list[list[int]] = []
+    if not isinstance(root, (list, tuple)):
+        return internal
+    # One frame per open list: its iterator and the ids of the children seen so far.
+    stack: list[tuple[Any, list[int]]] = [(iter(root), [])]
+    while stack:
+        items, ids = stack[-1]
+        child = next(items, _END)
+        if child is _END:
+            stack.pop()
+            internal.append(ids)
+            if stack:
+                stack[-1][1].append(n_leaves + len(internal) - 1)
+            continue
+        child = unwrap(child)
+        if isinstance(child, (list, tuple)):
+            stack.append((iter(child), []))
+        else:
+            ids.append(child)
     return internal
+
+
+_END = object()

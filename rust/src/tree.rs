@@ -294,82 +294,349 @@ impl RoseTree {
         Some(count[self.root()])
     }
 
-    /// Every tree-consistent partition with its mixing proportion `ln m(φ | T)` (eq 1.6).
+    /// Every tree-consistent partition with its mixing proportion `ln m(φ | T)` (eq 1.6), in
+    /// the order of the recursion: at each node the whole cluster first, then every
+    /// combination of its children's partitions, the first child varying slowest.
     ///
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] on `limit` when the tree has more than `limit`
-    /// partitions (the count grows exponentially with the number of leaves).
+    /// partitions (the count grows exponentially with the number of leaves), or when
+    /// partitions × leaves exceeds [`MAX_PARTITION_ROWS`]: every partition covers all the
+    /// data, so a chain of `n` leaves, with only `n` partitions, already lists `n²/2`
+    /// clusters.
     pub fn partitions(&self, limit: usize) -> Result<Vec<Partition>> {
+        let too_many = |what: &str| {
+            RoseTreeError::param(
+                "limit",
+                format!(
+                    "the tree has about 10^{:.1} partitions, {what}",
+                    self.n_partitions_log10()
+                ),
+            )
+        };
         match self.n_partitions() {
-            Some(n) if n <= limit as u128 => {}
-            _ => {
-                return Err(RoseTreeError::param(
-                    "limit",
-                    format!(
-                        "the tree has about 10^{:.1} partitions, more than the limit {limit}",
-                        self.n_partitions_log10()
-                    ),
-                ));
+            Some(n) if n <= limit as u128 => {
+                if n.saturating_mul(self.n_leaves as u128) > MAX_PARTITION_ROWS {
+                    return Err(too_many(&format!(
+                        "which over {} leaves exceed {MAX_PARTITION_ROWS} rows in all",
+                        self.n_leaves
+                    )));
+                }
             }
+            _ => return Err(too_many(&format!("more than the limit {limit}"))),
         }
-        Ok(self.partitions_below(self.root()))
+        // Bottom-up over the ids (children before parents), so that no walk recurses; each
+        // node's list is taken by its parent once.
+        let mut below: Vec<Vec<Partition>> = Vec::with_capacity(self.nodes.len());
+        for (id, node) in self.nodes.iter().enumerate() {
+            let whole = Partition {
+                clusters: vec![id],
+                log_weight: node.log_pi,
+            };
+            let mut combos = vec![Partition {
+                clusters: Vec::new(),
+                log_weight: node.log_1m_pi,
+            }];
+            if node.is_leaf() {
+                below.push(vec![whole]);
+                continue;
+            }
+            for &c in &node.children {
+                let child = std::mem::take(&mut below[c]);
+                combos = combos
+                    .iter()
+                    .flat_map(|p| {
+                        child.iter().map(move |q| Partition {
+                            clusters: p.clusters.iter().chain(&q.clusters).copied().collect(),
+                            log_weight: p.log_weight + q.log_weight,
+                        })
+                    })
+                    .collect();
+            }
+            combos.insert(0, whole);
+            below.push(combos);
+        }
+        Ok(below.pop().expect("a tree has a root"))
     }
 
-    fn partitions_below(&self, id: usize) -> Vec<Partition> {
-        let node = &self.nodes[id];
-        let whole = Partition {
-            clusters: vec![id],
-            log_weight: node.log_pi,
-        };
-        if node.is_leaf() {
-            return vec![whole];
+    /// The height of every node: `h_v = −max_{A ∈ path(root → v)} ln r_A`, with `r_A` the
+    /// posterior merge probability of eq 1.26 and the path including `v` itself.
+    ///
+    /// Leaves are at 0 (`r = 1`), a parent is never below its children, and the maximal
+    /// nodes with `h_v ≤ −ln t` are exactly the clusters of Heller & Ghahramani's top-down cut
+    /// `r ≥ t` ([`cut`](Self::cut)): descending from the root, the first node with
+    /// `ln r_A ≥ ln t` is the first whose height is at most `−ln t`. These are the heights of
+    /// [`to_linkage`](Self::to_linkage).
+    pub fn heights(&self) -> Vec<f64> {
+        let mut best = vec![f64::NEG_INFINITY; self.nodes.len()];
+        for v in (0..self.nodes.len()).rev() {
+            let above = self.nodes[v].parent.map_or(f64::NEG_INFINITY, |p| best[p]);
+            best[v] = above.max(self.nodes[v].log_r());
         }
-        let mut combos = vec![Partition {
-            clusters: Vec::new(),
-            log_weight: node.log_1m_pi,
-        }];
-        for &c in &node.children {
-            let below = self.partitions_below(c);
-            combos = combos
-                .iter()
-                .flat_map(|p| {
-                    below.iter().map(move |q| Partition {
-                        clusters: p.clusters.iter().chain(&q.clusters).copied().collect(),
-                        log_weight: p.log_weight + q.log_weight,
-                    })
-                })
-                .collect();
+        // 0.0 − m rather than −m, so that leaves get +0.0.
+        best.into_iter().map(|m| 0.0 - m).collect()
+    }
+
+    /// The maximal nodes whose height ([`heights`](Self::heights)) is at most `t`, in
+    /// increasing id order; leaves are always taken. These are the flat clusters that SciPy's
+    /// `fcluster(Z, t, "distance")` finds in [`to_linkage`](Self::to_linkage).
+    pub fn clusters_at_height(&self, t: f64) -> Vec<usize> {
+        self.clusters_below(&self.heights(), t)
+    }
+
+    fn clusters_below(&self, heights: &[f64], t: f64) -> Vec<usize> {
+        self.top_down(|v| self.nodes[v].is_leaf() || heights[v] <= t)
+    }
+
+    /// The nodes where a descent from the root stops (`stop(v)` is true; it must be at every
+    /// leaf), in increasing id order.
+    fn top_down(&self, stop: impl Fn(usize) -> bool) -> Vec<usize> {
+        let mut clusters = Vec::new();
+        let mut stack = vec![self.root()];
+        while let Some(v) = stack.pop() {
+            if stop(v) {
+                clusters.push(v);
+            } else {
+                stack.extend(&self.nodes[v].children);
+            }
         }
-        combos.insert(0, whole);
-        combos
+        clusters.sort_unstable();
+        clusters
+    }
+
+    /// Heller & Ghahramani's flat clustering: descending from the root, a node whose
+    /// posterior `r_T ≥ threshold` (eq 1.26) becomes one cluster; otherwise its children are
+    /// visited. Returns the cluster nodes in increasing id order; equal to
+    /// [`clusters_at_height`](Self::clusters_at_height)`(−ln threshold)`.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] unless `0 ≤ threshold ≤ 1`.
+    pub fn cut(&self, threshold: f64) -> Result<Vec<usize>> {
+        if !(0.0..=1.0).contains(&threshold) {
+            return Err(RoseTreeError::param(
+                "threshold",
+                format!("must lie in [0, 1], got {threshold}"),
+            ));
+        }
+        // −ln is exact negation of ln, so h_v ≤ −ln t ⇔ max ln r ≥ ln t exactly.
+        Ok(self.clusters_at_height(-threshold.ln()))
+    }
+
+    /// The most probable tree-consistent partition: the maximiser of `m(φ | T) Π_c f(D_c)`
+    /// over `φ ∈ Φ(T)` (the numerator of the partition posterior, eqs 1.4 and 1.6), found by
+    /// dynamic programming: `best(T) = max(π_T f(D_T), (1 − π_T) Π_i best(T_i))`, keeping the
+    /// whole cluster on a tie. Returns the cluster nodes in increasing id order.
+    pub fn map_partition(&self) -> Vec<usize> {
+        let mut best = Vec::with_capacity(self.nodes.len());
+        let mut keep = vec![true; self.nodes.len()];
+        for (id, node) in self.nodes.iter().enumerate() {
+            if node.is_leaf() {
+                best.push(node.log_f);
+                continue;
+            }
+            let whole = node.log_pi + node.log_f;
+            let split = node.log_1m_pi + node.children.iter().map(|&c| best[c]).sum::<f64>();
+            keep[id] = whole >= split;
+            best.push(whole.max(split));
+        }
+        self.top_down(|v| keep[v])
+    }
+
+    /// The flat clustering with at most `k` clusters that the heights give, as SciPy's
+    /// `fcluster(Z, k, "maxclust")` on [`to_linkage`](Self::to_linkage): the clusters of
+    /// [`clusters_at_height`](Self::clusters_at_height)`(t)` for the smallest `t` that gives
+    /// at most `k` (with `k ≥ n_leaves`, every leaf alone). The number of clusters only
+    /// changes where `t` passes the height of an internal node, and a node with `m` children
+    /// (or several nodes at one height) splits into all of them at once, so a tree can leave
+    /// no way to get exactly `k`; then this gives the largest number below `k` (never a part
+    /// of a multi-way node, which would not be a cluster of the tree).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `n_clusters` when `k` is 0.
+    pub fn max_clusters(&self, k: usize) -> Result<Vec<usize>> {
+        if k == 0 {
+            return Err(RoseTreeError::param("n_clusters", "must be at least 1"));
+        }
+        let n = self.n_leaves;
+        if k >= n {
+            return Ok((0..n).collect());
+        }
+        let heights = self.heights();
+        let mut order: Vec<usize> = (n..self.nodes.len()).collect();
+        order.sort_by(|&a, &b| heights[a].total_cmp(&heights[b]));
+        // Clusters at threshold t: n − Σ_{h_v ≤ t} (children(v) − 1), since the nodes at or
+        // below t are closed under taking children.
+        let mut count = n;
+        let mut i = 0;
+        while i < order.len() {
+            let t = heights[order[i]];
+            while i < order.len() && heights[order[i]].total_cmp(&t).is_eq() {
+                count -= self.nodes[order[i]].children.len() - 1;
+                i += 1;
+            }
+            if count <= k {
+                return Ok(self.clusters_below(&heights, t));
+            }
+        }
+        Ok(vec![self.root()])
+    }
+
+    /// The cluster label of every data row given flat clusters as node ids: labels
+    /// `0..K` numbered by the first row of each cluster (so the result does not depend on the
+    /// order of `clusters`).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `clusters` unless the nodes' leaf sets partition
+    /// the data (every id in range, none below another, every row covered).
+    pub fn labels(&self, clusters: &[usize]) -> Result<Vec<usize>> {
+        let bad = |reason: String| RoseTreeError::param("clusters", reason);
+        let total = self.nodes.len();
+        let mut is_cluster = vec![false; total];
+        for &c in clusters {
+            if c >= total {
+                return Err(bad(format!(
+                    "node {c} is not in the tree (0 .. {})",
+                    total - 1
+                )));
+            }
+            if std::mem::replace(&mut is_cluster[c], true) {
+                return Err(bad(format!("node {c} is listed twice")));
+            }
+        }
+        // The cluster above or at each node, parents before children.
+        let mut owner: Vec<Option<usize>> = vec![None; total];
+        for v in (0..total).rev() {
+            let above = self.nodes[v].parent.and_then(|p| owner[p]);
+            owner[v] = match (above, is_cluster[v]) {
+                (Some(a), true) => {
+                    return Err(bad(format!(
+                        "node {v} lies below node {a}; both are listed"
+                    )));
+                }
+                (None, true) => Some(v),
+                (above, false) => above,
+            };
+        }
+        let mut label_of = vec![usize::MAX; total];
+        let mut next = 0;
+        let mut labels = Vec::with_capacity(self.n_leaves);
+        for (row, own) in owner[..self.n_leaves].iter().enumerate() {
+            let c = own.ok_or_else(|| bad(format!("row {row} is in none of the clusters")))?;
+            if label_of[c] == usize::MAX {
+                label_of[c] = next;
+                next += 1;
+            }
+            labels.push(label_of[c]);
+        }
+        Ok(labels)
+    }
+
+    /// The tree as SciPy's linkage matrix `Z`: `n_leaves − 1` rows `[a, b, height, size]`,
+    /// cluster `n_leaves + i` formed by row `i`. Heights are [`heights`](Self::heights); a node
+    /// with `m` children becomes a chain of `m − 1` binary merges at the node's height
+    /// (zero-length branches), its children taken in increasing (height, id). Rows are in
+    /// increasing height (ties: children before parents), so `Z` is monotonic, and
+    /// `fcluster(Z, t, "distance")` gives [`clusters_at_height`](Self::clusters_at_height)`(t)`.
+    pub fn to_linkage(&self) -> Vec<[f64; 4]> {
+        let heights = self.heights();
+        let n = self.n_leaves;
+        let mut order: Vec<usize> = (n..self.nodes.len()).collect();
+        // A stable sort of a topological order: on equal heights, children stay first.
+        order.sort_by(|&a, &b| heights[a].total_cmp(&heights[b]));
+        let mut linkage_id: Vec<usize> = (0..self.nodes.len()).collect();
+        let mut size = vec![1_usize; n];
+        let mut rows = Vec::with_capacity(n.saturating_sub(1));
+        for v in order {
+            let mut kids = self.nodes[v].children.clone();
+            kids.sort_by(|&a, &b| heights[a].total_cmp(&heights[b]).then(a.cmp(&b)));
+            let mut cur = linkage_id[kids[0]];
+            for &c in &kids[1..] {
+                let other = linkage_id[c];
+                let merged = size[cur] + size[other];
+                rows.push([
+                    cur.min(other) as f64,
+                    cur.max(other) as f64,
+                    heights[v],
+                    merged as f64,
+                ]);
+                size.push(merged);
+                cur = n + rows.len() - 1;
+            }
+            linkage_id[v] = cur;
+        }
+        rows
     }
 
     /// The tree in Newick format. Leaves are named by `labels[i]` (or their row index);
     /// internal nodes carry no names or branch lengths.
     pub fn to_newick(&self, labels: Option<&[String]>) -> String {
+        self.write_newick(labels, None)
+    }
+
+    /// The tree in Newick format with branch lengths `h_parent − h_child` from
+    /// [`heights`](Self::heights), so that every leaf is at distance `h_root` from the root
+    /// (an ultrametric tree). Leaves are named as in [`to_newick`](Self::to_newick).
+    pub fn to_newick_with_lengths(&self, labels: Option<&[String]>) -> String {
+        self.write_newick(labels, Some(&self.heights()))
+    }
+
+    /// Writes the Newick string with an explicit stack, so that a chain of any depth fits.
+    fn write_newick(&self, labels: Option<&[String]>, heights: Option<&[f64]>) -> String {
+        enum Step {
+            Open(usize),
+            Close(usize),
+            Comma,
+        }
+        let length = |out: &mut String, v: usize| {
+            if let (Some(h), Some(p)) = (heights, self.nodes[v].parent) {
+                out.push(':');
+                out.push_str(&newick_number(h[p] - h[v]));
+            }
+        };
         let mut out = String::new();
-        self.write_newick(self.root(), labels, &mut out);
+        let mut stack = vec![Step::Open(self.root())];
+        while let Some(step) = stack.pop() {
+            match step {
+                Step::Comma => out.push(','),
+                Step::Close(v) => {
+                    out.push(')');
+                    length(&mut out, v);
+                }
+                Step::Open(v) if self.nodes[v].is_leaf() => {
+                    match labels.and_then(|l| l.get(v)) {
+                        Some(name) => out.push_str(&newick_quote(name)),
+                        None => out.push_str(&v.to_string()),
+                    }
+                    length(&mut out, v);
+                }
+                Step::Open(v) => {
+                    out.push('(');
+                    stack.push(Step::Close(v));
+                    for (k, &c) in self.nodes[v].children.iter().enumerate().rev() {
+                        stack.push(Step::Open(c));
+                        if k > 0 {
+                            stack.push(Step::Comma);
+                        }
+                    }
+                }
+            }
+        }
         out.push(';');
         out
     }
+}
 
-    fn write_newick(&self, id: usize, labels: Option<&[String]>, out: &mut String) {
-        let node = &self.nodes[id];
-        if node.is_leaf() {
-            match labels.and_then(|l| l.get(id)) {
-                Some(name) => out.push_str(&newick_quote(name)),
-                None => out.push_str(&id.to_string()),
-            }
-            return;
-        }
-        out.push('(');
-        for (k, &c) in node.children.iter().enumerate() {
-            if k > 0 {
-                out.push(',');
-            }
-            self.write_newick(c, labels, out);
-        }
-        out.push(')');
+/// Partitions × leaves above which [`RoseTree::partitions`] refuses to list partitions
+/// (2²⁸, a few GiB of cluster ids).
+pub const MAX_PARTITION_ROWS: u128 = 1 << 28;
+
+/// A branch length for Newick: the shortest decimal that reads back as the same `f64`, in
+/// scientific notation when plain notation would be long.
+fn newick_number(x: f64) -> String {
+    if x == 0.0 || (1e-4..1e15).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
     }
 }
 
@@ -381,3 +648,6 @@ fn newick_quote(name: &str) -> String {
         name.to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,9 @@
 //! An approximate greedy search for data sets too large for the exact, quadratic one.
 //!
 //! In the manner of Heller & Ghahramani's randomised BHC: the top of the tree is found on a
-//! random sample, every row is sent to the top-level cluster under which it is most likely,
+//! random sample, every row is sent to the cluster of the sample under which it is most
+//! likely (the sample tree's nodes where it becomes plausible that their rows form one
+//! cluster, see [`top_clusters`]), the sample tree's structure above those clusters is kept,
 //! and each part is treated the same way until it is small enough for the exact greedy
 //! search ([`super::greedy`]). The assembled tree is then evaluated exactly, so its reported
 //! `ln p(D | T)` is the true evidence of the tree returned. With `n ≤ exact_below` this *is*
@@ -18,6 +20,7 @@ use rayon::prelude::*;
 
 use super::evaluate::evaluate;
 use super::greedy::greedy;
+use super::merge::MergeRule;
 use super::mixing::Mixing;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
@@ -77,6 +80,7 @@ struct Approx<'a, M: ClusterModel> {
     model: &'a M,
     mixing: &'a Mixing,
     binary: bool,
+    rule: MergeRule,
     leaves: &'a [M::Stats],
     threads: &'a Threads,
     interrupt: &'a dyn Fn() -> bool,
@@ -92,6 +96,7 @@ pub fn approximate<M: ClusterModel>(
     model: &M,
     mixing: &Mixing,
     binary: bool,
+    rule: MergeRule,
     leaves: Vec<M::Stats>,
     params: ApproxParams,
     threads: &Threads,
@@ -100,12 +105,13 @@ pub fn approximate<M: ClusterModel>(
     params.check()?;
     let n = leaves.len();
     if n <= params.exact_below {
-        return greedy(model, mixing, binary, leaves, threads, interrupt);
+        return greedy(model, mixing, binary, rule, leaves, threads, interrupt);
     }
     let mut search = Approx {
         model,
         mixing,
         binary,
+        rule,
         leaves: &leaves,
         threads,
         interrupt,
@@ -117,6 +123,67 @@ pub fn approximate<M: ClusterModel>(
     number(&shape, n, &mut internal);
     let topology = Topology::new(n, internal)?;
     evaluate(model, mixing, &topology, &leaves)
+}
+
+/// Most groups a split of the sample may have.
+const MAX_GROUPS: usize = 64;
+
+/// The nodes of a sample tree under which rows are sent: descending from the root, the most
+/// implausible group (lowest `r`, eq 1.26) is replaced by its children while its `r` is
+/// below one half and there are at most [`MAX_GROUPS`] groups. The root's children alone
+/// would be a poor split when the top of the tree is a chain of unlikely merges: each side
+/// is then a mixture of clusters scored as one cluster. Returned in increasing id order.
+fn top_clusters(top: &RoseTree) -> Vec<usize> {
+    let mut groups = vec![top.root()];
+    loop {
+        let worst = groups
+            .iter()
+            .enumerate()
+            .filter(|&(_, &g)| !top.node(g).is_leaf())
+            .min_by(|a, b| {
+                let (ra, rb) = (top.node(*a.1).log_r(), top.node(*b.1).log_r());
+                ra.total_cmp(&rb).then(a.1.cmp(b.1))
+            });
+        let Some((k, &g)) = worst else { break };
+        let children = &top.node(g).children;
+        if top.node(g).log_r() >= 0.5f64.ln() || groups.len() - 1 + children.len() > MAX_GROUPS {
+            break;
+        }
+        groups.swap_remove(k);
+        groups.extend_from_slice(children);
+    }
+    groups.sort_unstable();
+    groups
+}
+
+/// The sample tree's structure above the `cut` nodes, with each cut node replaced by the
+/// shape built for its part (`built`, in `cut` order; `None` for an empty part). Nodes left
+/// with one child are dropped; `None` if nothing is left.
+fn assemble(top: &RoseTree, cut: &[usize], mut built: Vec<Option<Shape>>) -> Option<Shape> {
+    // Post-order over the sample tree without recursion (its top may be a long chain).
+    let mut done: Vec<Option<Shape>> = (0..top.nodes().len()).map(|_| None).collect();
+    let mut stack = vec![(top.root(), false)];
+    while let Some((v, expanded)) = stack.pop() {
+        if let Ok(k) = cut.binary_search(&v) {
+            done[v] = built[k].take();
+        } else if expanded {
+            let mut kids: Vec<Shape> = top
+                .node(v)
+                .children
+                .iter()
+                .filter_map(|&c| done[c].take())
+                .collect();
+            done[v] = match kids.len() {
+                0 => None,
+                1 => kids.pop(),
+                _ => Some(Shape::Node(kids)),
+            };
+        } else {
+            stack.push((v, true));
+            stack.extend(top.node(v).children.iter().map(|&c| (c, false)));
+        }
+    }
+    done[top.root()].take()
 }
 
 /// Post-order numbering: internal node `k` gets id `n + k`.
@@ -142,6 +209,7 @@ impl<M: ClusterModel> Approx<'_, M> {
             self.model,
             self.mixing,
             self.binary,
+            self.rule,
             stats,
             self.threads,
             self.interrupt,
@@ -173,7 +241,7 @@ impl<M: ClusterModel> Approx<'_, M> {
             // Splits that keep peeling off a few rows: finish with exact blocks.
             return self.blocks(&rows, depth);
         }
-        // The top-level clusters of a random sample.
+        // The clusters of a random sample, and the sample tree's structure above them.
         let picked = rand::seq::index::sample(&mut self.rng, rows.len(), self.params.sample);
         let mut sample: Vec<usize> = picked.into_iter().map(|k| rows[k]).collect();
         sample.sort_unstable();
@@ -182,13 +250,13 @@ impl<M: ClusterModel> Approx<'_, M> {
             self.model,
             self.mixing,
             self.binary,
+            self.rule,
             stats.clone(),
             self.threads,
             self.interrupt,
         )?;
-        let groups: Vec<M::Stats> = top
-            .node(top.root())
-            .children
+        let cut = top_clusters(&top);
+        let groups: Vec<M::Stats> = cut
             .iter()
             .map(|&c| {
                 let members = top.leaves_of(c);
@@ -226,16 +294,19 @@ impl<M: ClusterModel> Approx<'_, M> {
         for (&r, &g) in rows.iter().zip(&labels) {
             parts[g].push(r);
         }
-        parts.retain(|p| !p.is_empty());
-        if parts.len() < 2 {
+        if parts.iter().filter(|p| !p.is_empty()).count() < 2 {
             // The sample's split does not separate the rows: they look alike.
             return self.blocks(&rows, depth);
         }
-        let children = parts
-            .into_iter()
-            .map(|p| self.build(p, depth + 1))
-            .collect::<Result<_>>()?;
-        Ok(Shape::Node(children))
+        let mut built: Vec<Option<Shape>> = Vec::with_capacity(parts.len());
+        for part in parts {
+            built.push(if part.is_empty() {
+                None
+            } else {
+                Some(self.build(part, depth + 1)?)
+            });
+        }
+        Ok(assemble(&top, &cut, built).expect("at least two parts are not empty"))
     }
 
     /// Rows that do not split: children of one node, each block of them built exactly.

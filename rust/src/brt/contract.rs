@@ -7,10 +7,11 @@
 
 use super::merge::Summary;
 use super::mixing::Mixing;
+use super::score::{Score, log_add_exp_score};
 use crate::tree::RoseTree;
 
-/// Relative improvement of the root's log evidence below which a contraction is not taken,
-/// so that rounding noise cannot make the pass cycle.
+/// Under `"dp"`, the relative improvement of the root's log evidence below which a
+/// contraction is not taken, so that rounding noise cannot make the pass cycle.
 const MIN_GAIN: f64 = 1e-12;
 
 /// Contracts edges of `tree` greedily, in passes over the internal nodes in id order, until
@@ -39,29 +40,7 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
                 continue;
             };
             let (su, sv) = (summary[u], summary[v]);
-            let mut new = Summary::internal(
-                mixing,
-                su.n_leaves,
-                su.n_children - 1 + sv.n_children,
-                su.log_f,
-                su.sum_log_p_children - sv.log_p + sv.sum_log_p_children,
-                su.sum_log_d_children - sv.log_d + sv.sum_log_d_children,
-            );
-            let (mut old, mut w) = (su, u);
-            while let Some(pw) = parent[w] {
-                let s = summary[pw];
-                let up = Summary::internal(
-                    mixing,
-                    s.n_leaves,
-                    s.n_children,
-                    s.log_f,
-                    s.sum_log_p_children - old.log_p + new.log_p,
-                    s.sum_log_d_children - old.log_d + new.log_d,
-                );
-                (old, new, w) = (s, up, pw);
-            }
-            let before = summary[root].log_p;
-            if new.log_p <= before + MIN_GAIN * before.abs().max(1.0) {
+            if !improves(mixing, &su, &sv, &summary, &parent, u, root) {
                 continue;
             }
             // Apply: u adopts v's children, then u and its ancestors are recomputed exactly.
@@ -88,6 +67,59 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
         .map(|id| alive[id].then(|| summary[id].to_node(std::mem::take(&mut children[id]))))
         .collect();
     RoseTree::from_sparse_nodes(sparse)
+}
+
+/// Whether contracting `v` into its parent `u` raises the root's `ln p(D | T)`.
+///
+/// Under `"brt"` and `"gamma"` a node's `π` depends on its own child count only and a
+/// parent's `p` grows with each child's, so the root gains exactly when `u` does:
+/// `ln p(u′) − ln p(u) = logaddexp(A, B)` with `A = ln π_{u′} + ln f_u − ln p(u)` and
+/// `B = [ln(1 − π_{u′}) − ln(1 − π_u) − ln(1 − π_v)] − excess_u − excess_v` (the excesses of
+/// [`Summary::log_excess`]; the bracket is `0` for `"brt"` and `−ln(1 − γ)` for `"gamma"`),
+/// decided by its sign in the exact ranking of [`super::score`]. Under `"dp"` the change of
+/// `d_u` reaches every ancestor's `π`, so the new root evidence is computed along the path
+/// and must exceed the old by a relative `MIN_GAIN`.
+fn improves(
+    mixing: &Mixing,
+    su: &Summary,
+    sv: &Summary,
+    summary: &[Summary],
+    parent: &[Option<usize>],
+    u: usize,
+    root: usize,
+) -> bool {
+    let n_children = su.n_children - 1 + sv.n_children;
+    let sum_log_d = su.sum_log_d_children - sv.log_d + sv.sum_log_d_children;
+    if !mixing.depends_on_subtree() {
+        let prior = mixing.node_prior(n_children, su.n_leaves, sum_log_d);
+        let a = prior.log_pi + su.log_f - su.log_p;
+        let (r, _) = mixing.split_ratio(n_children, su.n_leaves, sum_log_d, 0.0, &[su, sv]);
+        let gain = log_add_exp_score(a, r, &[su.log_excess, sv.log_excess]);
+        return gain.total_cmp(&Score::from_f64(0.0)).is_gt();
+    }
+    let mut new = Summary::internal(
+        mixing,
+        su.n_leaves,
+        n_children,
+        su.log_f,
+        su.sum_log_p_children - sv.log_p + sv.sum_log_p_children,
+        sum_log_d,
+    );
+    let (mut old, mut w) = (*su, u);
+    while let Some(pw) = parent[w] {
+        let s = summary[pw];
+        let up = Summary::internal(
+            mixing,
+            s.n_leaves,
+            s.n_children,
+            s.log_f,
+            s.sum_log_p_children - old.log_p + new.log_p,
+            s.sum_log_d_children - old.log_d + new.log_d,
+        );
+        (old, new, w) = (s, up, pw);
+    }
+    let before = summary[root].log_p;
+    new.log_p > before + MIN_GAIN * before.abs().max(1.0)
 }
 
 fn recompute(mixing: &Mixing, log_f: f64, children: &[usize], summary: &[Summary]) -> Summary {

@@ -135,7 +135,7 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     use super::*;
-    use crate::models::{BetaBernoulli, DirichletMultinomial, NormalInverseWishart};
+    use crate::models::{BetaBernoulli, DirichletMultinomial, NormalGamma, NormalInverseWishart};
 
     /// A random rose tree over `n` leaves: merge random groups of 2–3 trees until one is left.
     fn random_topology(n: usize, rng: &mut Xoshiro256PlusPlus) -> Topology {
@@ -244,6 +244,15 @@ mod tests {
         let x = random_data(10, 2, 3, |r| r.random_range(-2.0..2.0));
         let model =
             NormalInverseWishart::new(vec![0.1, -0.2], 0.5, 4.5, vec![1.2, 0.3, 0.3, 0.8]).unwrap();
+        check_against_finite_differences(&model, &x);
+    }
+
+    #[test]
+    fn normal_gamma_gradient_matches_finite_differences() {
+        let mut x = random_data(9, 3, 4, |r| r.random_range(-2.0..2.0));
+        x[(1, 2)] = f64::NAN;
+        x[(6, 0)] = f64::NAN;
+        let model = NormalGamma::new(&[0.1, -0.3, 0.2], 0.4, 1.6, &[0.7, 1.2, 0.9], 3).unwrap();
         check_against_finite_differences(&model, &x);
     }
 }

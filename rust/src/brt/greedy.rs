@@ -13,17 +13,22 @@
 
 use rayon::prelude::*;
 
+use std::time::{Duration, Instant};
+
 use super::heap::IndexedHeap;
-use super::merge::{MergeOp, Summary, best_merge};
+use super::merge::{MergeOp, MergeRule, Summary, best_merge, merged_summary};
 use super::mixing::{Mixing, PriorTable};
+use super::score::Score;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
 use crate::parallel::{PAR_THRESHOLD, Threads};
 use crate::tree::RoseTree;
 
 const NONE: u32 = u32::MAX;
-/// How many merges run between two polls of the interrupt callback.
-const POLL_EVERY: usize = 64;
+/// The interrupt callback is polled between steps at most this often, and the initial scan
+/// is cut into blocks of about this much work, so that an interrupt is noticed within a
+/// fraction of a second however costly a pair score is.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// How many candidate partners a tree remembers.
 const CANDIDATES: usize = 8;
@@ -33,14 +38,14 @@ const CANDIDATES: usize = 8;
 /// Invariant: no partner missing from `list` ranks before `floor`.
 #[derive(Debug, Clone)]
 struct Candidates {
-    list: Vec<(f64, u32)>,
-    floor: Option<(f64, u32)>,
+    list: Vec<(Score, u32)>,
+    floor: Option<(Score, u32)>,
 }
 
 /// `a` comes before `b` in candidate order: a higher score, or an equal one and a lower id.
 #[inline]
-fn before(a: (f64, u32), b: (f64, u32)) -> bool {
-    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+fn before(a: (Score, u32), b: (Score, u32)) -> bool {
+    a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)).is_gt()
 }
 
 impl Candidates {
@@ -52,14 +57,14 @@ impl Candidates {
     }
 
     /// Whichever ranks first of the floor and `entry` becomes the floor.
-    fn lower_floor(&mut self, entry: (f64, u32)) {
+    fn lower_floor(&mut self, entry: (Score, u32)) {
         if self.floor.is_none_or(|f| before(entry, f)) {
             self.floor = Some(entry);
         }
     }
 
     /// Files a partner, keeping at most [`CANDIDATES`] entries, all ranked before the floor.
-    fn push(&mut self, entry: (f64, u32)) {
+    fn push(&mut self, entry: (Score, u32)) {
         let full = self.list.len() == CANDIDATES;
         if self.floor.is_some_and(|f| !before(entry, f))
             || full && !before(entry, self.list[CANDIDATES - 1])
@@ -86,7 +91,7 @@ impl Candidates {
     }
 
     /// The heap key: the best listed score (an upper bound while that partner may be dead).
-    fn key(&self) -> Option<f64> {
+    fn key(&self) -> Option<Score> {
         self.list.first().map(|e| e.0)
     }
 }
@@ -95,6 +100,7 @@ struct Search<'a, M: ClusterModel> {
     model: &'a M,
     mixing: PriorTable,
     binary: bool,
+    rule: MergeRule,
     /// Statistics of live trees by tree id; `None` once merged away.
     stats: Vec<Option<M::Stats>>,
     /// [`ClusterModel::query`] of every live tree with more than one leaf.
@@ -106,15 +112,16 @@ struct Search<'a, M: ClusterModel> {
     /// Live tree ids in increasing order.
     active: Vec<u32>,
     candidates: Vec<Candidates>,
-    heap: IndexedHeap,
+    heap: IndexedHeap<Score>,
     threads: &'a Threads,
 }
 
 /// Builds a rose tree greedily from the statistics of `leaves` (one per data row).
 ///
-/// With `binary` only joins are considered (Bayesian hierarchical clustering). Parallel
-/// sections run on `threads`; `interrupt` is polled every few merges from the calling thread,
-/// and when it returns `true` the search stops with [`RoseTreeError::Interrupted`].
+/// With `binary` only joins are considered (Bayesian hierarchical clustering); `rule` says
+/// how candidate merges are ranked. Parallel sections run on `threads`; `interrupt` is
+/// polled from the calling thread every [`POLL_INTERVAL`] or so, and when it returns `true`
+/// the search stops with [`RoseTreeError::Interrupted`].
 ///
 /// # Errors
 /// [`RoseTreeError::InvalidParameter`] for fewer than two leaves; errors of the model;
@@ -123,6 +130,7 @@ pub fn greedy<M: ClusterModel>(
     model: &M,
     mixing: &Mixing,
     binary: bool,
+    rule: MergeRule,
     leaves: Vec<M::Stats>,
     threads: &Threads,
     interrupt: &dyn Fn() -> bool,
@@ -143,6 +151,7 @@ pub fn greedy<M: ClusterModel>(
     let mut search = Search {
         model,
         binary,
+        rule,
         summary: log_f.iter().map(|&lf| Summary::leaf(lf, &mixing)).collect(),
         mixing,
         stats: leaves.into_iter().map(Some).collect(),
@@ -157,9 +166,13 @@ pub fn greedy<M: ClusterModel>(
     search.stats.resize(capacity, None);
     search.queries.resize_with(capacity, || None);
     search.initial_scan(interrupt)?;
-    for step in 0..n - 1 {
-        if step % POLL_EVERY == 0 && interrupt() {
-            return Err(RoseTreeError::Interrupted);
+    let mut polled = Instant::now();
+    for _ in 0..n - 1 {
+        if polled.elapsed() >= POLL_INTERVAL {
+            if interrupt() {
+                return Err(RoseTreeError::Interrupted);
+            }
+            polled = Instant::now();
         }
         let (i, j) = search.next_pair()?;
         search.merge(i, j)?;
@@ -186,12 +199,13 @@ impl<M: ClusterModel> Search<'_, M> {
         }
     }
 
-    /// `ln L` of merging `i < j`, checked for NaN.
-    fn score(&self, i: u32, j: u32, leaf_query: Option<&M::Query>) -> Result<f64> {
+    /// The ranking key of merging `i < j`, checked for NaN.
+    fn score(&self, i: u32, j: u32, leaf_query: Option<&M::Query>) -> Result<Score> {
         let log_f = self.pair_log_f(i, j, leaf_query)?;
-        let (score, _, _) = best_merge(
+        let (score, _) = best_merge(
             &self.mixing,
             self.binary,
+            self.rule,
             &self.summary[i as usize],
             &self.summary[j as usize],
             log_f,
@@ -250,14 +264,26 @@ impl<M: ClusterModel> Search<'_, M> {
         self.candidates[k as usize] = c;
     }
 
-    /// Scores every pair of leaves once: the `O(n²)` part of the search, in row blocks so
-    /// that an interrupt is noticed.
+    /// Scores every pair of leaves once: the `O(n²)` part of the search, in blocks of rows
+    /// sized to take about [`POLL_INTERVAL`] each, so that an interrupt is noticed however
+    /// costly a pair score is. (Which rows form a block does not change any result.)
     fn initial_scan(&mut self, interrupt: &dyn Fn() -> bool) -> Result<()> {
         let ids: Vec<u32> = self.active.clone();
-        for block in ids.chunks(PAR_THRESHOLD) {
+        let n = ids.len();
+        // Row k is scored against the n − 1 − k rows after it.
+        let mut budget = PAR_THRESHOLD as f64 * 64.0;
+        let mut start = 0;
+        while start < n {
             if interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
+            let (mut end, mut pairs) = (start, 0.0);
+            while end < n && (end == start || pairs < budget) {
+                pairs += (n - 1 - end) as f64;
+                end += 1;
+            }
+            let block = &ids[start..end];
+            let clock = Instant::now();
             let found: Vec<Candidates> = self.threads.install(|| {
                 block
                     .par_iter()
@@ -267,6 +293,9 @@ impl<M: ClusterModel> Search<'_, M> {
             for (&k, c) in block.iter().zip(found) {
                 self.set_candidates(k, c);
             }
+            let took = clock.elapsed().as_secs_f64().max(1e-6);
+            budget = (pairs.max(1.0) * POLL_INTERVAL.as_secs_f64() / took).clamp(1.0, 1e9);
+            start = end;
         }
         Ok(())
     }
@@ -306,7 +335,8 @@ impl<M: ClusterModel> Search<'_, M> {
         let (a, b) = (self.summary[i as usize], self.summary[j as usize]);
         let stats = self.model.merge(self.stats_of(i), self.stats_of(j));
         let log_f = self.model.log_marginal(&stats)?;
-        let (_, op, merged) = best_merge(&self.mixing, self.binary, &a, &b, log_f);
+        let (_, op) = best_merge(&self.mixing, self.binary, self.rule, &a, &b, log_f);
+        let merged = merged_summary(&self.mixing, op, &a, &b, log_f);
         let m = self.summary.len() as u32;
 
         let children = match op {
@@ -335,7 +365,7 @@ impl<M: ClusterModel> Search<'_, M> {
 
         // Every surviving tree scores the new one and files it among its candidates.
         let score = |&t: &u32| self.score(t, m, None).map(|s| (t, s));
-        let scored: Vec<(u32, f64)> = if self.active.len() >= PAR_THRESHOLD {
+        let scored: Vec<(u32, Score)> = if self.active.len() >= PAR_THRESHOLD {
             self.threads
                 .install(|| self.active.par_iter().map(score).collect::<Result<_>>())?
         } else {

@@ -3,33 +3,62 @@
 //! The greedy search keeps one entry per tree (its best listed partner), not one per pair, so the
 //! heap stays `O(n)` in size; keys change in place. Order: higher score first, then lower
 //! id, which together with the partner rule gives the deterministic tie-breaking of
-//! `CONVENTIONS.md`. Scores are compared with `f64::total_cmp`, so the order is total.
+//! `CONVENTIONS.md`. Keys are compared with a total order ([`TotalOrder`]), so the order is
+//! total.
 
 use std::cmp::Ordering;
 
+use super::score::Score;
+
 const ABSENT: u32 = u32::MAX;
 
-#[derive(Debug, Clone)]
-pub(crate) struct IndexedHeap {
-    heap: Vec<u32>,
-    pos: Vec<u32>,
-    key: Vec<f64>,
+/// A heap key with a total order.
+pub(crate) trait TotalOrder: Copy {
+    fn total_cmp(&self, other: &Self) -> Ordering;
 }
 
-impl IndexedHeap {
+impl TotalOrder for f64 {
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> Ordering {
+        f64::total_cmp(self, other)
+    }
+}
+
+impl TotalOrder for Score {
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> Ordering {
+        Score::total_cmp(self, other)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct IndexedHeap<K> {
+    heap: Vec<u32>,
+    pos: Vec<u32>,
+    key: Vec<Option<K>>,
+}
+
+impl<K: TotalOrder> IndexedHeap<K> {
     /// An empty heap for ids `0..capacity`.
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             heap: Vec::with_capacity(capacity),
             pos: vec![ABSENT; capacity],
-            key: vec![0.0; capacity],
+            key: vec![None; capacity],
         }
+    }
+
+    #[inline]
+    fn key_of(&self, id: u32) -> &K {
+        self.key[id as usize]
+            .as_ref()
+            .expect("ids in the heap have keys")
     }
 
     /// `a` comes before `b`.
     #[inline]
     fn before(&self, a: u32, b: u32) -> bool {
-        match self.key[a as usize].total_cmp(&self.key[b as usize]) {
+        match self.key_of(a).total_cmp(self.key_of(b)) {
             Ordering::Greater => true,
             Ordering::Less => false,
             Ordering::Equal => a < b,
@@ -45,8 +74,8 @@ impl IndexedHeap {
     }
 
     /// Inserts `id` or changes its key.
-    pub(crate) fn set(&mut self, id: usize, key: f64) {
-        self.key[id] = key;
+    pub(crate) fn set(&mut self, id: usize, key: K) {
+        self.key[id] = Some(key);
         if self.contains(id) {
             let p = self.pos[id] as usize;
             self.sift_up(p);

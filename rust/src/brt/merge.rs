@@ -1,7 +1,8 @@
 //! The four merges of greedy rose-tree construction (BRT §1.4, Figure 1.5) and their
-//! likelihood-ratio score (eq 1.23).
+//! likelihood-ratio score (eq 1.23), or the merged node's posterior merge probability.
 
 use super::mixing::{NodePriors, node_log_p};
+use super::score::{Score, ln_softplus, log_add_exp_score};
 use crate::tree::Node;
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
@@ -30,6 +31,20 @@ impl MergeOp {
     }
 }
 
+/// How candidate merges are ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeRule {
+    /// The log likelihood ratio `ln L = ln p(T_m) − ln p(T_i) − ln p(T_j)` of eq 1.23 (the
+    /// BRT chapter's rule).
+    #[default]
+    LikelihoodRatio,
+    /// The posterior merge probability `r_m = π_m f(D_m) / p(D_m | T_m)` of the merged node
+    /// (Heller & Ghahramani's BHC; eq 1.26). In rose-tree mode the operation of each pair
+    /// (join, absorb, collapse) is still the one with the highest likelihood ratio, and the
+    /// pair is ranked by `r` of the node that operation makes.
+    Posterior,
+}
+
 /// The cached numbers of one tree that a merge needs, so that scoring a candidate costs one
 /// cluster marginal likelihood and a handful of additions.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,6 +67,12 @@ pub struct Summary {
     pub log_d: f64,
     /// `Σ_children ln d_c` (DP mixing only).
     pub sum_log_d_children: f64,
+    /// `ln[ln p(T) − ln(1 − π_T) − Σ_children ln p(T_c)]`: the logarithm of what the
+    /// "one cluster" term adds to the "split" term, `ln ln(1 + e^{u − v})` with
+    /// `u = ln π_T + ln f`, `v = ln(1 − π_T) + Σ ln p(T_c)`. A double holding `ln p(T)` loses
+    /// this excess entirely when the cluster is implausible; an absorb or collapse that
+    /// dissolves this root needs it to be ranked exactly ([`super::score`]). `−∞` for a leaf.
+    pub log_excess: f64,
 }
 
 impl Summary {
@@ -67,6 +88,7 @@ impl Summary {
             sum_log_p_children: 0.0,
             log_d: mixing.leaf_log_d(),
             sum_log_d_children: 0.0,
+            log_excess: f64::NEG_INFINITY,
         }
     }
 
@@ -81,6 +103,7 @@ impl Summary {
         sum_log_d_children: f64,
     ) -> Self {
         let prior = mixing.node_prior(n_children, n_leaves, sum_log_d_children);
+        let (u, v) = (prior.log_pi + log_f, prior.log_1m_pi + sum_log_p_children);
         Self {
             n_leaves,
             n_children,
@@ -91,6 +114,7 @@ impl Summary {
             sum_log_p_children,
             log_d: prior.log_d,
             sum_log_d_children,
+            log_excess: ln_softplus(u - v),
         }
     }
 
@@ -112,68 +136,128 @@ impl Summary {
     }
 }
 
-/// The best merge of `a` (the lower id) and `b` given `ln f(leaves(a) ∪ leaves(b))`.
-/// Returns the log likelihood ratio `ln L(T_m)` (eq 1.23), the operation, and the merged
-/// tree's summary. Ties go to the earlier [`MergeOp`].
+/// One way of merging `a` and `b`: the merged root's child count and child totals, and the
+/// roots it dissolves.
+struct Shape<'s> {
+    n_children: usize,
+    sum_log_p_children: f64,
+    sum_log_d_children: f64,
+    dissolved: &'s [&'s Summary],
+}
+
+impl MergeOp {
+    /// The operations that apply to `pair = [a, b]`, in tie-breaking order.
+    fn shapes<'s>(
+        binary: bool,
+        pair: &'s [&'s Summary; 2],
+    ) -> impl Iterator<Item = (Self, Shape<'s>)> {
+        let [a, b] = *pair;
+        let join = Shape {
+            n_children: 2,
+            sum_log_p_children: a.log_p + b.log_p,
+            sum_log_d_children: a.log_d + b.log_d,
+            dissolved: &[],
+        };
+        let absorb = (!binary && a.is_internal()).then(|| Shape {
+            n_children: a.n_children + 1,
+            sum_log_p_children: a.sum_log_p_children + b.log_p,
+            sum_log_d_children: a.sum_log_d_children + b.log_d,
+            dissolved: &pair[..1],
+        });
+        let absorb_reverse = (!binary && b.is_internal()).then(|| Shape {
+            n_children: b.n_children + 1,
+            sum_log_p_children: b.sum_log_p_children + a.log_p,
+            sum_log_d_children: b.sum_log_d_children + a.log_d,
+            dissolved: &pair[1..],
+        });
+        let collapse = (!binary && a.is_internal() && b.is_internal()).then(|| Shape {
+            n_children: a.n_children + b.n_children,
+            sum_log_p_children: a.sum_log_p_children + b.sum_log_p_children,
+            sum_log_d_children: a.sum_log_d_children + b.sum_log_d_children,
+            dissolved: &pair[..],
+        });
+        [
+            Some((Self::Join, join)),
+            absorb.map(|s| (Self::Absorb, s)),
+            absorb_reverse.map(|s| (Self::AbsorbReverse, s)),
+            collapse.map(|s| (Self::Collapse, s)),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+/// The best merge of `a` (the lower id) and `b` given `ln f(leaves(a) ∪ leaves(b))`: its
+/// ranking key under `rule` and its operation. Ties between operations go to the earlier
+/// [`MergeOp`].
+///
+/// Under [`MergeRule::LikelihoodRatio`] the key is `ln L(T_m)` (eq 1.23) as a [`Score`] that
+/// ranks as exact arithmetic would given the double inputs: `ln L = logaddexp(U, V)` with
+/// `U = ln π_m + ln f_m − ln p(a) − ln p(b)` and `V = [ln(1 − π_m) − Σ_dissolved ln(1 − π_k)]
+/// − Σ_dissolved excess_k`, where the prior ratio in brackets is computed without losing its
+/// small part ([`NodePriors::split_ratio`]) and each dissolved root's excess is carried in
+/// log form ([`Summary::log_excess`]). Under [`MergeRule::Posterior`]
+/// the key is `u − v = ln π_m + ln f_m − ln(1 − π_m) − Σ_children ln p`, which orders merges
+/// as `ln r_m = −ln(1 + e^{v − u})` does without rounding `r` to one.
 #[inline]
 pub fn best_merge(
     mixing: &impl NodePriors,
     binary: bool,
+    rule: MergeRule,
     a: &Summary,
     b: &Summary,
     log_f: f64,
-) -> (f64, MergeOp, Summary) {
+) -> (Score, MergeOp) {
     let n = a.n_leaves + b.n_leaves;
     let denom = a.log_p + b.log_p;
-    let mut best = (
-        MergeOp::Join,
-        Summary::internal(mixing, n, 2, log_f, a.log_p + b.log_p, a.log_d + b.log_d),
-    );
-    if !binary {
-        let mut consider = |op: MergeOp, s: Summary| {
-            if s.log_p > best.1.log_p {
-                best = (op, s);
-            }
-        };
-        if a.is_internal() {
-            consider(
-                MergeOp::Absorb,
-                Summary::internal(
-                    mixing,
-                    n,
-                    a.n_children + 1,
-                    log_f,
-                    a.sum_log_p_children + b.log_p,
-                    a.sum_log_d_children + b.log_d,
-                ),
-            );
+    let pair = [a, b];
+    let mut best: Option<(Score, MergeOp, f64)> = None;
+    for (op, shape) in MergeOp::shapes(binary, &pair) {
+        let prior = mixing.node_prior(shape.n_children, n, shape.sum_log_d_children);
+        let u = prior.log_pi + log_f - denom;
+        let (r, r_small) = mixing.split_ratio(
+            shape.n_children,
+            n,
+            shape.sum_log_d_children,
+            a.log_d + b.log_d,
+            shape.dissolved,
+        );
+        let mut excess = [r_small, f64::NEG_INFINITY, f64::NEG_INFINITY];
+        for (e, s) in excess[1..].iter_mut().zip(shape.dissolved) {
+            *e = s.log_excess;
         }
-        if b.is_internal() {
-            consider(
-                MergeOp::AbsorbReverse,
-                Summary::internal(
-                    mixing,
-                    n,
-                    b.n_children + 1,
-                    log_f,
-                    b.sum_log_p_children + a.log_p,
-                    b.sum_log_d_children + a.log_d,
-                ),
-            );
-        }
-        if a.is_internal() && b.is_internal() {
-            consider(
-                MergeOp::Collapse,
-                Summary::internal(
-                    mixing,
-                    n,
-                    a.n_children + b.n_children,
-                    log_f,
-                    a.sum_log_p_children + b.sum_log_p_children,
-                    a.sum_log_d_children + b.sum_log_d_children,
-                ),
-            );
+        let score = log_add_exp_score(u, r, &excess);
+        if best.is_none_or(|(s, _, _)| score.total_cmp(&s).is_gt()) {
+            let log_odds = prior.log_pi + log_f - (prior.log_1m_pi + shape.sum_log_p_children);
+            best = Some((score, op, log_odds));
         }
     }
-    (best.1.log_p - denom, best.0, best.1)
+    let (score, op, log_odds) = best.expect("join always applies");
+    match rule {
+        MergeRule::LikelihoodRatio => (score, op),
+        MergeRule::Posterior => (Score::from_f64(log_odds), op),
+    }
+}
+
+/// The summary of the tree that `op` makes of `a` and `b`, given
+/// `ln f(leaves(a) ∪ leaves(b))`.
+pub fn merged_summary(
+    mixing: &impl NodePriors,
+    op: MergeOp,
+    a: &Summary,
+    b: &Summary,
+    log_f: f64,
+) -> Summary {
+    let pair = [a, b];
+    let (_, shape) = MergeOp::shapes(false, &pair)
+        .find(|(o, _)| *o == op)
+        .expect("the operation applies to these trees");
+    Summary::internal(
+        mixing,
+        a.n_leaves + b.n_leaves,
+        shape.n_children,
+        log_f,
+        shape.sum_log_p_children,
+        shape.sum_log_d_children,
+    )
 }

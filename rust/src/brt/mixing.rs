@@ -1,5 +1,7 @@
 //! Mixing proportions `π_T` (BRT eqs 1.5, 1.7; `CONVENTIONS.md`).
 
+use super::merge::Summary;
+use super::score::ln_softplus;
 use crate::error::{Result, RoseTreeError};
 use crate::math::{ln_gamma, log_add_exp, log1m_exp};
 
@@ -107,6 +109,46 @@ impl Mixing {
         }
     }
 
+    /// `ln(1 − π_m) − Σ_k ln(1 − π_k)`: how the merged root's "split" weight compares with
+    /// those of the roots it dissolves (none for a join, one for an absorb, two for a
+    /// collapse), as `(base, log_small)` with the ratio equal to `base − e^{log_small}`.
+    /// The merged root has `n_children` children, `n_leaves` leaves and children with
+    /// `Σ ln d = sum_log_d_children`; `parts_log_d` is `ln d` of the two merged trees added.
+    ///
+    /// For `"brt"` the ratio is `(n_c − 1 − Σ_k (n_k − 1)) · ln(1 − γ)` and for `"gamma"`
+    /// `(1 − #dissolved) · ln(1 − γ)`, computed from the integer coefficient so that it is
+    /// exact (`ln(1 − γ)` for every join, absorb and collapse under `"brt"`): a difference of
+    /// rounded products would be off by an ulp and decide between merges whose scores differ
+    /// by far less. For `"dp"` it is `ln d_a + ln d_b − ln d_m` for every operation, with
+    /// `ln d_m = logaddexp(g, Σ ln d_children)`, `g = ln(a Γ(n_m))`: `base = ln d_a + ln d_b − g`
+    /// and `log_small = ln ln(1 + e^{Σ ln d_children − g})`, which keeps the operations apart
+    /// at the top of a tree, where `g` dominates and a double would round `ln d_m` to `g`.
+    #[inline]
+    pub fn split_ratio(
+        &self,
+        n_children: usize,
+        n_leaves: usize,
+        sum_log_d_children: f64,
+        parts_log_d: f64,
+        dissolved: &[&Summary],
+    ) -> (f64, f64) {
+        match *self {
+            Self::Brt { gamma } => {
+                let lost: usize = dissolved.iter().map(|s| s.n_children - 1).sum();
+                let coefficient = n_children as f64 - 1.0 - lost as f64;
+                (coefficient * (-gamma).ln_1p(), f64::NEG_INFINITY)
+            }
+            Self::Gamma { gamma } => (
+                (1.0 - dissolved.len() as f64) * (-gamma).ln_1p(),
+                f64::NEG_INFINITY,
+            ),
+            Self::Dp { alpha } => {
+                let g = alpha.ln() + ln_gamma(n_leaves as f64);
+                split_ratio_dp(g, sum_log_d_children, parts_log_d)
+            }
+        }
+    }
+
     /// Whether `π_T` depends on anything beyond the node's own child count (true for DP,
     /// whose `d_T` carries information from the whole subtree).
     pub fn depends_on_subtree(&self) -> bool {
@@ -121,6 +163,21 @@ pub trait NodePriors: Sync {
     fn node_prior(&self, n_children: usize, n_leaves: usize, sum_log_d_children: f64) -> NodePrior;
     /// See [`Mixing::leaf_log_d`].
     fn leaf_log_d(&self) -> f64;
+    /// See [`Mixing::split_ratio`].
+    fn split_ratio(
+        &self,
+        n_children: usize,
+        n_leaves: usize,
+        sum_log_d_children: f64,
+        parts_log_d: f64,
+        dissolved: &[&Summary],
+    ) -> (f64, f64);
+}
+
+/// [`Mixing::split_ratio`] of the `"dp"` rule given `g = ln(a Γ(n_m))`.
+#[inline]
+fn split_ratio_dp(g: f64, sum_log_d_children: f64, parts_log_d: f64) -> (f64, f64) {
+    (parts_log_d - g, ln_softplus(sum_log_d_children - g))
 }
 
 impl NodePriors for Mixing {
@@ -130,6 +187,24 @@ impl NodePriors for Mixing {
     }
     fn leaf_log_d(&self) -> f64 {
         Mixing::leaf_log_d(self)
+    }
+    #[inline]
+    fn split_ratio(
+        &self,
+        n_children: usize,
+        n_leaves: usize,
+        sum_log_d_children: f64,
+        parts_log_d: f64,
+        dissolved: &[&Summary],
+    ) -> (f64, f64) {
+        Mixing::split_ratio(
+            self,
+            n_children,
+            n_leaves,
+            sum_log_d_children,
+            parts_log_d,
+            dissolved,
+        )
     }
 }
 
@@ -195,6 +270,27 @@ impl NodePriors for PriorTable {
 
     fn leaf_log_d(&self) -> f64 {
         self.mixing.leaf_log_d()
+    }
+
+    #[inline]
+    fn split_ratio(
+        &self,
+        n_children: usize,
+        n_leaves: usize,
+        sum_log_d_children: f64,
+        parts_log_d: f64,
+        dissolved: &[&Summary],
+    ) -> (f64, f64) {
+        match (self.mixing, self.log_a_gamma.get(n_leaves)) {
+            (Mixing::Dp { .. }, Some(&g)) => split_ratio_dp(g, sum_log_d_children, parts_log_d),
+            _ => self.mixing.split_ratio(
+                n_children,
+                n_leaves,
+                sum_log_d_children,
+                parts_log_d,
+                dissolved,
+            ),
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod heap;
 mod merge;
 mod mixing;
 mod predict;
+mod score;
 
 pub use approx::{ApproxParams, approximate};
 pub use contract::contract_edges;
@@ -29,9 +30,10 @@ pub use evaluate::{evaluate, node_stats};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;
-pub use merge::{MergeOp, Summary, best_merge};
+pub use merge::{MergeOp, MergeRule, Summary, best_merge, merged_summary};
 pub use mixing::{Mixing, NodePrior, node_log_p};
 pub use predict::{MissingEntry, Predictor, log_cluster_weights};
+pub use score::{Score, SignedLog};
 
 use ndarray::ArrayView2;
 
@@ -47,6 +49,8 @@ pub struct BrtParams {
     pub mixing: Mixing,
     /// Join only (Bayesian hierarchical clustering).
     pub binary: bool,
+    /// How candidate merges are ranked.
+    pub merge_rule: MergeRule,
     /// Run the edge-contraction pass after the greedy search.
     pub contract: bool,
     /// Worker threads for pair scoring; `None` uses rayon's global pool.
@@ -61,6 +65,7 @@ impl BrtParams {
         Self {
             mixing,
             binary: false,
+            merge_rule: MergeRule::LikelihoodRatio,
             contract: false,
             n_threads: None,
             approx: None,
@@ -71,6 +76,13 @@ impl BrtParams {
     #[must_use]
     pub fn binary(mut self, binary: bool) -> Self {
         self.binary = binary;
+        self
+    }
+
+    /// How candidate merges are ranked.
+    #[must_use]
+    pub fn merge_rule(mut self, merge_rule: MergeRule) -> Self {
+        self.merge_rule = merge_rule;
         self
     }
 
@@ -148,10 +160,12 @@ pub fn fit_stats<M: ClusterModel>(
 ) -> Result<RoseTree> {
     params.check()?;
     let threads = Threads::new(params.n_threads)?;
-    let (mixing, binary) = (&params.mixing, params.binary);
+    let (mixing, binary, rule) = (&params.mixing, params.binary, params.merge_rule);
     let tree = match params.approx {
-        None => greedy(model, mixing, binary, leaves, &threads, interrupt)?,
-        Some(approx) => approximate(model, mixing, binary, leaves, approx, &threads, interrupt)?,
+        None => greedy(model, mixing, binary, rule, leaves, &threads, interrupt)?,
+        Some(approx) => approximate(
+            model, mixing, binary, rule, leaves, approx, &threads, interrupt,
+        )?,
     };
     Ok(if params.contract {
         contract_edges(&tree, &params.mixing)

@@ -27,8 +27,6 @@
 //! `ln P(x_ij | column j of the ancestor)`, so `P(x_ij = 1 | D_obs, T)` costs one walk from
 //! the leaf to the root ([`Predictor::missing_probabilities`]).
 
-use std::ops::Range;
-
 use ndarray::Array2;
 use rayon::prelude::*;
 
@@ -235,7 +233,18 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         interrupt: &dyn Fn() -> bool,
     ) -> Result<Vec<f64>> {
         let mut acc = vec![LogSumExp::EMPTY; rows.len()];
-        self.sweep(rows, &mut acc, threads, interrupt, |acc, _, t| acc.add(t))?;
+        let all: Vec<usize> = (0..self.stats.len()).collect();
+        self.sweep(
+            &all,
+            &self.log_w,
+            rows,
+            &mut acc,
+            threads,
+            interrupt,
+            |acc, _, t| {
+                acc.add(t);
+            },
+        )?;
         Ok(acc.into_iter().map(LogSumExp::value).collect())
     }
 
@@ -254,16 +263,64 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         threads: &Threads,
         interrupt: &dyn Fn() -> bool,
     ) -> Result<(Vec<f64>, Array2<f64>)> {
-        let n_nodes = self.stats.len();
+        let all: Vec<usize> = (0..self.stats.len()).collect();
+        self.posterior(&all, &self.log_w, rows, threads, interrupt)
+    }
+
+    /// The posterior over flat clusters `clusters` (node ids whose leaf sets partition the
+    /// data, e.g. [`RoseTree::cut`]) of each new row: `P(c | x) ∝ n_c f(D_c ∪ {x}) / f(D_c)`,
+    /// with `n_c` the rows in cluster `c`. Returns `ln Σ_c (n_c / n) f(x | D_c)` of each row
+    /// (its log predictive under the flat mixture) and the `n_rows × K` matrix of `P(c | x)`,
+    /// columns in the order of `clusters`, rows summing to one.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] when `clusters` does not partition the data; as
+    /// [`responsibilities`](Self::responsibilities) otherwise.
+    pub fn flat_responsibilities(
+        &self,
+        clusters: &[usize],
+        rows: &[M::Stats],
+        threads: &Threads,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<(Vec<f64>, Array2<f64>)> {
+        self.tree.labels(clusters)?;
+        let log_n = (self.tree.n_leaves() as f64).ln();
+        let nodes = self.tree.nodes();
+        let log_w: Vec<f64> = clusters
+            .iter()
+            .map(|&c| (nodes[c].n_leaves as f64).ln() - log_n)
+            .collect();
+        self.posterior(clusters, &log_w, rows, threads, interrupt)
+    }
+
+    /// `ln Σ_k w_k f(x | D_{nodes[k]})` of each row and the posterior over `nodes`, for
+    /// `ln w_k = log_w[k]`.
+    fn posterior(
+        &self,
+        nodes: &[usize],
+        log_w: &[f64],
+        rows: &[M::Stats],
+        threads: &Threads,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<(Vec<f64>, Array2<f64>)> {
+        let n_nodes = nodes.len();
         let mut out = Array2::from_elem((rows.len(), n_nodes), f64::NEG_INFINITY);
         let log_p = {
             let flat = out
                 .as_slice_mut()
                 .expect("a freshly allocated array is contiguous");
             let mut row_slices: Vec<&mut [f64]> = flat.chunks_mut(n_nodes.max(1)).collect();
-            self.sweep(rows, &mut row_slices, threads, interrupt, |row, s, t| {
-                row[s] = t;
-            })?;
+            self.sweep(
+                nodes,
+                log_w,
+                rows,
+                &mut row_slices,
+                threads,
+                interrupt,
+                |row, k, t| {
+                    row[k] = t;
+                },
+            )?;
             let normalise = |row: &mut &mut [f64]| {
                 let log_p = crate::math::log_sum_exp(row);
                 if log_p.is_finite() {
@@ -289,12 +346,15 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         Ok((log_p, out))
     }
 
-    /// Calls `visit(state_r, S, ln w_S + ln f(x_r | D_S))` for every row `r`
-    /// and every node `S` of non-zero weight, nodes in increasing id order for each row.
-    /// Nodes are taken in blocks, whose queries ([`ClusterModel::query`]) are computed once
-    /// and then used for every row.
+    /// Calls `visit(state_r, k, ln w_k + ln f(x_r | D_S))` for every row `r` and every node
+    /// `S = nodes[k]` of non-zero weight `w_k = exp(log_w[k])`, in the order of `nodes` for
+    /// each row. Nodes are taken in blocks, whose queries ([`ClusterModel::query`]) are
+    /// computed once and then used for every row.
+    #[allow(clippy::too_many_arguments)]
     fn sweep<S: Send>(
         &self,
+        nodes: &[usize],
+        log_w: &[f64],
         rows: &[M::Stats],
         states: &mut [S],
         threads: &Threads,
@@ -306,31 +366,32 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
             return Ok(());
         }
         let block = self.block_len();
-        let n_nodes = self.stats.len();
         let d = self.model.n_features().max(1);
-        for start in (0..n_nodes).step_by(block) {
+        for start in (0..nodes.len()).step_by(block) {
             if interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
-            let nodes = start..(start + block).min(n_nodes);
-            let prepared = threads.install(|| self.prepare_block(nodes.clone()))?;
+            let ks = start..(start + block).min(nodes.len());
+            let prepared =
+                threads.install(|| self.prepare_block(&nodes[ks.clone()], &log_w[ks.clone()]))?;
             let score_row = |(x, state): (&M::Stats, &mut S)| -> Result<()> {
-                for (s, prep) in nodes.clone().zip(&prepared) {
+                for (k, prep) in ks.clone().zip(&prepared) {
                     if let Some((query, log_f)) = prep {
+                        let s = nodes[k];
                         // The predictive itself, not `ln f(D_S ∪ {x}) − ln f(D_S)`: that
                         // difference of two large numbers loses digits for big clusters
                         // or large counts.
                         let predictive =
                             self.model
                                 .log_predictive_query(query, &self.stats[s], *log_f, x)?;
-                        visit(state, s, self.log_w[s] + predictive);
+                        visit(state, k, log_w[k] + predictive);
                     }
                 }
                 Ok(())
             };
             // Rows in chunks of about 2²⁴ feature-node terms, so that an interrupt is
             // noticed within a fraction of a second.
-            let chunk = ((1_usize << 24) / (nodes.len() * d)).max(64);
+            let chunk = ((1_usize << 24) / (ks.len() * d)).max(64);
             for (rows, states) in rows.chunks(chunk).zip(states.chunks_mut(chunk)) {
                 if interrupt() {
                     return Err(RoseTreeError::Interrupted);
@@ -352,10 +413,11 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         Ok(())
     }
 
-    /// Query and `ln f(D_S)` of each node in `nodes`; `None` for nodes of zero weight.
-    fn prepare_block(&self, nodes: Range<usize>) -> Result<Vec<Prepared<M>>> {
-        let prepare = |s: usize| -> Result<Prepared<M>> {
-            if self.log_w[s] == f64::NEG_INFINITY {
+    /// Query and `ln f(D_S)` of each node in `nodes`; `None` for nodes of zero weight
+    /// (`log_w[k] = −∞` for `nodes[k]`).
+    fn prepare_block(&self, nodes: &[usize], log_w: &[f64]) -> Result<Vec<Prepared<M>>> {
+        let prepare = |(&s, &w): (&usize, &f64)| -> Result<Prepared<M>> {
+            if w == f64::NEG_INFINITY {
                 return Ok(None);
             }
             let stats = &self.stats[s];
@@ -364,7 +426,7 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 self.model.log_marginal(stats)?,
             )))
         };
-        nodes.into_par_iter().map(prepare).collect()
+        nodes.par_iter().zip(log_w).map(prepare).collect()
     }
 
     /// Nodes per block of [`sweep`](Self::sweep): enough to amortise the fork–join of the

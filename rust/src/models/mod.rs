@@ -13,10 +13,12 @@ use crate::error::{Result, RoseTreeError};
 mod bernoulli;
 mod gaussian;
 mod multinomial;
+mod normal_gamma;
 
 pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli};
 pub use gaussian::{DEFAULT_KAPPA0, GaussianQuery, GaussianStats, NormalInverseWishart};
 pub use multinomial::{CountQuery, CountStats, DirichletMultinomial};
+pub use normal_gamma::{ColumnMoments, NormalGamma, NormalGammaQuery, NormalGammaStats};
 
 /// A cluster model with sufficient statistics: the only code that knows a distribution.
 ///

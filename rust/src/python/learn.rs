@@ -15,8 +15,8 @@ use crate::tree::Topology;
 fn not_differentiable() -> PyErr {
     RoseTreeError::param(
         "model",
-        "hyperparameter learning needs a built-in model (BetaBernoulli, NormalInverseWishart \
-         or DirichletMultinomial); a Python model has no gradient",
+        "hyperparameter learning needs a built-in model (BetaBernoulli, NormalInverseWishart, \
+         NormalGamma or DirichletMultinomial); a Python model has no gradient",
     )
     .into()
 }
@@ -54,6 +54,7 @@ pub(crate) fn evidence_gradient<'py>(
         AnyModel::Bernoulli(m) => gradient_of(py, m, x, &mixing, &topology)?,
         AnyModel::Gaussian(m) => gradient_of(py, m, x, &mixing, &topology)?,
         AnyModel::Counts(m) => gradient_of(py, m, x, &mixing, &topology)?,
+        AnyModel::NormalGamma(m) => gradient_of(py, m, x, &mixing, &topology)?,
         AnyModel::Callback(_) => return Err(not_differentiable()),
     };
     Ok((g.log_evidence, g.model.into_pyarray(py), g.mixing))
@@ -85,6 +86,13 @@ pub(crate) fn resolved_model<'py>(
         }
         AnyModel::Counts(m) => {
             out.set_item("alpha", m.alpha().to_vec())?;
+            m.hyperparameters()
+        }
+        AnyModel::NormalGamma(m) => {
+            out.set_item("m0", m.m0().to_vec())?;
+            out.set_item("kappa0", m.kappa0())?;
+            out.set_item("a0", m.a0())?;
+            out.set_item("b0", m.b0().to_vec())?;
             m.hyperparameters()
         }
         AnyModel::Callback(_) => return Err(not_differentiable()),

@@ -9,12 +9,12 @@ mod models;
 mod predict;
 mod tree;
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::ArrayView2;
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::brt::{self, ApproxParams, BrtParams, Mixing};
+use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing};
 use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
 use crate::tree::Topology;
@@ -38,13 +38,27 @@ fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
     Ok(m)
 }
 
+fn parse_merge_rule(rule: &str) -> PyResult<MergeRule> {
+    match rule {
+        "likelihood_ratio" => Ok(MergeRule::LikelihoodRatio),
+        "posterior" => Ok(MergeRule::Posterior),
+        other => Err(RoseTreeError::param(
+            "merge_rule",
+            format!("must be \"likelihood_ratio\" or \"posterior\", got {other:?}"),
+        )
+        .into()),
+    }
+}
+
 /// The greedy search's options; `approx` is `(exact_below, sample, seed)` of the
 /// approximate search, `None` for the exact one.
+#[allow(clippy::too_many_arguments)]
 fn search_params(
     mixing: &str,
     gamma: f64,
     dp_alpha: f64,
     binary: bool,
+    merge_rule: &str,
     contract: bool,
     n_jobs: Option<usize>,
     approx: Option<(usize, usize, u64)>,
@@ -57,6 +71,7 @@ fn search_params(
     let params = BrtParams {
         mixing: parse_mixing(mixing, gamma, dp_alpha)?,
         binary,
+        merge_rule: parse_merge_rule(merge_rule)?,
         contract,
         n_threads: n_jobs,
         approx,
@@ -81,7 +96,7 @@ fn interrupted() -> bool {
 
 /// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `x`.
 #[pyfunction]
-#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None, approx=None))]
+#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary, contract, merge_rule="likelihood_ratio", n_jobs=None, approx=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_brt(
     py: Python<'_>,
@@ -92,10 +107,13 @@ fn fit_brt(
     dp_alpha: f64,
     binary: bool,
     contract: bool,
+    merge_rule: &str,
     n_jobs: Option<usize>,
     approx: Option<(usize, usize, u64)>,
 ) -> PyResult<PyRoseTree> {
-    let params = search_params(mixing, gamma, dp_alpha, binary, contract, n_jobs, approx)?;
+    let params = search_params(
+        mixing, gamma, dp_alpha, binary, merge_rule, contract, n_jobs, approx,
+    )?;
     let x = x.as_array();
     let model = build_model(model, x)?;
     with_model!(model, m => {
@@ -108,7 +126,7 @@ fn fit_brt(
 /// Greedy Bayesian rose tree of the rows of a CSR matrix (`indptr`, `indices`, `data`,
 /// `n_cols` columns), whose leaf statistics are built without a dense copy of the data.
 #[pyfunction]
-#[pyo3(signature = (indptr, indices, data, n_cols, model, *, mixing, gamma, dp_alpha, binary, contract, n_jobs=None, approx=None))]
+#[pyo3(signature = (indptr, indices, data, n_cols, model, *, mixing, gamma, dp_alpha, binary, contract, merge_rule="likelihood_ratio", n_jobs=None, approx=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_brt_csr(
     py: Python<'_>,
@@ -122,10 +140,13 @@ fn fit_brt_csr(
     dp_alpha: f64,
     binary: bool,
     contract: bool,
+    merge_rule: &str,
     n_jobs: Option<usize>,
     approx: Option<(usize, usize, u64)>,
 ) -> PyResult<PyRoseTree> {
-    let params = search_params(mixing, gamma, dp_alpha, binary, contract, n_jobs, approx)?;
+    let params = search_params(
+        mixing, gamma, dp_alpha, binary, merge_rule, contract, n_jobs, approx,
+    )?;
     let (indptr, indices, data) = (indptr.as_slice()?, indices.as_slice()?, data.as_slice()?);
     let n = indptr.len().saturating_sub(1);
     let bad = |what: &str| RoseTreeError::param("X", format!("malformed CSR matrix: {what}"));
@@ -145,8 +166,7 @@ fn fit_brt_csr(
             .ok_or_else(|| bad("column index out of range"))?;
         rows.push((cols, lo as usize..hi as usize));
     }
-    // Shape only: the sparse path serves models whose defaults do not look at the data.
-    let model = build_model(model, Array2::<f64>::zeros((0, n_cols)).view())?;
+    let model = models::build_model_csr(model, indptr, indices, data, n_cols)?;
     with_model!(model, m => {
         m.prepare(n);
         let leaves = rows

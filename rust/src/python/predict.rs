@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 
 use super::callback::CallbackModel;
 use super::interrupted;
-use super::models::{AnyModel, build_model, with_model};
+use super::models::{AnyModel, build_model, build_model_csr, with_model};
 use super::tree::PyRoseTree;
 use crate::brt::Predictor;
 use crate::error::RoseTreeError;
@@ -99,7 +99,13 @@ fn model_for(
     }
     let model = match train {
         Training::Dense(x) => build_model(spec, x.as_array())?,
-        Training::Csr(.., n_cols) => build_model(spec, Array2::<f64>::zeros((0, *n_cols)).view())?,
+        Training::Csr(indptr, indices, data, n_cols) => build_model_csr(
+            spec,
+            indptr.as_slice()?,
+            indices.as_slice()?,
+            data.as_slice()?,
+            *n_cols,
+        )?,
     };
     match (model, train) {
         (AnyModel::Callback(_), Training::Dense(x)) => {
@@ -120,10 +126,11 @@ fn model_for(
 }
 
 /// `ln p(x | D, T)` of eq 1.25 for every row of `x`, and with `responsibilities` the
-/// `n_rows × n_nodes` posterior over the tree's clusters.
+/// `n_rows × n_nodes` posterior over the tree's clusters; with `clusters` (node ids of a flat
+/// clustering), `ln Σ_c (n_c / n) f(x | D_c)` and the `n_rows × K` posterior over them.
 #[pyfunction]
-#[pyo3(signature = (train, model, tree, x, *, responsibilities=false, n_jobs=None))]
-#[allow(clippy::type_complexity)]
+#[pyo3(signature = (train, model, tree, x, *, responsibilities=false, clusters=None, n_jobs=None))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn brt_predict<'py>(
     py: Python<'py>,
     train: Training<'py>,
@@ -131,6 +138,7 @@ fn brt_predict<'py>(
     tree: &Bound<'py, PyRoseTree>,
     x: PyReadonlyArray2<'py, f64>,
     responsibilities: bool,
+    clusters: Option<Vec<usize>>,
     n_jobs: Option<usize>,
 ) -> PyResult<(Bound<'py, PyArray1<f64>>, Option<Bound<'py, PyArray2<f64>>>)> {
     let threads = Threads::new(n_jobs)?;
@@ -148,7 +156,11 @@ fn brt_predict<'py>(
         let m = &m;
         let (log_p, resp) = py.detach(|| -> crate::Result<_> {
             let predictor = Predictor::new(m, tree, leaves)?;
-            if responsibilities {
+            if let Some(clusters) = &clusters {
+                let (log_p, resp) =
+                    predictor.flat_responsibilities(clusters, &rows, &threads, &interrupted)?;
+                Ok((log_p, Some(resp)))
+            } else if responsibilities {
                 let (log_p, resp) = predictor.responsibilities(&rows, &threads, &interrupted)?;
                 Ok((log_p, Some(resp)))
             } else {

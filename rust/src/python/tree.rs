@@ -1,6 +1,7 @@
 //! The fitted tree as seen from Python: a frozen handle with array getters.
 
-use numpy::{IntoPyArray, PyArray1};
+use ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::prelude::*;
 
 use crate::tree::{RoseTree, Topology};
@@ -137,9 +138,62 @@ impl PyRoseTree {
             .collect())
     }
 
-    /// Newick string, leaves named by `labels` or by row index.
-    #[pyo3(signature = (labels=None))]
-    fn to_newick(&self, labels: Option<Vec<String>>) -> String {
-        self.inner.to_newick(labels.as_deref())
+    /// Newick string, leaves named by `labels` or by row index; with `lengths`, branch
+    /// lengths from the heights.
+    #[pyo3(signature = (labels=None, lengths=false))]
+    fn to_newick(&self, labels: Option<Vec<String>>, lengths: bool) -> String {
+        if lengths {
+            self.inner.to_newick_with_lengths(labels.as_deref())
+        } else {
+            self.inner.to_newick(labels.as_deref())
+        }
+    }
+
+    /// `h_v = −max ln r` over the path from the root to every node.
+    fn heights<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.heights().into_pyarray(py)
+    }
+
+    /// `ln w_S` of every node (eq 1.25).
+    fn log_cluster_weights<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        crate::brt::log_cluster_weights(&self.inner).into_pyarray(py)
+    }
+
+    /// Cluster nodes of the top-down cut `r ≥ threshold`.
+    fn cut(&self, threshold: f64) -> PyResult<Vec<usize>> {
+        Ok(self.inner.cut(threshold)?)
+    }
+
+    /// Cluster nodes of the maximal nodes with height at most `t`.
+    fn clusters_at_height(&self, t: f64) -> Vec<usize> {
+        self.inner.clusters_at_height(t)
+    }
+
+    /// Cluster nodes of the most probable tree-consistent partition.
+    fn map_partition(&self) -> Vec<usize> {
+        self.inner.map_partition()
+    }
+
+    /// Cluster nodes of the lowest cut with at most `k` clusters.
+    fn max_clusters(&self, k: usize) -> PyResult<Vec<usize>> {
+        Ok(self.inner.max_clusters(k)?)
+    }
+
+    /// Label of every row, given cluster nodes that partition the data.
+    fn labels<'py>(
+        &self,
+        py: Python<'py>,
+        clusters: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyArray1<usize>>> {
+        Ok(self.inner.labels(&clusters)?.into_pyarray(py))
+    }
+
+    /// SciPy linkage matrix, `(n_leaves − 1) × 4`.
+    fn to_linkage<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray2<f64>> {
+        let rows = self.inner.to_linkage();
+        let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+        Array2::from_shape_vec((rows.len(), 4), flat)
+            .expect("four numbers per row")
+            .into_pyarray(py)
     }
 }

@@ -1,0 +1,328 @@
+//! Merge scores held precisely enough to rank merges as exact arithmetic would.
+//!
+//! A merge's log likelihood ratio (eq 1.23) is `ln L = logaddexp(U, V)` with `U` the
+//! "one cluster" term and `V` the "keep the parts apart" term, both relative to the parts'
+//! evidence. When the merged cluster is implausible, `U` lies tens of nats below `V` and a
+//! double rounds `ln L` to `V`: every hopeless join then scores exactly `ln(1 − π)`, and the
+//! order of the merges at the top of a tree would be decided by rounding and tree ids
+//! instead of by the data. In exact arithmetic `ln L = V + ln(1 + e^{U−V})` still depends on
+//! `U`, so a [`Score`] keeps the part that a double would round away.
+//!
+//! A [`Score`] is `hi + lo`: `hi` a double and `lo` a signed number held as the logarithm of
+//! its magnitude, so that `e^{−5000}` is as distinct from `e^{−5001}` as `1` is from `e^{−1}`.
+//! Scores are *normalised* — `lo` is at most half an ulp of `hi` — so comparing `hi` first
+//! and `lo` second is the comparison of the exact sums. The only rounding left is that of the
+//! double inputs and of the transcendental functions (relative `~1e-16` of each term), not
+//! the wholesale loss of a term.
+
+use std::cmp::Ordering;
+
+/// A signed real `sign · e^{log_abs}`: zero has `sign == 0`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SignedLog {
+    sign: i8,
+    log_abs: f64,
+}
+
+impl SignedLog {
+    /// Zero.
+    pub const ZERO: Self = Self {
+        sign: 0,
+        log_abs: f64::NEG_INFINITY,
+    };
+
+    /// `e^{log_abs}` (zero for `log_abs = −∞`).
+    #[inline]
+    pub fn exp(log_abs: f64) -> Self {
+        if log_abs == f64::NEG_INFINITY {
+            Self::ZERO
+        } else {
+            Self { sign: 1, log_abs }
+        }
+    }
+
+    /// The double `x` (zero for `0.0`).
+    #[inline]
+    pub fn from_f64(x: f64) -> Self {
+        if x == 0.0 {
+            Self::ZERO
+        } else {
+            Self {
+                sign: if x > 0.0 { 1 } else { -1 },
+                log_abs: x.abs().ln(),
+            }
+        }
+    }
+
+    /// The value rounded to a double (`0` when it underflows).
+    #[inline]
+    pub fn to_f64(self) -> f64 {
+        f64::from(self.sign) * self.log_abs.exp()
+    }
+
+    /// `−self`.
+    #[inline]
+    #[must_use]
+    pub fn neg(self) -> Self {
+        Self {
+            sign: -self.sign,
+            log_abs: self.log_abs,
+        }
+    }
+
+    /// `self + other`, accurate to a relative `~1e-16` of the larger magnitude (a sum that
+    /// cancels keeps the error of its inputs, as any floating-point difference does).
+    #[must_use]
+    pub fn add(self, other: Self) -> Self {
+        if other.sign == 0 {
+            return self;
+        }
+        if self.sign == 0 {
+            return other;
+        }
+        let (big, small) = if self.log_abs >= other.log_abs {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let ratio = (small.log_abs - big.log_abs).exp();
+        if big.sign == small.sign {
+            Self {
+                sign: big.sign,
+                log_abs: big.log_abs + ratio.ln_1p(),
+            }
+        } else if ratio == 1.0 {
+            Self::ZERO
+        } else {
+            Self {
+                sign: big.sign,
+                log_abs: big.log_abs + (-ratio).ln_1p(),
+            }
+        }
+    }
+
+    fn cmp(self, other: Self) -> Ordering {
+        match self.sign.cmp(&other.sign) {
+            Ordering::Equal => match self.sign {
+                1 => self.log_abs.total_cmp(&other.log_abs),
+                -1 => other.log_abs.total_cmp(&self.log_abs),
+                _ => Ordering::Equal,
+            },
+            unequal => unequal,
+        }
+    }
+}
+
+/// A real number `hi + lo` ranked exactly (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Score {
+    hi: f64,
+    lo: SignedLog,
+}
+
+impl Score {
+    /// The lowest score, below every finite one.
+    pub const NEG_INFINITY: Self = Self {
+        hi: f64::NEG_INFINITY,
+        lo: SignedLog::ZERO,
+    };
+
+    /// The double `x` held exactly.
+    #[inline]
+    pub fn from_f64(x: f64) -> Self {
+        Self {
+            hi: x,
+            lo: SignedLog::ZERO,
+        }
+    }
+
+    /// `base + t`, normalised so that the small part is at most half an ulp of the large.
+    #[inline]
+    pub fn new(base: f64, t: SignedLog) -> Self {
+        if t.sign == 0 || !base.is_finite() {
+            return Self::from_f64(base);
+        }
+        // |t| below a quarter ulp of |base| leaves base unchanged when added: skip the exp.
+        // The binade's exponent comes from the bits; subnormal and zero bases take the exp.
+        let biased = ((base.to_bits() >> 52) & 0x7ff) as i32;
+        if biased > 1 && t.log_abs < f64::from(biased - 1023 - 54) * std::f64::consts::LN_2 {
+            return Self { hi: base, lo: t };
+        }
+        let td = t.to_f64();
+        let s = base + td;
+        if s == base {
+            return Self { hi: base, lo: t };
+        }
+        // Knuth's TwoSum: `s + e == base + td` exactly.
+        let bb = s - base;
+        let e = (base - (s - bb)) + (td - bb);
+        Self {
+            hi: s,
+            lo: SignedLog::from_f64(e),
+        }
+    }
+
+    /// The value rounded to a double.
+    #[inline]
+    pub fn value(self) -> f64 {
+        self.hi + self.lo.to_f64()
+    }
+
+    /// Whether the value is NaN.
+    #[inline]
+    pub fn is_nan(self) -> bool {
+        self.hi.is_nan() || self.lo.log_abs.is_nan()
+    }
+
+    /// The total order of the exact values (NaN above `+∞`, as `f64::total_cmp` has it).
+    #[inline]
+    pub fn total_cmp(&self, other: &Self) -> Ordering {
+        self.hi
+            .total_cmp(&other.hi)
+            .then_with(|| self.lo.cmp(other.lo))
+    }
+}
+
+/// `ln ln(1 + eˣ)`, the logarithm of the softplus function, accurate for every `x` (for
+/// `x < −37` it is `x` to within half an ulp).
+#[inline]
+pub fn ln_softplus(x: f64) -> f64 {
+    if x < -37.0 {
+        x
+    } else if x <= 0.0 {
+        x.exp().ln_1p().ln()
+    } else if x < 37.0 {
+        (x + (-x).exp().ln_1p()).ln()
+    } else {
+        x.ln()
+    }
+}
+
+/// `logaddexp(u, r − E)` as a [`Score`], where `E = Σ e^{le}` over `log_excess` is a sum of
+/// positive terms that may be far too small to change `r` in a double (the excess of a
+/// dissolved root over its split term, see [`super::merge`]).
+#[inline]
+pub fn log_add_exp_score(u: f64, r: f64, log_excess: &[f64]) -> Score {
+    let present = || log_excess.iter().filter(|&&le| le > f64::NEG_INFINITY);
+    let e: f64 = present().map(|&le| le.exp()).sum();
+    let v = r - e;
+    if u >= v {
+        // u + ln(1 + e^{v−u})
+        Score::new(u, SignedLog::exp(ln_softplus(v - u)))
+    } else {
+        // r − E + ln(1 + e^{u−v})
+        let t = present().fold(SignedLog::exp(ln_softplus(u - v)), |acc, &le| {
+            acc.add(SignedLog::exp(le).neg())
+        });
+        Score::new(r, t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lt(a: Score, b: Score) -> bool {
+        a.total_cmp(&b) == Ordering::Less
+    }
+
+    #[test]
+    fn signed_log_arithmetic() {
+        let a = SignedLog::from_f64(3.0);
+        let b = SignedLog::from_f64(-1.25);
+        assert!((a.add(b).to_f64() - 1.75).abs() < 1e-15);
+        assert!((b.add(a).to_f64() - 1.75).abs() < 1e-15);
+        assert_eq!(a.add(a.neg()), SignedLog::ZERO);
+        assert!((b.add(b).to_f64() + 2.5).abs() < 1e-15);
+        // Far below any double, sums keep their relative precision.
+        let tiny = SignedLog::exp(-5000.0).add(SignedLog::exp(-5000.0));
+        assert!((tiny.log_abs - (-5000.0 + 2f64.ln())).abs() < 1e-12);
+        let diff = SignedLog::exp(-5000.0).add(SignedLog::exp(-5001.0).neg());
+        assert!((diff.log_abs - (-5000.0 + (-(-1f64).exp()).ln_1p())).abs() < 1e-12);
+    }
+
+    #[test]
+    fn normalisation_keeps_exact_order() {
+        // Both round to the same double; the small parts decide.
+        let base = -0.693_147_180_559_945_3_f64;
+        let a = Score::new(base, SignedLog::exp(-50.0));
+        let b = Score::new(base, SignedLog::exp(-60.0));
+        let c = Score::new(base, SignedLog::exp(-6000.0));
+        assert!(lt(c, b) && lt(b, a));
+        assert_eq!(a.hi, base);
+        // A small part that is representable is folded in exactly: 1 + 2^-60 vs 1 + 2^-61.
+        let x = Score::new(1.0, SignedLog::from_f64(2f64.powi(-60)));
+        let y = Score::new(1.0, SignedLog::from_f64(2f64.powi(-61)));
+        assert!(lt(y, x));
+        // A large part moves hi and leaves the exact remainder.
+        let t = SignedLog::from_f64(0.1);
+        let td = t.to_f64();
+        let z = Score::new(1.0, t);
+        assert_eq!(z.hi, 1.0 + td);
+        // 1 − hi is exact (Sterbenz), and so is adding td to it.
+        let remainder = (1.0 - z.hi) + td;
+        assert!((z.lo.to_f64() - remainder).abs() <= 1e-13 * remainder.abs());
+        // hi decides first, whatever the small parts.
+        let w = Score::new(base.next_up(), SignedLog::exp(-6000.0).neg());
+        assert!(lt(a, w));
+        // Zero and subnormal bases.
+        assert!(lt(
+            Score::new(0.0, SignedLog::exp(-6000.0).neg()),
+            Score::new(0.0, SignedLog::exp(-7000.0).neg())
+        ));
+        assert!(lt(
+            Score::new(0.0, SignedLog::exp(-800.0)),
+            Score::from_f64(5e-324)
+        ));
+        assert!(lt(Score::NEG_INFINITY, Score::from_f64(-1e308)));
+    }
+
+    #[test]
+    fn ln_softplus_against_direct_evaluation() {
+        for x in [
+            -700.0, -40.0, -37.0, -36.9, -5.0, -1e-3, 0.0, 1e-3, 2.0, 36.9, 37.0, 500.0,
+        ] {
+            let direct = (x as f64).exp().ln_1p().ln();
+            let got = ln_softplus(x);
+            if x < 30.0 {
+                assert!((got - direct).abs() <= 1e-15 * direct.abs().max(1.0), "{x}");
+            } else {
+                // ln(x + ln(1 + e^{-x}))
+                assert!((got - x.ln()).abs() < 1e-15 * x.ln(), "{x}");
+            }
+        }
+    }
+
+    #[test]
+    fn hopeless_merges_are_ranked_by_their_cluster_term() {
+        // logaddexp(u, r) with u far below r: exact value r + ln(1 + e^{u−r}).
+        let r = (1.0f64 - 0.5).ln();
+        let scores: Vec<Score> = [-100.0, -60.0, -900.0, -45.0, -5000.0]
+            .iter()
+            .map(|&u| log_add_exp_score(u, r, &[]))
+            .collect();
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order.sort_by(|&i, &j| scores[j].total_cmp(&scores[i]));
+        assert_eq!(order, vec![3, 1, 0, 2, 4]);
+        for s in &scores {
+            assert_eq!(s.value(), r);
+        }
+        // Near the crossover the value is the ordinary logaddexp.
+        let s = log_add_exp_score(-0.2, r, &[]);
+        assert!((s.value() - ((-0.2f64).exp() + 0.5).ln()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn excess_terms_lower_the_split_term() {
+        // r − e^{-50} + ln(1 + e^{u−r}) with u − r = −60: the excess dominates the gain.
+        let r = -0.3;
+        let s = log_add_exp_score(r - 60.0, r, &[-50.0]);
+        let t = log_add_exp_score(r - 60.0, r, &[]);
+        let j = log_add_exp_score(r - 70.0, r, &[]);
+        assert!(lt(s, Score::from_f64(r)));
+        assert!(lt(s, j) && lt(j, t));
+        // A large excess is an ordinary difference.
+        let big = log_add_exp_score(-100.0, r, &[2.0f64.ln()]);
+        assert!((big.value() - (r - 2.0)).abs() < 1e-15);
+    }
+}

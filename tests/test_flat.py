@@ -1,0 +1,256 @@
+"""Flat clusters (cut, MAP partition, at most k), the linkage heights, and prediction of
+the flat cluster of new rows, against SciPy and independent computations."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rosetree as rt
+from scipy import special
+from scipy.cluster import hierarchy
+from test_predict import bernoulli_log_f, niw_predictive_1d
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_flat", ROOT / "benchmarks/bench_flat.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def trees():
+    """Fitted trees with multi-way nodes (BRT), binary ones (BHC) and Gaussian data."""
+    toy = rt.datasets.load_toy().data
+    X, _ = load_bench().blobs(300, seed=3)
+    return [
+        rt.BayesianRoseTree().fit(toy).tree_,
+        rt.BayesianRoseTree(mixing="gamma", binary=True).fit(toy).tree_,
+        rt.BayesianRoseTree(rt.NormalInverseWishart()).fit(X).tree_,
+        rt.BayesianRoseTree(rt.NormalInverseWishart(), binary=True).fit(X[:120]).tree_,
+    ]
+
+
+def same_partition(a, b):
+    """Whether two labellings group the rows the same way (labels may differ)."""
+    a, b = np.asarray(a), np.asarray(b)
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
+    return len(pairs) == len(np.unique(a)) == len(np.unique(b))
+
+
+def descent(tree, threshold):
+    """Heller & Ghahramani's cut by walking down from the root, in Python."""
+    clusters, stack = [], [tree.root]
+    while stack:
+        v = stack.pop()
+        if v < tree.n_leaves or tree.log_r[v] >= np.log(threshold):
+            clusters.append(v)
+        else:
+            stack.extend(tree.children[v])
+    return sorted(clusters)
+
+
+def test_heights_are_monotone_and_zero_at_leaves(trees):
+    for tree in trees:
+        h = tree.heights
+        assert np.all(h[: tree.n_leaves] == 0.0)
+        child = np.arange(tree.n_nodes - 1)
+        assert np.all(h[tree.parent[child]] >= h[child])
+        # h_v is -max ln r over the root-to-v path, walked here node by node.
+        for v in range(0, tree.n_nodes, 7):
+            path, a = [], v
+            while a >= 0:
+                path.append(tree.log_r[a])
+                a = tree.parent[a]
+            assert h[v] == -max(path)
+
+
+def test_linkage_is_valid_and_fcluster_reproduces_the_cut(trees):
+    for tree in trees:
+        Z = tree.to_linkage()
+        assert Z.shape == (tree.n_leaves - 1, 4)
+        assert hierarchy.is_valid_linkage(Z)
+        assert hierarchy.is_monotonic(Z)
+        thresholds = [1e-300, 1e-12, 1e-3, 0.1, 0.5, 0.9, 0.999]
+        # At the node values (those of very unlikely nodes underflow to 0: no threshold).
+        thresholds += [t for t in np.exp(tree.log_r[tree.n_leaves :: 5]) if t > 0]
+        for t in thresholds:
+            cut = tree.cut(t)
+            assert tree.cut_nodes(t) == descent(tree, t)
+            flat = hierarchy.fcluster(Z, -np.log(t), criterion="distance")
+            assert same_partition(flat, cut), t
+        dendro = hierarchy.dendrogram(Z, no_plot=True)
+        assert sorted(dendro["leaves"]) == list(range(tree.n_leaves))
+
+
+def test_max_clusters_matches_scipy_maxclust_and_gives_k_where_possible(trees):
+    for tree in trees:
+        Z = tree.to_linkage()
+        # Every cluster count some cut of the heights can give.
+        possible = {len(tree.clusters_at_height(t)) for t in np.unique(tree.heights)}
+        for k in range(1, min(tree.n_leaves, 60)):
+            labels = tree.max_clusters(k)
+            got = len(np.unique(labels))
+            assert got <= k
+            assert got == max(c for c in possible | {1} if c <= k)
+            assert same_partition(labels, hierarchy.fcluster(Z, k, criterion="maxclust"))
+        assert len(np.unique(tree.max_clusters(tree.n_leaves))) == tree.n_leaves
+    with pytest.raises(rt.InvalidParameterError, match="n_clusters"):
+        trees[0].max_clusters(0)
+
+
+def test_map_partition_is_the_most_probable_partition():
+    X = rt.datasets.load_toy().data[::4]
+    model = rt.BetaBernoulli(alpha=1.0, beta=1.0)
+    tree = rt.BayesianRoseTree(model, binary=True).fit(X).tree_
+    # Posterior of a partition: m(phi | T) prod f(D_c), enumerated, f from eq 1.19 directly.
+    best = max(
+        (w + sum(bernoulli_log_f(X[c], 1.0, 1.0) for c in clusters), clusters)
+        for clusters, w in tree.partitions()
+    )
+    labels = tree.map_partition()
+    assert same_partition(labels, tree.labels_of(tree.map_nodes()))
+    groups = sorted(sorted(np.flatnonzero(labels == k).tolist()) for k in np.unique(labels))
+    assert groups == sorted(best[1])
+
+
+def test_labels_of_rejects_nodes_that_do_not_partition_the_rows(trees):
+    tree = trees[0]
+    with pytest.raises(rt.InvalidParameterError, match="clusters"):
+        tree.labels_of([tree.root, 0])
+    with pytest.raises(rt.InvalidParameterError, match="clusters"):
+        tree.labels_of([0])
+    with pytest.raises(rt.InvalidParameterError, match="nodes"):
+        tree.labels_of([-1])
+    with pytest.raises(rt.InvalidParameterError, match="threshold"):
+        tree.cut(1.5)
+
+
+def test_estimator_rules_and_their_parameters():
+    X = rt.datasets.load_toy().data
+    est = rt.BayesianRoseTree().fit(X)
+    tree = est.tree_
+    np.testing.assert_array_equal(est.labels_, tree.cut(0.5))
+    np.testing.assert_array_equal(
+        rt.BayesianRoseTree(flat_clusters="map").fit(X).labels_, tree.map_partition()
+    )
+    np.testing.assert_array_equal(
+        rt.BayesianRoseTree(cut_threshold=0.99).fit(X).labels_, tree.cut(0.99)
+    )
+    three = rt.BayesianRoseTree(flat_clusters="map", n_clusters=3).fit(X)
+    np.testing.assert_array_equal(three.labels_, tree.max_clusters(3))
+    # cluster_nodes_[k] holds exactly the rows labelled k.
+    for e in (est, three):
+        for k, v in enumerate(e.cluster_nodes_):
+            assert tree.leaves(v) == np.flatnonzero(e.labels_ == k).tolist()
+    for name, value in [("flat_clusters", "top"), ("n_clusters", 0), ("n_clusters", 2.5),
+                        ("cut_threshold", 2.0), ("cut_threshold", "half")]:
+        with pytest.raises(rt.InvalidParameterError, match=name):
+            rt.BayesianRoseTree(**{name: value}).fit(X)
+
+
+def flat_reference(est, X_train, X_new, log_f):
+    """p(c | x) ∝ n_c f(D_c ∪ {x}) / f(D_c), cluster by cluster in Python."""
+    terms = np.empty((len(X_new), len(est.cluster_nodes_)))
+    for k, v in enumerate(est.cluster_nodes_):
+        cluster = X_train[est.tree_.leaves(v)]
+        for r, x in enumerate(X_new):
+            terms[r, k] = np.log(len(cluster)) + log_f(np.vstack([cluster, x])) - log_f(cluster)
+    return np.exp(terms - special.logsumexp(terms, axis=1, keepdims=True))
+
+
+def test_predict_proba_is_the_cluster_posterior_for_binary_data():
+    X = rt.datasets.load_toy().data
+    a = np.linspace(0.5, 2.0, X.shape[1])
+    est = rt.BayesianRoseTree(rt.BetaBernoulli(alpha=a, beta=0.8), flat_clusters="map").fit(X)
+    new = np.array([[1] * 4 + [0] * 8, [0] * 8 + [1] * 4, [1, np.nan] + [0] * 10], dtype=float)
+    got = est.predict_proba(new)
+    assert got.shape == (3, len(np.unique(est.labels_)))
+    expected = flat_reference(est, X, new, lambda rows: bernoulli_log_f(rows, a, 0.8))
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(est.predict(new), np.argmax(expected, axis=1))
+
+
+def test_predict_proba_with_gaussian_clusters_is_a_student_t_mixture():
+    X = np.array([[-2.1], [-1.8], [-2.4], [-2.0], [3.1], [3.3], [2.7], [3.0]])
+    prior = dict(mu0=0.0, kappa0=0.5, nu0=3.0, psi0=1.0)
+    model = rt.NormalInverseWishart(mu0=[0.0], kappa0=0.5, nu0=3.0, psi0=[[1.0]])
+    est = rt.BayesianRoseTree(model, n_clusters=2).fit(X)
+    assert len(est.cluster_nodes_) == 2
+    xs = np.array([-3.0, -1.0, 0.4, 2.0, 5.0])
+    terms = np.array(
+        [
+            [np.log(len(c)) + niw_predictive_1d(c, x, **prior) for c in
+             (X[est.tree_.leaves(v), 0] for v in est.cluster_nodes_)]
+            for x in xs
+        ]
+    )
+    expected = np.exp(terms - special.logsumexp(terms, axis=1, keepdims=True))
+    np.testing.assert_allclose(est.predict_proba(xs[:, None]), expected, rtol=1e-9)
+
+
+def test_predict_reproduces_the_labels_of_separated_training_rows():
+    X, y = load_bench().blobs(300, seed=1)
+    est = rt.BayesianRoseTree(rt.NormalInverseWishart()).fit(X)
+    assert np.mean(est.predict(X) == est.labels_) > 0.95
+    assert len(np.unique(est.predict(X))) == len(est.cluster_nodes_)
+
+
+def test_node_posterior_keeps_its_own_name():
+    est = rt.BayesianRoseTree().fit(rt.datasets.load_toy().data)
+    new = np.zeros((2, 12))
+    assert est.predict_node_proba(new).shape == (2, est.tree_.n_nodes)
+
+
+def test_adjusted_rand_index_of_the_benchmark():
+    ari = load_bench().adjusted_rand_index
+    # Hand computation: pairs within the table's cells 1, rows 2, columns 1, C(4,2) = 6;
+    # expected 2 * 1 / 6 = 1/3, max (2 + 1) / 2, so ARI = (1 - 1/3) / (3/2 - 1/3) = 4/7.
+    assert ari([0, 0, 1, 1], [0, 0, 1, 2]) == pytest.approx(4 / 7, rel=1e-15)
+    assert ari([0, 0, 1, 1], [5, 5, 3, 3]) == 1.0
+    assert ari([0, 0, 0, 0], [0, 0, 0, 0]) == 1.0
+    # Chance level: every pair structure is independent of the other.
+    assert ari([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(-0.5)
+
+
+@pytest.mark.parametrize("indent", [None, 1, 2])
+def test_json_is_written_as_json_dumps_writes_it(trees, indent):
+    names = [f"row é{i}" if i % 3 else i for i in range(trees[0].n_leaves)]
+    for tree, labels in [(trees[0], names), (trees[1], None)]:
+        expected = json.dumps(tree.to_dict(labels), indent=indent, default=str)
+        assert tree.to_json(labels, indent=indent) == expected
+
+
+def test_format_shortens_deep_indentation(trees):
+    tree = trees[1]  # binary, a few levels deep
+    full = tree.format().splitlines()
+    short = tree.format(max_indent=2).splitlines()
+    assert len(short) == len(full)
+    for a, b in zip(full, short, strict=True):
+        if not b.startswith("«+"):
+            assert a == b
+        else:
+            hidden = int(b[2 : b.index("»")])
+            # The hidden levels are 4 characters each; the rest of the line is unchanged.
+            assert a[4 * hidden :] == b[b.index("»") + 2 :]
+    with pytest.raises(rt.InvalidParameterError, match="max_indent"):
+        tree.format(max_indent=0)
+
+
+def test_command_line_flat_cluster_options(tmp_path, capsys):
+    from rosetree.cli import main
+
+    data = tmp_path / "d.csv"
+    rows = ["a,b,c", "1,1,0", "1,1,0", "0,0,1", "0,1,1"]
+    data.write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(data), "--n-clusters", "1"]) == 0
+    assert "flat clusters     1 (at most 1" in capsys.readouterr().out
+    assert main(["fit", str(data), "--flat", "map"]) == 0
+    assert "most probable tree-consistent partition" in capsys.readouterr().out
+    assert main(["fit", str(data), "--cut-threshold", "2"]) == 2
+    assert "cut_threshold" in capsys.readouterr().err
