@@ -346,10 +346,10 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
         Ok((log_p, out))
     }
 
-    /// Calls `visit(state_r, k, ln w_k + ln f(D_S ∪ {x_r}) − ln f(D_S))` for every row `r`
-    /// and every node `S = nodes[k]` of non-zero weight `w_k = exp(log_w[k])`, in the order
-    /// of `nodes` for each row. Nodes are taken in blocks, whose queries
-    /// ([`ClusterModel::query`]) are computed once and then used for every row.
+    /// Calls `visit(state_r, k, ln w_k + ln f(x_r | D_S))` for every row `r` and every node
+    /// `S = nodes[k]` of non-zero weight `w_k = exp(log_w[k])`, in the order of `nodes` for
+    /// each row. Nodes are taken in blocks, whose queries ([`ClusterModel::query`]) are
+    /// computed once and then used for every row.
     #[allow(clippy::too_many_arguments)]
     fn sweep<S: Send>(
         &self,
@@ -378,8 +378,13 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 for (k, prep) in ks.clone().zip(&prepared) {
                     if let Some((query, log_f)) = prep {
                         let s = nodes[k];
-                        let joint = self.model.log_marginal_query(query, &self.stats[s], x)?;
-                        visit(state, k, log_w[k] + joint - log_f);
+                        // The predictive itself, not `ln f(D_S ∪ {x}) − ln f(D_S)`: that
+                        // difference of two large numbers loses digits for big clusters
+                        // or large counts.
+                        let predictive =
+                            self.model
+                                .log_predictive_query(query, &self.stats[s], *log_f, x)?;
+                        visit(state, k, log_w[k] + predictive);
                     }
                 }
                 Ok(())

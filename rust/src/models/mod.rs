@@ -17,7 +17,7 @@ mod normal_gamma;
 
 pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli};
 pub use gaussian::{DEFAULT_KAPPA0, GaussianQuery, GaussianStats, NormalInverseWishart};
-pub use multinomial::{CountStats, DirichletMultinomial};
+pub use multinomial::{CountQuery, CountStats, DirichletMultinomial};
 pub use normal_gamma::{ColumnMoments, NormalGamma, NormalGammaQuery, NormalGammaStats};
 
 /// A cluster model with sufficient statistics: the only code that knows a distribution.
@@ -79,6 +79,24 @@ pub trait ClusterModel: Sync {
     fn log_marginal_query(&self, q: &Self::Query, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
         let _ = q;
         self.log_marginal_merged(a, b)
+    }
+
+    /// `ln f(B | A) = ln f(A ∪ B) − ln f(A)`, the posterior predictive of `B` given `A`, with
+    /// `q = query(a)` and `log_f_a = ln f(A)`. The default takes the difference of
+    /// [`log_marginal_query`](ClusterModel::log_marginal_query) and `log_f_a`; the conjugate
+    /// models override it to compute the predictive directly, which keeps its digits when
+    /// `ln f(A)` is large (many rows, or large counts).
+    ///
+    /// # Errors
+    /// As [`log_marginal`](ClusterModel::log_marginal).
+    fn log_predictive_query(
+        &self,
+        q: &Self::Query,
+        a: &Self::Stats,
+        log_f_a: f64,
+        b: &Self::Stats,
+    ) -> Result<f64> {
+        Ok(self.log_marginal_query(q, a, b)? - log_f_a)
     }
 
     /// Statistics of one row given sparsely: value `values[k]` in column `columns[k]`, zero

@@ -7,7 +7,108 @@ use ndarray::ArrayView1;
 
 use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
-use crate::math::{digamma, ln_gamma};
+use crate::math::{digamma_diff, ln_gamma, ln_gamma_ratio, ln_rising_shift};
+
+/// The direct `ln Γ` formula is used while the magnitudes of its terms add up to at most this
+/// many times `max(1, |ln f|)`; its error is then below ~`10⁻¹⁴ · max(1, |ln f|)`. Beyond
+/// that (large concentrations, or large counts) the terms would cancel, and a sum of
+/// [`ln_rising_shift`] terms of one sign takes over.
+const MAX_CANCELLATION: f64 = 32.0;
+
+/// `(k, c_k)` for the nonzero counts `c_k`.
+fn nonzero(counts: &[f64]) -> impl Iterator<Item = (usize, f64)> + Clone + '_ {
+    counts
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, c)| c != 0.0)
+}
+
+/// `(hi, lo)` with `hi + lo = a + b` exactly (Knuth's TwoSum).
+#[inline]
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let hi = a + b;
+    let b_virtual = hi - a;
+    (hi, (a - (hi - b_virtual)) + (b - b_virtual))
+}
+
+/// A Dirichlet prior `Dir(α)` ready for evaluating `ln f`: the concentrations, their `ln Γ`,
+/// and their sum as an unevaluated `hi + lo`, so that every `Σ_{j≠k} α_j = (hi − α_k) + lo`
+/// keeps its digits even when one `α_k` dominates the sum.
+#[derive(Debug, Clone)]
+struct DirichletPrior {
+    alpha: Vec<f64>,
+    ln_gamma_alpha: Vec<f64>,
+    sum: (f64, f64),
+}
+
+impl DirichletPrior {
+    fn new(alpha: Vec<f64>) -> Self {
+        let mut sum = (0.0, 0.0);
+        for &a in &alpha {
+            let (hi, e) = two_sum(sum.0, a);
+            sum = (hi, sum.1 + e);
+        }
+        Self {
+            ln_gamma_alpha: alpha.iter().map(|&a| ln_gamma(a)).collect(),
+            alpha,
+            sum,
+        }
+    }
+
+    /// The posterior `Dir(α + c)` after observing counts `c`, with total `n`.
+    fn posterior(&self, counts: &[f64], n: f64) -> Self {
+        let alpha: Vec<f64> = self.alpha.iter().zip(counts).map(|(a, c)| a + c).collect();
+        let ln_gamma_alpha = alpha
+            .iter()
+            .zip(counts)
+            .zip(&self.ln_gamma_alpha)
+            .map(|((&a, &c), &g)| if c == 0.0 { g } else { ln_gamma(a) })
+            .collect();
+        let (hi, e) = two_sum(self.sum.0, n);
+        Self {
+            alpha,
+            ln_gamma_alpha,
+            sum: (hi, self.sum.1 + e),
+        }
+    }
+
+    /// `ln Γ(A) − ln Γ(A + N) + Σ_k [ln Γ(α_k + c_k) − ln Γ(α_k)]` for the nonzero counts
+    /// `(k, c_k)` in `counts`, with `N = Σ_k c_k`: the Pólya-urn probability of the tokens.
+    ///
+    /// The direct formula costs one `ln Γ` per nonzero count; where its terms would cancel
+    /// (see [`MAX_CANCELLATION`]) it is replaced by the log probability of drawing the
+    /// categories one after the other, `−Σ_k ln[(A + C_k)_{c_k} / (α_k)_{c_k}]` with `C_k` the
+    /// counts drawn before category `k`: terms of one sign from [`ln_rising_shift`], exact
+    /// for every concentration and every count.
+    fn log_ratio(&self, counts: impl Iterator<Item = (usize, f64)> + Clone, total: f64) -> f64 {
+        if total == 0.0 {
+            return 0.0;
+        }
+        let (hi, lo) = self.sum;
+        let head = ln_gamma_ratio(hi, total);
+        let (mut body, mut magnitude) = (0.0, head.abs());
+        for (k, c) in counts.clone() {
+            let g = ln_gamma(self.alpha[k] + c);
+            let g0 = self.ln_gamma_alpha[k];
+            body += g - g0;
+            magnitude += g.abs() + g0.abs();
+        }
+        let direct = body - head;
+        if magnitude <= MAX_CANCELLATION * direct.abs().max(1.0) {
+            return direct;
+        }
+        let (mut drawn, mut sum) = (0.0, 0.0);
+        for (k, c) in counts {
+            let a = self.alpha[k];
+            // Σ_{j≠k} α_j: `hi − a` is exact when `a` dominates the sum (Sterbenz).
+            let others = ((hi - a) + lo).max(0.0);
+            sum += ln_rising_shift(a, others + drawn, c);
+            drawn += c;
+        }
+        -sum
+    }
+}
 
 /// Rows of counts drawn from one multinomial per cluster with a `Dirichlet(α)` prior:
 ///
@@ -33,12 +134,17 @@ use crate::math::{digamma, ln_gamma};
 /// ```
 #[derive(Debug, Clone)]
 pub struct DirichletMultinomial {
-    alpha: Vec<f64>,
-    /// `A = Σ_k α_k`.
-    alpha_sum: f64,
-    /// `ln Γ(A) − Σ_k ln Γ(α_k)`.
-    prior_const: f64,
+    prior: DirichletPrior,
     multinomial_coefficient: bool,
+}
+
+/// Precomputed terms of one cluster `A` for scoring it against other clusters: `ln f(A)` and
+/// the posterior `Dir(α + c_A)`. The predictive `ln f(B | A)` is the Pólya-urn probability of
+/// `B`'s tokens under that posterior, a sum over `B`'s nonzero counts only.
+#[derive(Debug, Clone)]
+pub struct CountQuery {
+    log_f: f64,
+    posterior: DirichletPrior,
 }
 
 /// Sufficient statistics of a Dirichlet–multinomial cluster: the number of rows, the column
@@ -100,19 +206,23 @@ impl DirichletMultinomial {
             ));
         }
         let alpha = per_feature("alpha", alpha, d)?;
-        let alpha_sum: f64 = alpha.iter().sum();
-        let prior_const = ln_gamma(alpha_sum) - alpha.iter().map(|&a| ln_gamma(a)).sum::<f64>();
+        let prior = DirichletPrior::new(alpha);
+        if !prior.sum.0.is_finite() {
+            return Err(RoseTreeError::param(
+                "alpha",
+                "the concentrations must have a finite sum (it overflows); at this scale only \
+                 their ratios matter, so divide them all by the same factor",
+            ));
+        }
         Ok(Self {
-            alpha,
-            alpha_sum,
-            prior_const,
+            prior,
             multinomial_coefficient,
         })
     }
 
     /// Concentration per category.
     pub fn alpha(&self) -> &[f64] {
-        &self.alpha
+        &self.prior.alpha
     }
 
     /// Whether `ln f` includes the multinomial coefficients.
@@ -120,30 +230,23 @@ impl DirichletMultinomial {
         self.multinomial_coefficient
     }
 
-    /// `ln f` from the column totals, grand total and summed log coefficients.
+    /// The summed log multinomial coefficients, if `ln f` includes them.
     #[inline]
-    fn log_f(&self, counts: impl Iterator<Item = f64>, total: f64, log_coefficient: f64) -> f64 {
-        let body: f64 = self
-            .alpha
-            .iter()
-            .zip(counts)
-            .map(|(&a, c)| ln_gamma(a + c))
-            .sum();
-        let coefficient = if self.multinomial_coefficient {
+    fn coefficient(&self, log_coefficient: f64) -> f64 {
+        if self.multinomial_coefficient {
             log_coefficient
         } else {
             0.0
-        };
-        self.prior_const - ln_gamma(self.alpha_sum + total) + body + coefficient
+        }
     }
 }
 
 impl ClusterModel for DirichletMultinomial {
     type Stats = CountStats;
-    type Query = ();
+    type Query = CountQuery;
 
     fn n_features(&self) -> usize {
-        self.alpha.len()
+        self.prior.alpha.len()
     }
 
     /// The row's counts, and its log multinomial coefficient.
@@ -193,31 +296,63 @@ impl ClusterModel for DirichletMultinomial {
     }
 
     fn log_marginal(&self, s: &CountStats) -> Result<f64> {
-        Ok(self.log_f(s.counts.iter().copied(), s.total, s.log_coefficient))
+        Ok(self.prior.log_ratio(nonzero(&s.counts), s.total) + self.coefficient(s.log_coefficient))
     }
 
     /// `ln f(A ∪ B)` straight from both clusters' totals, without allocating.
     fn log_marginal_merged(&self, a: &CountStats, b: &CountStats) -> Result<f64> {
-        let counts = a.counts.iter().zip(&b.counts).map(|(x, y)| x + y);
-        Ok(self.log_f(
-            counts,
-            a.total + b.total,
-            a.log_coefficient + b.log_coefficient,
-        ))
+        let counts = a
+            .counts
+            .iter()
+            .zip(&b.counts)
+            .map(|(x, y)| x + y)
+            .enumerate()
+            .filter(|&(_, c)| c != 0.0);
+        let coefficient = self.coefficient(a.log_coefficient + b.log_coefficient);
+        Ok(self.prior.log_ratio(counts, a.total + b.total) + coefficient)
     }
 
-    fn query(&self, _: &CountStats) {}
+    /// `ln f(A)` and the posterior `Dir(α + c_A)`.
+    fn query(&self, a: &CountStats) -> CountQuery {
+        CountQuery {
+            log_f: self
+                .log_marginal(a)
+                .expect("the Dirichlet-multinomial model never fails"),
+            posterior: self.prior.posterior(&a.counts, a.total),
+        }
+    }
+
+    /// `ln f(A) + ln f(B | A)`: the predictive costs one `ln Γ` per nonzero count of `B`.
+    fn log_marginal_query(&self, q: &CountQuery, a: &CountStats, b: &CountStats) -> Result<f64> {
+        Ok(q.log_f + self.log_predictive_query(q, a, q.log_f, b)?)
+    }
+
+    /// The Pólya-urn probability of `B`'s tokens under the posterior `Dir(α + c_A)` (with
+    /// `B`'s multinomial coefficients, if `ln f` includes them).
+    fn log_predictive_query(
+        &self,
+        q: &CountQuery,
+        _a: &CountStats,
+        _log_f_a: f64,
+        b: &CountStats,
+    ) -> Result<f64> {
+        Ok(
+            q.posterior.log_ratio(nonzero(&b.counts), b.total)
+                + self.coefficient(b.log_coefficient),
+        )
+    }
 }
 
 /// Hyperparameters `η = (α_1, …, α_d)`:
-/// `∂ ln f / ∂α_k = ψ(A) − ψ(A + N) + ψ(α_k + c_k) − ψ(α_k)`.
+/// `∂ ln f / ∂α_k = ψ(A) − ψ(A + N) + ψ(α_k + c_k) − ψ(α_k)`, each difference of `ψ` taken by
+/// [`digamma_diff`], exact also for huge concentrations and counts.
 impl Differentiable for DirichletMultinomial {
     fn n_hyperparameters(&self) -> usize {
-        self.alpha.len()
+        self.prior.alpha.len()
     }
 
     fn hyperparameters(&self) -> Vec<f64> {
-        self.alpha.clone()
+        self.prior.alpha.clone()
     }
 
     fn with_hyperparameters(&self, eta: &[f64]) -> Result<Self> {
@@ -226,24 +361,21 @@ impl Differentiable for DirichletMultinomial {
     }
 
     fn add_gradient(&self, s: &CountStats, weight: f64, grad: &mut [f64]) -> Result<()> {
-        let common = digamma(self.alpha_sum) - digamma(self.alpha_sum + s.total);
-        for ((g, &a), &c) in grad.iter_mut().zip(&self.alpha).zip(&s.counts) {
-            let own = if c == 0.0 {
-                0.0
-            } else {
-                digamma(a + c) - digamma(a)
-            };
-            *g += weight * (common + own);
+        let common = -digamma_diff(self.prior.sum.0, s.total);
+        for ((g, &a), &c) in grad.iter_mut().zip(&self.prior.alpha).zip(&s.counts) {
+            *g += weight * (common + digamma_diff(a, c));
         }
         Ok(())
     }
 }
 
 #[cfg(test)]
+// Reference values are pasted with all the digits mpmath printed.
+#[allow(clippy::excessive_precision)]
 mod tests {
     use super::*;
     use crate::math::ln_beta;
-    use crate::test_util::compositions;
+    use crate::test_util::{compositions, log_f_every_path};
     use ndarray::{Array2, array};
 
     fn stats_of(model: &DirichletMultinomial, x: &Array2<f64>) -> CountStats {
@@ -373,6 +505,100 @@ mod tests {
             model.log_marginal(&right).unwrap(),
         );
         assert!((fl - fr).abs() < 1e-12 * fl.abs());
+    }
+
+    #[test]
+    fn huge_concentrations_and_counts_match_mpmath() {
+        // References: mpmath with mp.mp.dps = 800 and
+        // dm(alpha, c) = mp.loggamma(A) - mp.loggamma(A + N)
+        //     + sum(mp.loggamma(mpf(a) + k) - mp.loggamma(mpf(a)) for a, k in zip(alpha, c)),
+        // A = sum of alpha, N = sum of c (the column totals of the rows).
+        let cases: [(Vec<f64>, Array2<f64>, f64); 4] = [
+            (
+                vec![1e15; 3],
+                array![[3., 0., 2.], [1., 1., 0.]],
+                // dm([1e15] * 3, [4, 1, 2])
+                -7.690_286_020_676_767_839_8,
+            ),
+            (
+                vec![0.5; 3],
+                array![[5e14, 1e15, 3.], [5e14, 1e15 + 1.0, 4.]],
+                // dm([0.5] * 3, [1e15, 2e15 + 1, 7])
+                -1_909_542_504_884_717.344_5,
+            ),
+            (
+                vec![1e300, 1e-300, 2.5],
+                array![[5., 1., 4e14], [0., 2., 6e14]],
+                // dm([1e300, 1e-300, 2.5], [5, 3, 1e15])
+                -657_236_751_503_305_712.69,
+            ),
+            (
+                vec![0.7, 1.2, 2.5],
+                array![[2., 0., 1.], [1., 3., 0.]],
+                // dm([0.7, 1.2, 2.5], [3, 3, 1])
+                0.0,
+            ),
+        ];
+        for (alpha, x, want) in &cases[..3] {
+            let model = DirichletMultinomial::new(alpha, 3, false).unwrap();
+            for got in log_f_every_path(&model, x) {
+                assert!(
+                    (got - want).abs() <= 1e-14 * want.abs(),
+                    "{alpha:?}: {got} vs {want}"
+                );
+            }
+        }
+        // Moderate values take the direct formula; the Pólya urn is the reference there.
+        let (alpha, x, _) = &cases[3];
+        let model = DirichletMultinomial::new(alpha, 3, false).unwrap();
+        let want = polya_urn(alpha, x);
+        for got in log_f_every_path(&model, x) {
+            assert!((got - want).abs() <= 1e-13 * want.abs(), "{got} vs {want}");
+        }
+        // The plain ln Γ differences have no digit left at α = 10¹⁵.
+        let naive = ln_gamma(3e15) - ln_gamma(3e15 + 7.0)
+            + ln_gamma(1e15 + 4.0)
+            + ln_gamma(1e15 + 1.0)
+            + ln_gamma(1e15 + 2.0)
+            - 3.0 * ln_gamma(1e15);
+        assert!((naive - cases[0].2).abs() > 0.1);
+    }
+
+    #[test]
+    fn gradient_at_a_huge_concentration_matches_mpmath() {
+        let model = DirichletMultinomial::new(&[1e15], 3, false).unwrap();
+        let s = stats_of(&model, &array![[3., 0., 2.], [1., 1., 0.]]);
+        let mut grad = vec![0.0; 3];
+        model.add_gradient(&s, 1.0, &mut grad).unwrap();
+        // A = mpf(3e15); mp.digamma(A) - mp.digamma(A + 7) + mp.digamma(mpf(1e15) + c) - mp.digamma(mpf(1e15))
+        // for c = 4, 1, 2
+        let want = [
+            1.666_666_666_666_663e-15,
+            -1.333_333_333_333_331e-15,
+            -3.333_333_333_333_32e-16,
+        ];
+        for (g, w) in grad.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-13 * w.abs(), "{g:e} vs {w:e}");
+        }
+    }
+
+    #[test]
+    fn overflowing_concentrations_are_rejected() {
+        match DirichletMultinomial::new(&[1e308], 3, false) {
+            Err(RoseTreeError::InvalidParameter { name, reason }) => {
+                assert_eq!(name, "alpha");
+                assert!(reason.contains("overflows"), "{reason}");
+            }
+            other => panic!("expected InvalidParameter, got {other:?}"),
+        }
+        // One huge category is fine: its share of the prior is all but one.
+        let model = DirichletMultinomial::new(&[1.7e308, 1.0], 2, false).unwrap();
+        let s = model.leaf_stats(array![2.0, 0.0].view(), 0).unwrap();
+        // ln[(α₁ (α₁ + 1)) / ((α₁ + 1)(α₁ + 2))] = ln(α₁ / (α₁ + 2)) ≈ −2/α₁ ≈ 0
+        assert!(model.log_marginal(&s).unwrap().abs() < 1e-300);
+        let s = model.leaf_stats(array![0.0, 1.0].view(), 0).unwrap();
+        let want = -(1.7e308_f64 + 1.0).ln();
+        assert!((model.log_marginal(&s).unwrap() - want).abs() < 1e-14 * want.abs());
     }
 
     #[test]

@@ -17,17 +17,13 @@ use ndarray::{ArrayView1, ArrayView2};
 
 use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
-use crate::math::{digamma, ln_gamma};
+use crate::math::{digamma_diff, ln_gamma_ratio};
 
 /// `ln(2π)`.
 const LN_2PI: f64 = 1.837_877_066_409_345_5;
 
 /// Count tables of [`ClusterModel::prepare`] stop at this many entries.
 const MAX_TABLE: usize = 1 << 24;
-
-/// From this argument on, [`ln_gamma_ratio`] and [`digamma_difference`] use the asymptotic
-/// (Stirling) series, whose truncation error there is below `10⁻¹⁷`.
-const ASYMPTOTIC: f64 = 20.0;
 
 /// From this `a0` on, `a0 ln b0 − a_n ln b_n` is computed as
 /// `−a0 ln(1 + r/b0) − (n/2) ln b_n` with `r = b_n − b0` formed directly: the two products
@@ -37,72 +33,6 @@ const PRECISE_A0: f64 = 32.0;
 /// Ridge added to each feature's variance in the data-driven `b0`, relative to the mean
 /// variance over features, so that a constant column still gets `b0 > 0`.
 const RIDGE: f64 = 1e-6;
-
-/// `S(x) = ln Γ(x) − [(x − ½) ln x − x + ½ ln 2π]`, the Stirling series through the
-/// `B₁₀` term (the first omitted term is below `10⁻¹⁷` for `x ≥ 20`).
-fn stirling_tail(x: f64) -> f64 {
-    let r = 1.0 / x;
-    let r2 = r * r;
-    r * (1.0 / 12.0
-        + r2 * (-1.0 / 360.0 + r2 * (1.0 / 1260.0 + r2 * (-1.0 / 1680.0 + r2 / 1188.0))))
-}
-
-/// `ψ(x) − [ln x − 1/(2x)]`, the asymptotic series of the digamma function through the
-/// `B₁₀` term.
-fn digamma_tail(x: f64) -> f64 {
-    let r2 = 1.0 / (x * x);
-    -r2 * (1.0 / 12.0 + r2 * (-1.0 / 120.0 + r2 * (1.0 / 252.0 + r2 * (-1.0 / 240.0 + r2 / 132.0))))
-}
-
-/// Whether `h` is a whole number no larger than 16 (then [`ln_gamma_ratio`] and
-/// [`digamma_difference`] sum the recurrence directly).
-fn small_whole(h: f64) -> bool {
-    h <= 16.0 && h.fract() == 0.0
-}
-
-/// `ln Γ(a + h) − ln Γ(a)` for `a > 0`, `h ≥ 0`, accurate to a few units in the last place of
-/// the result also when `a` is large.
-///
-/// The difference of two `ln Γ` values loses the digits they share: at `a = 10⁸`,
-/// `ln Γ(a) ≈ 1.7·10⁹` carries an absolute error of about `10⁻⁷`, while the ratio for `h = ½`
-/// is about 9.2. So for `a ≥ 20` the two Stirling expansions are subtracted term by term,
-/// `(a − ½) ln(1 + h/a) + h ln(a + h) − h + S(a + h) − S(a)`, with `ln(1 + h/a)` from
-/// `ln_1p`; for a whole `h ≤ 16` it is `ln Π_{i<h} (a + i)`; otherwise (small `a`, where
-/// `ln Γ` is of order one) the plain difference.
-///
-/// Hand-written because neither `libm` nor `statrs` offers a ratio of gamma functions.
-pub(crate) fn ln_gamma_ratio(a: f64, h: f64) -> f64 {
-    if h == 0.0 {
-        0.0
-    } else if a >= ASYMPTOTIC {
-        (a - 0.5) * (h / a).ln_1p() + h * (a + h).ln() - h
-            + (stirling_tail(a + h) - stirling_tail(a))
-    } else if small_whole(h) {
-        // At most 16 factors below 36 each: no overflow.
-        (0..h as u32)
-            .map(|i| a + f64::from(i))
-            .product::<f64>()
-            .ln()
-    } else {
-        ln_gamma(a + h) - ln_gamma(a)
-    }
-}
-
-/// `ψ(a + h) − ψ(a)` for `a > 0`, `h ≥ 0`, accurate also when `a` is large (where the plain
-/// difference keeps only the digits of `ψ(a) ≈ ln a` that the two values do not share), by
-/// the same three cases as [`ln_gamma_ratio`]: the asymptotic series subtracted term by term,
-/// `Σ_{i<h} 1/(a + i)` for a small whole `h`, or the plain difference.
-pub(crate) fn digamma_difference(a: f64, h: f64) -> f64 {
-    if h == 0.0 {
-        0.0
-    } else if a >= ASYMPTOTIC {
-        (h / a).ln_1p() + h / (2.0 * a * (a + h)) + (digamma_tail(a + h) - digamma_tail(a))
-    } else if small_whole(h) {
-        (0..h as u32).map(|i| 1.0 / (a + f64::from(i))).sum()
-    } else {
-        digamma(a + h) - digamma(a)
-    }
-}
 
 /// Per-feature moments of a data set's observed (non-NaN) entries, from which the
 /// data-driven defaults of [`NormalGamma`] are set: the count, the mean and the variance
@@ -792,7 +722,7 @@ impl Differentiable for NormalGamma {
             }
             g_m0[j] += weight * an * self.kappa0 * nf * v / (kn * b_n);
             g_kappa += 0.5 * (nf / (self.kappa0 * kn)) - an * (nf * v / kn).powi(2) / (2.0 * b_n);
-            g_a += digamma_difference(self.a0, nf / 2.0) - (r / self.b0[j]).ln_1p();
+            g_a += digamma_diff(self.a0, nf / 2.0) - (r / self.b0[j]).ln_1p();
             g_b0[j] += weight * (self.a0 / self.b0[j] - an / b_n);
         }
         g_shared[0] += weight * g_kappa;

@@ -214,16 +214,50 @@ fn dirichlet_multinomial_predictive_sums_to_one_over_count_vectors() {
         [1., 1., 1.]
     ];
     let model = DirichletMultinomial::new(&[0.7, 1.0, 1.6], 3, true).unwrap();
-    let tree = greedy_tree(&model, Mixing::Dp { alpha: 1.0 }, &x);
-    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
     let rows: Vec<_> = compositions(4, 3)
         .into_iter()
         .map(|c| model.leaf_stats(Array1::from(c).view(), 0).unwrap())
         .collect();
-    let lp = predictor
-        .log_predictive(&rows, &Threads::default(), &never)
-        .unwrap();
-    assert!(log_sum_exp(&lp).abs() < 1e-12);
+    // Also with training counts near 10¹⁴–10¹⁵: ln f of a cluster is then ~10¹⁶, whose
+    // doubles are spaced by 2 or more, so a predictive taken as a difference of two ln f
+    // would be off by factors of e.
+    for scale in [1.0, 2.5e14 + 1.0] {
+        let x = x.mapv(|v| v * scale);
+        let tree = greedy_tree(&model, Mixing::Dp { alpha: 1.0 }, &x);
+        let predictor =
+            Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+        let lp = predictor
+            .log_predictive(&rows, &Threads::default(), &never)
+            .unwrap();
+        assert!(
+            log_sum_exp(&lp).abs() < 1e-12,
+            "{scale}: {}",
+            log_sum_exp(&lp)
+        );
+    }
+}
+
+#[test]
+fn beta_bernoulli_predictive_stays_normalised_for_huge_priors() {
+    // A prior of 10¹⁵ pseudo-counts (or 10⁻³⁰⁰ against 10³⁰⁰): the probabilities of every
+    // binary row still sum to one.
+    let d = 4;
+    let x = clustered_binary(5, 12, d);
+    for (alpha, beta) in [(1e15, 1e15), (1e15, 3.0), (1e-300, 1e300)] {
+        let mut model = BetaBernoulli::new(&[alpha], &[beta], d).unwrap();
+        model.prepare(x.nrows());
+        let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
+        let predictor =
+            Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+        let lp = predictor
+            .log_predictive(&all_binary_rows(&model, d), &Threads::default(), &never)
+            .unwrap();
+        assert!(
+            log_sum_exp(&lp).abs() < 1e-12,
+            "{alpha:e} {beta:e}: {}",
+            log_sum_exp(&lp)
+        );
+    }
 }
 
 #[test]
