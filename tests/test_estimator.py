@@ -192,18 +192,16 @@ def test_approximate_search_is_close_to_exact_and_reproducible():
     assert_valid_tree(a)
     # Its evidence is the exact evidence of the tree it returns ...
     assert a.log_evidence == pytest.approx(rt.log_evidence(X, a), rel=1e-12)
-    # ... and close to the exact greedy tree's. Which top split a sample gets depends on the
-    # seed and on how rounding orders near-equal merges at the top of the sample's tree, so
-    # single seeds land 0.2-3% away (on this data); their mean stays within 2%.
+    # ... and within half a percent of the exact greedy tree's, whatever the seed (measured:
+    # 0.05-0.24% for seeds 0-7).
     gaps = [
         rt.BayesianRoseTree(approximate=True, exact_below=300, random_state=seed)
         .fit(X)
         .log_evidence_
         - exact.log_evidence_
-        for seed in range(4)
+        for seed in range(8)
     ]
-    assert all(abs(g) < 0.03 * abs(exact.log_evidence_) for g in gaps), gaps
-    assert abs(np.mean(gaps)) < 0.02 * abs(exact.log_evidence_), gaps
+    assert all(abs(g) < 0.005 * abs(exact.log_evidence_) for g in gaps), gaps
 
 
 @pytest.mark.parametrize(
