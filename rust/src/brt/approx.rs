@@ -92,6 +92,7 @@ struct Approx<'a, M: ClusterModel> {
 ///
 /// # Errors
 /// As [`greedy`], and [`RoseTreeError::InvalidParameter`] for invalid `params`.
+#[allow(clippy::too_many_arguments)] // the greedy search's own options travel with it
 pub fn approximate<M: ClusterModel>(
     model: &M,
     mixing: &Mixing,
