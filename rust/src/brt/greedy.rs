@@ -45,7 +45,7 @@ struct Candidates {
 /// `a` comes before `b` in candidate order: a higher score, or an equal one and a lower id.
 #[inline]
 fn before(a: (Score, u32), b: (Score, u32)) -> bool {
-    a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)).is_gt()
+    a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)).is_gt()
 }
 
 impl Candidates {

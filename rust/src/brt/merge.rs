@@ -2,7 +2,7 @@
 //! likelihood-ratio score (eq 1.23), or the merged node's posterior merge probability.
 
 use super::mixing::{NodePriors, node_log_p};
-use super::score::{Score, ln_softplus, log_add_exp_score};
+use super::score::{Score, ln_softplus, log_add_exp_pair, log_add_exp_score};
 use crate::tree::Node;
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
@@ -136,54 +136,42 @@ impl Summary {
     }
 }
 
-/// One way of merging `a` and `b`: the merged root's child count and child totals, and the
-/// roots it dissolves.
-struct Shape<'s> {
+/// One way of merging `a` and `b`: the merged root's child count and child totals.
+#[derive(Clone, Copy)]
+struct Shape {
     n_children: usize,
     sum_log_p_children: f64,
     sum_log_d_children: f64,
-    dissolved: &'s [&'s Summary],
 }
 
 impl MergeOp {
-    /// The operations that apply to `pair = [a, b]`, in tie-breaking order.
-    fn shapes<'s>(
-        binary: bool,
-        pair: &'s [&'s Summary; 2],
-    ) -> impl Iterator<Item = (Self, Shape<'s>)> {
-        let [a, b] = *pair;
-        let join = Shape {
-            n_children: 2,
-            sum_log_p_children: a.log_p + b.log_p,
-            sum_log_d_children: a.log_d + b.log_d,
-            dissolved: &[],
+    /// The shape of the root that this operation makes of `a` and `b` (it must apply: an
+    /// absorb needs the absorbing tree internal, a collapse both).
+    #[inline]
+    fn shape(self, a: &Summary, b: &Summary) -> Shape {
+        let (n_children, sum_log_p_children, sum_log_d_children) = match self {
+            Self::Join => (2, a.log_p + b.log_p, a.log_d + b.log_d),
+            Self::Absorb => (
+                a.n_children + 1,
+                a.sum_log_p_children + b.log_p,
+                a.sum_log_d_children + b.log_d,
+            ),
+            Self::AbsorbReverse => (
+                b.n_children + 1,
+                b.sum_log_p_children + a.log_p,
+                b.sum_log_d_children + a.log_d,
+            ),
+            Self::Collapse => (
+                a.n_children + b.n_children,
+                a.sum_log_p_children + b.sum_log_p_children,
+                a.sum_log_d_children + b.sum_log_d_children,
+            ),
         };
-        let absorb = (!binary && a.is_internal()).then(|| Shape {
-            n_children: a.n_children + 1,
-            sum_log_p_children: a.sum_log_p_children + b.log_p,
-            sum_log_d_children: a.sum_log_d_children + b.log_d,
-            dissolved: &pair[..1],
-        });
-        let absorb_reverse = (!binary && b.is_internal()).then(|| Shape {
-            n_children: b.n_children + 1,
-            sum_log_p_children: b.sum_log_p_children + a.log_p,
-            sum_log_d_children: b.sum_log_d_children + a.log_d,
-            dissolved: &pair[1..],
-        });
-        let collapse = (!binary && a.is_internal() && b.is_internal()).then(|| Shape {
-            n_children: a.n_children + b.n_children,
-            sum_log_p_children: a.sum_log_p_children + b.sum_log_p_children,
-            sum_log_d_children: a.sum_log_d_children + b.sum_log_d_children,
-            dissolved: &pair[..],
-        });
-        [
-            Some((Self::Join, join)),
-            absorb.map(|s| (Self::Absorb, s)),
-            absorb_reverse.map(|s| (Self::AbsorbReverse, s)),
-            collapse.map(|s| (Self::Collapse, s)),
-        ]
-        .into_iter()
-        .flatten()
+        Shape {
+            n_children,
+            sum_log_p_children,
+            sum_log_d_children,
+        }
     }
 }
 
@@ -210,29 +198,47 @@ pub fn best_merge(
 ) -> (Score, MergeOp) {
     let n = a.n_leaves + b.n_leaves;
     let denom = a.log_p + b.log_p;
-    let pair = [a, b];
-    let mut best: Option<(Score, MergeOp, f64)> = None;
-    for (op, shape) in MergeOp::shapes(binary, &pair) {
+    let parts_log_d = a.log_d + b.log_d;
+    // (ln L, u − v) of one operation, given the roots it dissolves.
+    let eval = |op: MergeOp, dissolved: &[&Summary]| {
+        let shape = op.shape(a, b);
         let prior = mixing.node_prior(shape.n_children, n, shape.sum_log_d_children);
         let u = prior.log_pi + log_f - denom;
         let (r, r_small) = mixing.split_ratio(
             shape.n_children,
             n,
             shape.sum_log_d_children,
-            a.log_d + b.log_d,
-            shape.dissolved,
+            parts_log_d,
+            dissolved,
         );
-        let mut excess = [r_small, f64::NEG_INFINITY, f64::NEG_INFINITY];
-        for (e, s) in excess[1..].iter_mut().zip(shape.dissolved) {
-            *e = s.log_excess;
+        let score = match dissolved {
+            [] if r_small == f64::NEG_INFINITY => log_add_exp_pair(u, r),
+            [] => log_add_exp_score(u, r, &[r_small]),
+            [x] => log_add_exp_score(u, r, &[r_small, x.log_excess]),
+            [x, y, ..] => log_add_exp_score(u, r, &[r_small, x.log_excess, y.log_excess]),
+        };
+        let log_odds = prior.log_pi + log_f - (prior.log_1m_pi + shape.sum_log_p_children);
+        (score, log_odds)
+    };
+    let (mut score, mut log_odds) = eval(MergeOp::Join, &[]);
+    let mut op = MergeOp::Join;
+    if !binary {
+        let mut consider = |candidate: MergeOp, dissolved: &[&Summary]| {
+            let (s, o) = eval(candidate, dissolved);
+            if s.total_cmp(&score).is_gt() {
+                (score, log_odds, op) = (s, o, candidate);
+            }
+        };
+        if a.is_internal() {
+            consider(MergeOp::Absorb, &[a]);
         }
-        let score = log_add_exp_score(u, r, &excess);
-        if best.is_none_or(|(s, _, _)| score.total_cmp(&s).is_gt()) {
-            let log_odds = prior.log_pi + log_f - (prior.log_1m_pi + shape.sum_log_p_children);
-            best = Some((score, op, log_odds));
+        if b.is_internal() {
+            consider(MergeOp::AbsorbReverse, &[b]);
+        }
+        if a.is_internal() && b.is_internal() {
+            consider(MergeOp::Collapse, &[a, b]);
         }
     }
-    let (score, op, log_odds) = best.expect("join always applies");
     match rule {
         MergeRule::LikelihoodRatio => (score, op),
         MergeRule::Posterior => (Score::from_f64(log_odds), op),
@@ -248,10 +254,7 @@ pub fn merged_summary(
     b: &Summary,
     log_f: f64,
 ) -> Summary {
-    let pair = [a, b];
-    let (_, shape) = MergeOp::shapes(false, &pair)
-        .find(|(o, _)| *o == op)
-        .expect("the operation applies to these trees");
+    let shape = op.shape(a, b);
     Summary::internal(
         mixing,
         a.n_leaves + b.n_leaves,

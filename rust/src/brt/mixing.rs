@@ -132,21 +132,21 @@ impl Mixing {
         parts_log_d: f64,
         dissolved: &[&Summary],
     ) -> (f64, f64) {
-        match *self {
-            Self::Brt { gamma } => {
-                let lost: usize = dissolved.iter().map(|s| s.n_children - 1).sum();
-                let coefficient = n_children as f64 - 1.0 - lost as f64;
-                (coefficient * (-gamma).ln_1p(), f64::NEG_INFINITY)
-            }
-            Self::Gamma { gamma } => (
-                (1.0 - dissolved.len() as f64) * (-gamma).ln_1p(),
-                f64::NEG_INFINITY,
-            ),
-            Self::Dp { alpha } => {
-                let g = alpha.ln() + ln_gamma(n_leaves as f64);
-                split_ratio_dp(g, sum_log_d_children, parts_log_d)
-            }
-        }
+        let ln_1m_gamma = match *self {
+            Self::Brt { gamma } | Self::Gamma { gamma } => (-gamma).ln_1p(),
+            Self::Dp { .. } => f64::NAN,
+        };
+        let log_a_gamma = || match *self {
+            Self::Dp { alpha } => alpha.ln() + ln_gamma(n_leaves as f64),
+            _ => f64::NAN,
+        };
+        split_ratio_of(
+            self,
+            ln_1m_gamma,
+            log_a_gamma,
+            (n_children, sum_log_d_children, parts_log_d),
+            dissolved,
+        )
     }
 
     /// Whether `π_T` depends on anything beyond the node's own child count (true for DP,
@@ -174,10 +174,33 @@ pub trait NodePriors: Sync {
     ) -> (f64, f64);
 }
 
-/// [`Mixing::split_ratio`] of the `"dp"` rule given `g = ln(a Γ(n_m))`.
+/// [`Mixing::split_ratio`] given `ln(1 − γ)` (`"brt"`, `"gamma"`) and `g = ln(a Γ(n_m))`
+/// (`"dp"`, called only then), so that tables can supply both; `merged` is the merged root's
+/// child count, `Σ ln d` of its children and `ln d_a + ln d_b`.
 #[inline]
-fn split_ratio_dp(g: f64, sum_log_d_children: f64, parts_log_d: f64) -> (f64, f64) {
-    (parts_log_d - g, ln_softplus(sum_log_d_children - g))
+fn split_ratio_of(
+    mixing: &Mixing,
+    ln_1m_gamma: f64,
+    log_a_gamma: impl FnOnce() -> f64,
+    merged: (usize, f64, f64),
+    dissolved: &[&Summary],
+) -> (f64, f64) {
+    let (n_children, sum_log_d_children, parts_log_d) = merged;
+    match mixing {
+        Mixing::Brt { .. } => {
+            let lost: usize = dissolved.iter().map(|s| s.n_children - 1).sum();
+            let coefficient = n_children as f64 - 1.0 - lost as f64;
+            (coefficient * ln_1m_gamma, f64::NEG_INFINITY)
+        }
+        Mixing::Gamma { .. } => (
+            (1.0 - dissolved.len() as f64) * ln_1m_gamma,
+            f64::NEG_INFINITY,
+        ),
+        Mixing::Dp { .. } => {
+            let g = log_a_gamma();
+            (parts_log_d - g, ln_softplus(sum_log_d_children - g))
+        }
+    }
 }
 
 impl NodePriors for Mixing {
@@ -216,6 +239,8 @@ pub struct PriorTable {
     mixing: Mixing,
     by_count: Vec<NodePrior>,
     log_a_gamma: Vec<f64>,
+    /// `ln(1 − γ)` (`"brt"`, `"gamma"`).
+    ln_1m_gamma: f64,
 }
 
 impl PriorTable {
@@ -234,10 +259,15 @@ impl PriorTable {
                     .collect();
             }
         }
+        let ln_1m_gamma = match mixing {
+            Mixing::Brt { gamma } | Mixing::Gamma { gamma } => (-gamma).ln_1p(),
+            Mixing::Dp { .. } => f64::NAN,
+        };
         Self {
             mixing,
             by_count,
             log_a_gamma,
+            ln_1m_gamma,
         }
     }
 }
@@ -255,15 +285,11 @@ impl NodePriors for PriorTable {
                         log_d,
                     }
                 }
-                None => self
-                    .mixing
-                    .node_prior(n_children, n_leaves, sum_log_d_children),
+                None => untabulated(&self.mixing, n_children, n_leaves, sum_log_d_children),
             },
             _ => match self.by_count.get(n_children) {
                 Some(&p) => p,
-                None => self
-                    .mixing
-                    .node_prior(n_children, n_leaves, sum_log_d_children),
+                None => untabulated(&self.mixing, n_children, n_leaves, sum_log_d_children),
             },
         }
     }
@@ -281,17 +307,32 @@ impl NodePriors for PriorTable {
         parts_log_d: f64,
         dissolved: &[&Summary],
     ) -> (f64, f64) {
-        match (self.mixing, self.log_a_gamma.get(n_leaves)) {
-            (Mixing::Dp { .. }, Some(&g)) => split_ratio_dp(g, sum_log_d_children, parts_log_d),
-            _ => self.mixing.split_ratio(
-                n_children,
-                n_leaves,
-                sum_log_d_children,
-                parts_log_d,
-                dissolved,
-            ),
-        }
+        let log_a_gamma = || match self.log_a_gamma.get(n_leaves) {
+            Some(&g) => g,
+            None => untabulated(&self.mixing, n_children, n_leaves, f64::NEG_INFINITY).log_d,
+        };
+        split_ratio_of(
+            &self.mixing,
+            self.ln_1m_gamma,
+            log_a_gamma,
+            (n_children, sum_log_d_children, parts_log_d),
+            dissolved,
+        )
     }
+}
+
+/// [`Mixing::node_prior`] outside a [`PriorTable`]'s range. Out of line and cold: inlined,
+/// the compiler may evaluate its logarithms on every call of the pair-scoring loop before
+/// the table lookup has decided they are not needed.
+#[cold]
+#[inline(never)]
+fn untabulated(
+    mixing: &Mixing,
+    n_children: usize,
+    n_leaves: usize,
+    sum_log_d_children: f64,
+) -> NodePrior {
+    mixing.node_prior(n_children, n_leaves, sum_log_d_children)
 }
 
 /// `ln p(leaves(T) | T) = ln[π f + (1 − π) Π p(children)]` (eq 1.5).
@@ -342,11 +383,18 @@ mod tests {
             Mixing::Dp { alpha: 1.7 },
         ] {
             let table = PriorTable::new(mixing, 20);
+            let root = Summary::internal(&mixing, 6, 3, -10.0, -12.0, 1.5);
             for (c, n, ld) in [(2, 2, 1.0), (5, 9, -3.0), (20, 20, 0.5), (30, 40, 2.0)] {
                 assert_eq!(
                     NodePriors::node_prior(&table, c, n, ld),
                     mixing.node_prior(c, n, ld)
                 );
+                for dissolved in [&[][..], &[&root][..], &[&root, &root][..]] {
+                    assert_eq!(
+                        NodePriors::split_ratio(&table, c, n, ld, 0.7, dissolved),
+                        mixing.split_ratio(c, n, ld, 0.7, dissolved)
+                    );
+                }
             }
         }
     }

@@ -119,18 +119,64 @@ impl std::ops::Add for SignedLog {
     }
 }
 
+/// The small part of a [`Score`]: a double where one holds it, its logarithm where it is
+/// too small for one (or was computed as a logarithm). Both kinds compare with each other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Small {
+    Double(f64),
+    Log(SignedLog),
+}
+
+impl Small {
+    const ZERO: Self = Self::Double(0.0);
+
+    #[inline]
+    fn to_f64(self) -> f64 {
+        match self {
+            Self::Double(x) => x,
+            Self::Log(t) => t.to_f64(),
+        }
+    }
+
+    #[inline]
+    fn to_log(self) -> SignedLog {
+        match self {
+            Self::Double(x) => SignedLog::from_f64(x),
+            Self::Log(t) => t,
+        }
+    }
+
+    #[inline]
+    fn is_nan(self) -> bool {
+        match self {
+            Self::Double(x) => x.is_nan(),
+            Self::Log(t) => t.log_abs.is_nan(),
+        }
+    }
+
+    #[inline]
+    fn cmp(self, other: Self) -> Ordering {
+        match (self, other) {
+            // `==` first, so that −0 and +0 are equal.
+            (Self::Double(a), Self::Double(b)) if a == b => Ordering::Equal,
+            (Self::Double(a), Self::Double(b)) => a.total_cmp(&b),
+            _ => self.to_log().cmp(other.to_log()),
+        }
+    }
+}
+
 /// A real number `hi + lo` ranked exactly (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Score {
     hi: f64,
-    lo: SignedLog,
+    lo: Small,
 }
 
 impl Score {
     /// The lowest score, below every finite one.
     pub const NEG_INFINITY: Self = Self {
         hi: f64::NEG_INFINITY,
-        lo: SignedLog::ZERO,
+        lo: Small::ZERO,
     };
 
     /// The double `x` held exactly.
@@ -138,7 +184,25 @@ impl Score {
     pub fn from_f64(x: f64) -> Self {
         Self {
             hi: x,
-            lo: SignedLog::ZERO,
+            lo: Small::ZERO,
+        }
+    }
+
+    /// `base + td` for a double `td`, normalised (Knuth's TwoSum: exact).
+    #[inline]
+    pub fn from_sum(base: f64, td: f64) -> Self {
+        let s = base + td;
+        if s == base || !s.is_finite() {
+            return Self {
+                hi: s,
+                lo: Small::Double(if s == base { td } else { 0.0 }),
+            };
+        }
+        let bb = s - base;
+        let e = (base - (s - bb)) + (td - bb);
+        Self {
+            hi: s,
+            lo: Small::Double(e),
         }
     }
 
@@ -152,20 +216,19 @@ impl Score {
         // The binade's exponent comes from the bits; subnormal and zero bases take the exp.
         let biased = ((base.to_bits() >> 52) & 0x7ff) as i32;
         if biased > 1 && t.log_abs < f64::from(biased - 1023 - 54) * std::f64::consts::LN_2 {
-            return Self { hi: base, lo: t };
+            return Self {
+                hi: base,
+                lo: Small::Log(t),
+            };
         }
         let td = t.to_f64();
-        let s = base + td;
-        if s == base {
-            return Self { hi: base, lo: t };
+        if base + td == base {
+            return Self {
+                hi: base,
+                lo: Small::Log(t),
+            };
         }
-        // Knuth's TwoSum: `s + e == base + td` exactly.
-        let bb = s - base;
-        let e = (base - (s - bb)) + (td - bb);
-        Self {
-            hi: s,
-            lo: SignedLog::from_f64(e),
-        }
+        Self::from_sum(base, td)
     }
 
     /// The value rounded to a double.
@@ -177,12 +240,19 @@ impl Score {
     /// Whether the value is NaN.
     #[inline]
     pub fn is_nan(self) -> bool {
-        self.hi.is_nan() || self.lo.log_abs.is_nan()
+        self.hi.is_nan() || self.lo.is_nan()
     }
 
     /// The total order of the exact values (NaN above `+∞`, as `f64::total_cmp` has it).
     #[inline]
     pub fn total_cmp(&self, other: &Self) -> Ordering {
+        // Most comparisons are settled by distinct, ordered `hi`.
+        if self.hi < other.hi {
+            return Ordering::Less;
+        }
+        if self.hi > other.hi {
+            return Ordering::Greater;
+        }
         self.hi
             .total_cmp(&other.hi)
             .then_with(|| self.lo.cmp(other.lo))
@@ -204,17 +274,42 @@ pub fn ln_softplus(x: f64) -> f64 {
     }
 }
 
+/// `base + ln(1 + eˣ)` for `x ≤ 0`: the correction as a double where it changes `base`
+/// (two transcendental calls, as a plain `logaddexp`), in log form (`≈ eˣ`) where it is
+/// far below an ulp of `base` (none).
+#[inline(always)]
+fn big_plus_softplus(base: f64, x: f64) -> Score {
+    if x > -37.0 {
+        Score::from_sum(base, x.exp().ln_1p())
+    } else {
+        Score::new(base, SignedLog::exp(x))
+    }
+}
+
+/// `logaddexp(u, r)` as a [`Score`]: [`log_add_exp_score`] without excess terms, the join of
+/// the `"brt"` and `"gamma"` rules, inlined into the pair-scoring loop.
+#[inline(always)]
+pub fn log_add_exp_pair(u: f64, r: f64) -> Score {
+    if u >= r {
+        big_plus_softplus(u, r - u)
+    } else {
+        big_plus_softplus(r, u - r)
+    }
+}
+
 /// `logaddexp(u, r − E)` as a [`Score`], where `E = Σ e^{le}` over `log_excess` is a sum of
 /// positive terms that may be far too small to change `r` in a double (the excess of a
 /// dissolved root over its split term, see [`super::merge`]).
 #[inline]
 pub fn log_add_exp_score(u: f64, r: f64, log_excess: &[f64]) -> Score {
     let present = || log_excess.iter().filter(|&&le| le > f64::NEG_INFINITY);
+    if log_excess.is_empty() || present().next().is_none() {
+        return log_add_exp_pair(u, r);
+    }
     let e: f64 = present().map(|&le| le.exp()).sum();
     let v = r - e;
     if u >= v {
-        // u + ln(1 + e^{v−u})
-        Score::new(u, SignedLog::exp(ln_softplus(v - u)))
+        big_plus_softplus(u, v - u)
     } else {
         // r − E + ln(1 + e^{u−v})
         let t = present().fold(SignedLog::exp(ln_softplus(u - v)), |acc, &le| {
