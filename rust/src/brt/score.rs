@@ -8,12 +8,15 @@
 //! instead of by the data. In exact arithmetic `ln L = V + ln(1 + e^{U−V})` still depends on
 //! `U`, so a [`Score`] keeps the part that a double would round away.
 //!
-//! A [`Score`] is `hi + lo`: `hi` a double and `lo` a signed number held as the logarithm of
-//! its magnitude, so that `e^{−5000}` is as distinct from `e^{−5001}` as `1` is from `e^{−1}`.
-//! Scores are *normalised* — `lo` is at most half an ulp of `hi` — so comparing `hi` first
-//! and `lo` second is the comparison of the exact sums. The only rounding left is that of the
-//! double inputs and of the transcendental functions (relative `~1e-16` of each term), not
-//! the wholesale loss of a term.
+//! A [`Score`] is `hi + lo`, two doubles (16 bytes, so that candidate lists and the heap stay
+//! small). Small parts are computed as [`SignedLog`]s, the logarithm of their magnitude, so
+//! that `e^{−5000}` is as distinct from `e^{−5001}` as `1` is from `e^{−1}`; `lo` holds the
+//! value where it is a normal double and otherwise a subnormal that ranks as the value does
+//! (see `encode`). Scores are *normalised* — `lo` is at most half an ulp of `hi` — so
+//! comparing `hi` first and `lo` second is the comparison of the exact sums. The only
+//! rounding left is that of the double inputs and of the transcendental functions (relative
+//! `~1e-16` of each term), and below `2^−1022` a resolution of about `1e-12 · ln|lo|²` in
+//! `ln|lo|`: not the wholesale loss of a term.
 
 use std::cmp::Ordering;
 
@@ -58,17 +61,6 @@ impl SignedLog {
     #[inline]
     pub fn to_f64(self) -> f64 {
         f64::from(self.sign) * self.log_abs.exp()
-    }
-
-    fn cmp(self, other: Self) -> Ordering {
-        match self.sign.cmp(&other.sign) {
-            Ordering::Equal => match self.sign {
-                1 => self.log_abs.total_cmp(&other.log_abs),
-                -1 => other.log_abs.total_cmp(&self.log_abs),
-                _ => Ordering::Equal,
-            },
-            unequal => unequal,
-        }
     }
 }
 
@@ -119,91 +111,70 @@ impl std::ops::Add for SignedLog {
     }
 }
 
-/// The small part of a [`Score`]: a double where one holds it, its logarithm where it is
-/// too small for one (or was computed as a logarithm). Both kinds compare with each other.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Small {
-    Double(f64),
-    Log(SignedLog),
+/// `ln` of the smallest positive normal double, `2^−1022`.
+const LN_MIN_POSITIVE: f64 = -708.396_418_532_264_1;
+
+/// The small part of a [`Score`] as one double that orders as the exact value does: the value
+/// itself where it is a normal double, and for magnitudes below the smallest normal double
+/// (`e^{−5000}`, say) the subnormal `sign · 2^−1022 · w`, `w = 1 / (1 + ln 2^−1022 − ln|v|)`,
+/// which grows with the magnitude. Such a subnormal is not the value, only its rank; its
+/// resolution in `ln|v|` is about `1e-12 · ln|v|²`.
+#[inline]
+fn encode(t: SignedLog) -> f64 {
+    if t.sign == 0 {
+        return 0.0;
+    }
+    if t.log_abs >= LN_MIN_POSITIVE {
+        let v = t.log_abs.exp();
+        if v >= f64::MIN_POSITIVE {
+            return f64::from(t.sign) * v;
+        }
+    }
+    let w = 1.0 / (1.0 + (LN_MIN_POSITIVE - t.log_abs));
+    f64::from(t.sign) * f64::MIN_POSITIVE * w
 }
 
-impl Small {
-    const ZERO: Self = Self::Double(0.0);
-
-    #[inline]
-    fn to_f64(self) -> f64 {
-        match self {
-            Self::Double(x) => x,
-            Self::Log(t) => t.to_f64(),
-        }
-    }
-
-    #[inline]
-    fn to_log(self) -> SignedLog {
-        match self {
-            Self::Double(x) => SignedLog::from_f64(x),
-            Self::Log(t) => t,
-        }
-    }
-
-    #[inline]
-    fn is_nan(self) -> bool {
-        match self {
-            Self::Double(x) => x.is_nan(),
-            Self::Log(t) => t.log_abs.is_nan(),
-        }
-    }
-
-    #[inline]
-    fn cmp(self, other: Self) -> Ordering {
-        match (self, other) {
-            // `==` first, so that −0 and +0 are equal.
-            (Self::Double(a), Self::Double(b)) if a == b => Ordering::Equal,
-            (Self::Double(a), Self::Double(b)) => a.total_cmp(&b),
-            _ => self.to_log().cmp(other.to_log()),
-        }
-    }
-}
-
-/// A real number `hi + lo` ranked exactly (see the module documentation).
+/// A real number `hi + lo` ranked exactly (see the module documentation); 16 bytes, compared
+/// as two doubles.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Score {
     hi: f64,
-    lo: Small,
+    lo: f64,
 }
 
 impl Score {
     /// The lowest score, below every finite one.
     pub const NEG_INFINITY: Self = Self {
         hi: f64::NEG_INFINITY,
-        lo: Small::ZERO,
+        lo: 0.0,
     };
 
     /// The double `x` held exactly.
     #[inline]
     pub fn from_f64(x: f64) -> Self {
-        Self {
-            hi: x,
-            lo: Small::ZERO,
-        }
+        Self { hi: x, lo: 0.0 }
     }
 
     /// `base + td` for a double `td`, normalised (Knuth's TwoSum: exact).
     #[inline]
     pub fn from_sum(base: f64, td: f64) -> Self {
         let s = base + td;
-        if s == base || !s.is_finite() {
-            return Self {
-                hi: s,
-                lo: Small::Double(if s == base { td } else { 0.0 }),
-            };
+        if !s.is_finite() {
+            return Self::from_f64(s);
         }
-        let bb = s - base;
-        let e = (base - (s - bb)) + (td - bb);
-        Self {
-            hi: s,
-            lo: Small::Double(e),
-        }
+        let e = if s == base {
+            td
+        } else {
+            let bb = s - base;
+            (base - (s - bb)) + (td - bb)
+        };
+        // A subnormal remainder is re-encoded, so that it ranks with the encoded small parts.
+        let lo = if e != 0.0 && e.abs() < f64::MIN_POSITIVE {
+            encode(SignedLog::from_f64(e))
+        } else {
+            e
+        };
+        Self { hi: s, lo }
     }
 
     /// `base + t`, normalised so that the small part is at most half an ulp of the large.
@@ -218,14 +189,14 @@ impl Score {
         if biased > 1 && t.log_abs < f64::from(biased - 1023 - 54) * std::f64::consts::LN_2 {
             return Self {
                 hi: base,
-                lo: Small::Log(t),
+                lo: encode(t),
             };
         }
         let td = t.to_f64();
         if base + td == base {
             return Self {
                 hi: base,
-                lo: Small::Log(t),
+                lo: encode(t),
             };
         }
         Self::from_sum(base, td)
@@ -234,7 +205,7 @@ impl Score {
     /// The value rounded to a double.
     #[inline]
     pub fn value(self) -> f64 {
-        self.hi + self.lo.to_f64()
+        self.hi + self.lo
     }
 
     /// Whether the value is NaN.
@@ -253,9 +224,13 @@ impl Score {
         if self.hi > other.hi {
             return Ordering::Greater;
         }
-        self.hi
-            .total_cmp(&other.hi)
-            .then_with(|| self.lo.cmp(other.lo))
+        // `==` before `total_cmp`, so that −0 and +0 are equal.
+        let lo = if self.lo == other.lo {
+            Ordering::Equal
+        } else {
+            self.lo.total_cmp(&other.lo)
+        };
+        self.hi.total_cmp(&other.hi).then(lo)
     }
 }
 
@@ -362,7 +337,7 @@ mod tests {
         assert_eq!(z.hi, 1.0 + td);
         // 1 − hi is exact (Sterbenz), and so is adding td to it.
         let remainder = (1.0 - z.hi) + td;
-        assert!((z.lo.to_f64() - remainder).abs() <= 1e-13 * remainder.abs());
+        assert_eq!(z.lo, remainder);
         // hi decides first, whatever the small parts.
         let w = Score::new(base.next_up(), -SignedLog::exp(-6000.0));
         assert!(lt(a, w));
@@ -376,6 +351,33 @@ mod tests {
             Score::from_f64(5e-324)
         ));
         assert!(lt(Score::NEG_INFINITY, Score::from_f64(-1e308)));
+    }
+
+    #[test]
+    fn encoded_small_parts_order_as_their_values() {
+        // Across the normal/subnormal boundary and far below it, both signs.
+        let logs = [
+            -5.0, -700.0, -708.0, -708.5, -709.0, -745.2, -800.0, -5000.0, -5000.001,
+        ];
+        // Order by the true value: positive ones grow with ln|v|, negative ones shrink.
+        let key = |la: f64, sign: f64| if sign > 0.0 { -1.0 / la } else { 1.0 / la };
+        let mut by_value: Vec<(f64, f64)> = logs
+            .iter()
+            .flat_map(|&la| {
+                [1.0, -1.0].map(|sign| {
+                    let t = if sign > 0.0 {
+                        SignedLog::exp(la)
+                    } else {
+                        -SignedLog::exp(la)
+                    };
+                    (key(la, sign), encode(t))
+                })
+            })
+            .collect();
+        by_value.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(by_value.windows(2).all(|w| w[0].1 < w[1].1), "{by_value:?}");
+        assert_eq!(encode(SignedLog::ZERO), 0.0);
+        assert_eq!(encode(SignedLog::exp(-5.0)), (-5.0f64).exp());
     }
 
     #[test]
