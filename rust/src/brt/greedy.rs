@@ -120,7 +120,7 @@ struct Search<'a, M: ClusterModel> {
 ///
 /// With `binary` only joins are considered (Bayesian hierarchical clustering); `rule` says
 /// how candidate merges are ranked. Parallel sections run on `threads`; `interrupt` is
-/// polled from the calling thread every [`POLL_INTERVAL`] or so, and when it returns `true`
+/// polled from the calling thread every `POLL_INTERVAL` (50 ms) or so, and when it returns `true`
 /// the search stops with [`RoseTreeError::Interrupted`].
 ///
 /// # Errors

@@ -71,7 +71,7 @@ pub struct Summary {
     /// "one cluster" term adds to the "split" term, `ln ln(1 + e^{u − v})` with
     /// `u = ln π_T + ln f`, `v = ln(1 − π_T) + Σ ln p(T_c)`. A double holding `ln p(T)` loses
     /// this excess entirely when the cluster is implausible; an absorb or collapse that
-    /// dissolves this root needs it to be ranked exactly ([`super::score`]). `−∞` for a leaf.
+    /// dissolves this root needs it to be ranked exactly (see [`Score`]). `−∞` for a leaf.
     pub log_excess: f64,
 }
 
@@ -183,7 +183,7 @@ impl MergeOp {
 /// ranks as exact arithmetic would given the double inputs: `ln L = logaddexp(U, V)` with
 /// `U = ln π_m + ln f_m − ln p(a) − ln p(b)` and `V = [ln(1 − π_m) − Σ_dissolved ln(1 − π_k)]
 /// − Σ_dissolved excess_k`, where the prior ratio in brackets is computed without losing its
-/// small part ([`NodePriors::split_ratio`]) and each dissolved root's excess is carried in
+/// small part ([`Mixing::split_ratio`](super::Mixing::split_ratio)) and each dissolved root's excess is carried in
 /// log form ([`Summary::log_excess`]). Under [`MergeRule::Posterior`]
 /// the key is `u − v = ln π_m + ln f_m − ln(1 − π_m) − Σ_children ln p`, which orders merges
 /// as `ln r_m = −ln(1 + e^{v − u})` does without rounding `r` to one.

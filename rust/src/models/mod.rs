@@ -15,7 +15,7 @@ mod gaussian;
 mod multinomial;
 mod normal_gamma;
 
-pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli};
+pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli, DEFAULT_PRIOR_STRENGTH};
 pub use gaussian::{DEFAULT_KAPPA0, GaussianQuery, GaussianStats, NormalInverseWishart};
 pub use multinomial::{CountQuery, CountStats, DirichletMultinomial};
 pub use normal_gamma::{ColumnMoments, NormalGamma, NormalGammaQuery, NormalGammaStats};
