@@ -8,7 +8,7 @@ Ghahramani 2005: the mean, over pairs of leaves of one class, of the fraction of
 among the leaves under their lowest common ancestor, taken in the rose tree itself). For
 reference: SciPy's average linkage (Euclidean) and ``rt.NormalInverseWishart()``.
 
-Data (``/work/shared/data``): MNIST 20 per digit, PCA to 20 dimensions (the shipped subset
+Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``): MNIST 20 per digit, PCA to 20 dimensions (the shipped subset
 and four more draws from the 5000 images, PCA fitted on each draw as the shipped one was);
 optdigits 12 per class, raw 0–16 counts (the shipped 120-row subset's rows and four more
 draws); digits024 (BHC's 0/2/4 set, 120 × 64 raw grey levels).
@@ -20,6 +20,7 @@ purity. Run ``python experiments/normal_gamma_defaults.py`` (about a minute).
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from pathlib import Path
 
@@ -27,7 +28,9 @@ import numpy as np
 import rosetree as rt
 from scipy.cluster.hierarchy import linkage
 
-DATA = Path("/work/shared/data")
+DATA = Path(
+    os.environ.get("ROSETREE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 KAPPA0 = (0.01, 0.1, 1.0)
 A0 = (0.5, 1.0, 2.0, 5.0, 10.0)
 SCALE = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02)
