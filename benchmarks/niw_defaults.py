@@ -18,7 +18,7 @@ are floored at 10⁻⁶ times the mean variance): ``Ψ0 = s (ν0 − d − 1) C`
 ``s (ν0 − d − 1) V`` ("diag"), so that the prior mean of Σ is ``s C`` or ``s V``;
 ``μ0`` = the data mean; ``ν0 ∈ {d + 2, …}``; ``κ0 ∈ {0.01, 1, …}``.
 
-Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``, or ``--data``): MNIST, three draws of 20 images per digit from
+Data (``shared/data`` beside the checkout, or ``--data``): MNIST, three draws of 20 images per digit from
 ``mnist5k.npz`` (seeds 1–3, pixels scaled to [0, 1]), each projected on its own first 20
 principal components; optdigits, three draws of 12 images per digit (seeds 1–3) with the raw
 0–16 values (d = 64); ``digits024`` (120 × 64, raw 0–255 values, digits 0/2/4); five
