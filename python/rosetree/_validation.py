@@ -8,10 +8,12 @@ import numpy as np
 
 from .exceptions import InvalidDataError, InvalidParameterError
 
-__all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse"]
+__all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse", "mixing_args"]
 
 #: More threads than this is a mistake, not a configuration (each one is an OS thread).
 MAX_JOBS = 1024
+
+_MIXINGS = ("brt", "gamma", "dp")
 
 
 def check_array(
@@ -103,3 +105,15 @@ def check_n_jobs(n_jobs: Any) -> int | None:
     if n_jobs > MAX_JOBS:
         raise InvalidParameterError(f"n_jobs must be at most {MAX_JOBS}, got {n_jobs}", "n_jobs")
     return int(n_jobs)
+
+
+def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
+    """Keyword arguments of the core functions for a mixing rule, checked for type."""
+    if mixing not in _MIXINGS:
+        raise InvalidParameterError(f"mixing must be one of {_MIXINGS}, got {mixing!r}", "mixing")
+    out: dict[str, Any] = {"mixing": mixing}
+    for name, value in (("gamma", gamma), ("dp_alpha", dp_alpha)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
+        out[name] = float(value)
+    return out

@@ -8,14 +8,13 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_csr, check_n_jobs, is_sparse
+from ._validation import check_array, check_csr, check_n_jobs, is_sparse, mixing_args
 from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
 
-_MIXINGS = ("brt", "gamma", "dp")
 _MERGE_RULES = ("likelihood_ratio", "posterior")
 #: Rows sampled to find the top-level clusters of a part in the approximate search.
 _APPROX_SAMPLE = 1000
@@ -62,18 +61,6 @@ def resolve_model(model: Any) -> ClusterModel:
             "model",
         )
     return model
-
-
-def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
-    """Keyword arguments of the core functions for a mixing rule, checked for type."""
-    if mixing not in _MIXINGS:
-        raise InvalidParameterError(f"mixing must be one of {_MIXINGS}, got {mixing!r}", "mixing")
-    out: dict[str, Any] = {"mixing": mixing}
-    for name, value in (("gamma", gamma), ("dp_alpha", dp_alpha)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
-        out[name] = float(value)
-    return out
 
 
 def check_merge_rule(rule: Any) -> str:

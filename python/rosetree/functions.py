@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array
+from ._validation import check_array, mixing_args
 from .config import ClusterModel
-from .estimators import mixing_args, resolve_model
+from .estimators import resolve_model
 from .exceptions import InvalidParameterError, InvalidTreeError
 from .tree import RoseTree, nested_to_internal
 

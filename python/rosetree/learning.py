@@ -107,7 +107,8 @@ def evidence_gradient(
     -------
     EvidenceGradient
     """
-    from .estimators import mixing_args, resolve_model
+    from ._validation import mixing_args
+    from .estimators import resolve_model
 
     X = check_array(X)
     model = resolve_model(model)
@@ -334,7 +335,8 @@ def learn_hyperparameters(
     """
     from scipy.optimize import minimize
 
-    from .estimators import mixing_args, resolve_model
+    from ._validation import mixing_args
+    from .estimators import resolve_model
 
     X = check_array(X)
     model = resolve_model(model)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import mixing_args
 from .exceptions import InvalidParameterError, InvalidTreeError
 
 __all__ = ["RoseTree", "nested_to_internal"]
@@ -226,8 +227,6 @@ class RoseTree:
         mixing, gamma, dp_alpha
             As in :class:`BayesianRoseTree`.
         """
-        from .estimators import mixing_args
-
         return RoseTree(self._core.remix(**mixing_args(mixing, gamma, dp_alpha)))
 
     def map_partition(self) -> np.ndarray:
