@@ -22,6 +22,7 @@
 //! # Ok::<(), rosetree::RoseTreeError>(())
 //! ```
 
+pub mod agglomerate;
 pub mod brt;
 pub mod error;
 pub mod math;

@@ -16,7 +16,6 @@
 
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use rayon::prelude::*;
 
 use super::evaluate::evaluate;
 use super::greedy::greedy;
@@ -285,12 +284,7 @@ impl<M: ClusterModel> Approx<'_, M> {
             }
             Ok(best.1)
         };
-        let labels: Vec<usize> = if rows.len() >= PAR_THRESHOLD {
-            self.threads
-                .install(|| rows.par_iter().map(assign).collect::<Result<_>>())?
-        } else {
-            rows.iter().map(assign).collect::<Result<_>>()?
-        };
+        let labels = self.threads.try_map(&rows, PAR_THRESHOLD, assign)?;
         let mut parts = vec![Vec::new(); groups.len()];
         for (&r, &g) in rows.iter().zip(&labels) {
             parts[g].push(r);

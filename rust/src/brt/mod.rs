@@ -18,7 +18,6 @@ mod evaluate;
 mod exhaustive;
 mod gradient;
 mod greedy;
-mod heap;
 mod merge;
 mod mixing;
 mod predict;

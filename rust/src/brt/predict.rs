@@ -28,7 +28,6 @@
 //! the leaf to the root ([`Predictor::missing_probabilities`]).
 
 use ndarray::Array2;
-use rayon::prelude::*;
 
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_add_exp;
@@ -328,13 +327,10 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 }
                 log_p
             };
-            threads.install(|| {
-                if rows.len() * n_nodes >= crate::parallel::PAR_THRESHOLD {
-                    row_slices.par_iter_mut().map(normalise).collect::<Vec<_>>()
-                } else {
-                    row_slices.iter_mut().map(normalise).collect()
-                }
-            })
+            let min_parallel = crate::parallel::PAR_THRESHOLD.div_ceil(n_nodes.max(1));
+            threads.try_zip_mut(rows, &mut row_slices, min_parallel, |_, row| {
+                Ok(normalise(row))
+            })?
         };
         if let Some(r) = log_p.iter().position(|l| !l.is_finite()) {
             return Err(RoseTreeError::Numerical(format!(
@@ -372,8 +368,7 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 return Err(RoseTreeError::Interrupted);
             }
             let ks = start..(start + block).min(nodes.len());
-            let prepared =
-                threads.install(|| self.prepare_block(&nodes[ks.clone()], &log_w[ks.clone()]))?;
+            let prepared = self.prepare_block(&nodes[ks.clone()], &log_w[ks.clone()], threads)?;
             let score_row = |(x, state): (&M::Stats, &mut S)| -> Result<()> {
                 for (k, prep) in ks.clone().zip(&prepared) {
                     if let Some((query, log_f)) = prep {
@@ -396,18 +391,7 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 if interrupt() {
                     return Err(RoseTreeError::Interrupted);
                 }
-                let results: Vec<Result<()>> = threads.install(|| {
-                    if rows.len() > 1 {
-                        rows.par_iter()
-                            .zip(states.par_iter_mut())
-                            .map(score_row)
-                            .collect()
-                    } else {
-                        rows.iter().zip(states.iter_mut()).map(score_row).collect()
-                    }
-                });
-                // The first error in row order, whatever the scheduling.
-                results.into_iter().collect::<Result<()>>()?;
+                threads.try_zip_mut(rows, states, 2, |x, state| score_row((x, state)))?;
             }
         }
         Ok(())
@@ -415,7 +399,12 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
 
     /// Query and `ln f(D_S)` of each node in `nodes`; `None` for nodes of zero weight
     /// (`log_w[k] = −∞` for `nodes[k]`).
-    fn prepare_block(&self, nodes: &[usize], log_w: &[f64]) -> Result<Vec<Prepared<M>>> {
+    fn prepare_block(
+        &self,
+        nodes: &[usize],
+        log_w: &[f64],
+        threads: &Threads,
+    ) -> Result<Vec<Prepared<M>>> {
         let prepare = |(&s, &w): (&usize, &f64)| -> Result<Prepared<M>> {
             if w == f64::NEG_INFINITY {
                 return Ok(None);
@@ -426,7 +415,8 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
                 self.model.log_marginal(stats)?,
             )))
         };
-        nodes.par_iter().zip(log_w).map(prepare).collect()
+        let pairs: Vec<(&usize, &f64)> = nodes.iter().zip(log_w).collect();
+        threads.try_map(&pairs, 2, |&pair| prepare(pair))
     }
 
     /// Nodes per block of [`sweep`](Self::sweep): enough to amortise the fork–join of the
@@ -479,19 +469,12 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
             full[v] = Some(merged);
         }
         let changed: Vec<usize> = (0..nodes.len()).filter(|&v| full[v].is_some()).collect();
-        let mut delta_f = Vec::with_capacity(changed.len());
-        for block in changed.chunks(crate::parallel::PAR_THRESHOLD) {
-            if interrupt() {
-                return Err(RoseTreeError::Interrupted);
-            }
-            let diff = |&v: &usize| -> Result<f64> {
-                let new = full[v].as_ref().expect("changed nodes have statistics");
-                Ok(self.model.log_marginal(new)? - self.model.log_marginal(&self.stats[v])?)
-            };
-            let part: Vec<Result<f64>> = threads.install(|| block.par_iter().map(diff).collect());
-            // The first error in node order, whatever the scheduling.
-            delta_f.extend(part.into_iter().collect::<Result<Vec<f64>>>()?);
-        }
+        let diff = |&v: &usize| -> Result<f64> {
+            let new = full[v].as_ref().expect("changed nodes have statistics");
+            Ok(self.model.log_marginal(new)? - self.model.log_marginal(&self.stats[v])?)
+        };
+        let delta_f =
+            threads.try_map_chunked(&changed, crate::parallel::PAR_THRESHOLD, interrupt, diff)?;
         let mut delta = vec![0.0; nodes.len()];
         for (&v, &df) in changed.iter().zip(&delta_f) {
             let below: f64 = nodes[v].children.iter().map(|&c| delta[c]).sum();
@@ -551,20 +534,12 @@ impl Predictor<'_, BetaBernoulli> {
                 })
                 .collect()
         };
-        let n = self.tree.n_leaves();
-        let mut out = Vec::new();
-        for block in (0..n)
-            .collect::<Vec<_>>()
-            .chunks(crate::parallel::PAR_THRESHOLD)
-        {
-            if interrupt() {
-                return Err(RoseTreeError::Interrupted);
-            }
-            let found: Vec<Vec<MissingEntry>> =
-                threads.install(|| block.par_iter().map(|&i| of_row(i)).collect());
-            out.extend(found.into_iter().flatten());
-        }
-        Ok(out)
+        let rows: Vec<usize> = (0..self.tree.n_leaves()).collect();
+        let found =
+            threads.try_map_chunked(&rows, crate::parallel::PAR_THRESHOLD, interrupt, |&i| {
+                Ok(of_row(i))
+            })?;
+        Ok(found.into_iter().flatten().collect())
     }
 }
 

@@ -1,35 +1,15 @@
-//! An indexed max-heap over dense tree ids, keyed by each tree's best merge score.
+//! An indexed max-heap over dense cluster ids, keyed by each cluster's best merge key.
 //!
-//! The greedy search keeps one entry per tree (its best listed partner), not one per pair, so the
-//! heap stays `O(n)` in size; keys change in place. Order: higher score first, then lower
-//! id, which together with the partner rule gives the deterministic tie-breaking of
-//! `CONVENTIONS.md`. Keys are compared with a total order ([`TotalOrder`]), so the order is
-//! total.
+//! The engine keeps one entry per cluster (its best listed partner), not one per pair, so the
+//! heap stays `O(n)` in size; keys change in place. Order: higher key first, then lower id,
+//! which together with the partner rule gives the deterministic tie-breaking of
+//! `CONVENTIONS.md`. Keys are compared with a total order ([`TotalOrder`]).
 
 use std::cmp::Ordering;
 
-use super::score::Score;
+use super::TotalOrder;
 
 const ABSENT: u32 = u32::MAX;
-
-/// A heap key with a total order.
-pub(crate) trait TotalOrder: Copy {
-    fn total_cmp(&self, other: &Self) -> Ordering;
-}
-
-impl TotalOrder for f64 {
-    #[inline]
-    fn total_cmp(&self, other: &Self) -> Ordering {
-        f64::total_cmp(self, other)
-    }
-}
-
-impl TotalOrder for Score {
-    #[inline]
-    fn total_cmp(&self, other: &Self) -> Ordering {
-        Score::total_cmp(self, other)
-    }
-}
 
 #[derive(Debug, Clone)]
 pub(crate) struct IndexedHeap<K> {

@@ -1,0 +1,114 @@
+//! Per-cluster candidate lists: a few best partners and a floor below which nothing is
+//! listed.
+
+use super::TotalOrder;
+
+/// How many candidate partners a cluster remembers.
+pub(crate) const CANDIDATES: usize = 8;
+
+/// A cluster's best known partners with higher ids, best first (higher key, then lower id).
+///
+/// Invariant: no partner missing from `list` ranks before `floor`.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidates<K> {
+    pub(crate) list: Vec<(K, u32)>,
+    pub(crate) floor: Option<(K, u32)>,
+}
+
+/// `a` comes before `b` in candidate order: a higher key, or an equal one and a lower id.
+#[inline]
+pub(crate) fn before<K: TotalOrder>(a: (K, u32), b: (K, u32)) -> bool {
+    a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)).is_gt()
+}
+
+impl<K: TotalOrder> Candidates<K> {
+    pub(crate) fn empty() -> Self {
+        Self {
+            list: Vec::with_capacity(CANDIDATES + 1),
+            floor: None,
+        }
+    }
+
+    /// Whichever ranks first of the floor and `entry` becomes the floor.
+    fn lower_floor(&mut self, entry: (K, u32)) {
+        if self.floor.is_none_or(|f| before(entry, f)) {
+            self.floor = Some(entry);
+        }
+    }
+
+    /// Files a partner, keeping at most [`CANDIDATES`] entries, all ranked before the floor.
+    pub(crate) fn push(&mut self, entry: (K, u32)) {
+        let full = self.list.len() == CANDIDATES;
+        if self.floor.is_some_and(|f| !before(entry, f))
+            || full && !before(entry, self.list[CANDIDATES - 1])
+        {
+            self.lower_floor(entry);
+            return;
+        }
+        let pos = self.list.partition_point(|&e| before(e, entry));
+        self.list.insert(pos, entry);
+        if self.list.len() > CANDIDATES {
+            let dropped = self.list.pop().expect("list is over capacity");
+            self.lower_floor(dropped);
+        }
+    }
+
+    /// The union of two candidate sets over disjoint partners (for a parallel reduction).
+    pub(crate) fn merged(mut self, other: Self) -> Self {
+        if let Some(f) = other.floor {
+            self.lower_floor(f);
+        }
+        for e in other.list {
+            self.push(e);
+        }
+        self
+    }
+
+    /// The heap key: the best listed key (an upper bound while that partner may be dead).
+    pub(crate) fn key(&self) -> Option<K> {
+        self.list.first().map(|e| e.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the order of pushes and however they are split for a reduction, the listed
+    /// entries are the true best ones ahead of the floor, and nothing unlisted beats the
+    /// floor.
+    #[test]
+    fn keeps_the_best_partners_ahead_of_the_floor() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..200 {
+            let m = (next() % 40) as usize;
+            let entries: Vec<(f64, u32)> =
+                (0..m).map(|j| ((next() % 9) as f64, j as u32)).collect();
+            let split = if m == 0 { 0 } else { (next() as usize) % m };
+            let mut a = Candidates::empty();
+            let mut b = Candidates::empty();
+            for (k, &e) in entries.iter().enumerate() {
+                if k < split { a.push(e) } else { b.push(e) }
+            }
+            let c = a.merged(b);
+            let mut sorted = entries.clone();
+            sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let listed = c.list.len();
+            assert!(listed <= CANDIDATES);
+            // The listed entries are a prefix of the sorted order.
+            assert_eq!(c.list, sorted[..listed]);
+            // Nothing unlisted ranks before the floor, and the floor is unlisted or absent.
+            for &e in &sorted[listed..] {
+                let f = c.floor.expect("an unlisted entry sets a floor");
+                assert!(!before(e, f));
+            }
+            assert_eq!(c.floor.is_none(), listed == m);
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The greedy loop: Müllner's generic linkage algorithm with a few candidates per cluster.
+//!
+//! Memory is `O(n)` beyond the client's own: instead of a heap of all `O(n²)` pairs, every
+//! cluster keeps a short list of its best partners among the clusters with a higher id, and
+//! next to the list a *floor*, the best-ranked partner known to be left out of it: no partner
+//! outside the list ranks above the floor. The best live entry of the list is therefore the
+//! cluster's exact best merge whenever it ranks above the floor; only when the listed partners
+//! ahead of the floor have all been merged away is the cluster rescanned. A newly merged
+//! cluster has the highest id, so it has no list of its own: each survivor scores it once and
+//! files it in its own list. Every key is a pure function of the two clusters, so the result
+//! does not depend on the number of threads.
+
+use std::time::{Duration, Instant};
+
+use super::candidates::{Candidates, before};
+use super::{IndexedHeap, Linkage, TotalOrder};
+use crate::error::{Result, RoseTreeError};
+use crate::parallel::{PAR_THRESHOLD, Threads};
+
+/// The interrupt callback is polled between steps at most this often, and the initial scan
+/// is cut into blocks of about this much work, so that an interrupt is noticed within a
+/// fraction of a second however costly a pair score is.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+struct Engine<'a, L: Linkage> {
+    linkage: &'a mut L,
+    /// Live cluster ids in increasing order.
+    active: Vec<u32>,
+    /// Whether each id is live.
+    live: Vec<bool>,
+    candidates: Vec<Candidates<L::Key>>,
+    heap: IndexedHeap<L::Key>,
+    threads: &'a Threads,
+}
+
+/// Merges `n` singleton clusters greedily until one is left, and returns the merges in
+/// order: the `k`-th pair `(i, j)`, `i < j`, became cluster `n + k`.
+///
+/// Parallel sections run on `threads`; `interrupt` is polled from the calling thread every
+/// 50 ms or so, and when it returns `true` the search stops with
+/// [`RoseTreeError::Interrupted`].
+///
+/// # Examples
+/// Single linkage on points of a line, with the key `−|x_i − x_j|` of the closest points
+/// of two clusters:
+/// ```
+/// use rosetree::agglomerate::{Linkage, agglomerate};
+/// use rosetree::parallel::Threads;
+///
+/// struct Single { points: Vec<Vec<f64>> }
+/// impl Linkage for Single {
+///     type Key = f64;
+///     type Probe = ();
+///     fn score(&self, i: u32, j: u32, _: Option<&()>) -> rosetree::Result<f64> {
+///         let (a, b) = (&self.points[i as usize], &self.points[j as usize]);
+///         Ok(a.iter().flat_map(|x| b.iter().map(move |y| -(x - y).abs())).fold(f64::MIN, f64::max))
+///     }
+///     fn merge(&mut self, i: u32, j: u32, _: u32) -> rosetree::Result<()> {
+///         let mut p = self.points[i as usize].clone();
+///         p.extend(&self.points[j as usize]);
+///         self.points.push(p);
+///         Ok(())
+///     }
+/// }
+///
+/// let mut linkage = Single { points: vec![vec![0.0], vec![10.0], vec![1.0], vec![12.0]] };
+/// let merges = agglomerate(&mut linkage, 4, &Threads::default(), &|| false)?;
+/// assert_eq!(merges, vec![(0, 2), (1, 3), (4, 5)]);
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] on `X` for more than `2³¹` clusters; the client's
+/// errors; [`RoseTreeError::Numerical`] if no candidate is left before one cluster remains;
+/// [`RoseTreeError::Interrupted`].
+pub fn agglomerate<L: Linkage>(
+    linkage: &mut L,
+    n: usize,
+    threads: &Threads,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<Vec<(u32, u32)>> {
+    if n >= (u32::MAX as usize) / 2 {
+        return Err(RoseTreeError::param("X", format!("too many rows ({n})")));
+    }
+    if n <= 1 {
+        return Ok(Vec::new());
+    }
+    let capacity = 2 * n - 1;
+    let mut live = vec![true; n];
+    live.resize(capacity, false);
+    let mut engine = Engine {
+        linkage,
+        active: (0..n as u32).collect(),
+        live,
+        candidates: (0..capacity).map(|_| Candidates::empty()).collect(),
+        heap: IndexedHeap::new(capacity),
+        threads,
+    };
+    engine.initial_scan(interrupt)?;
+    let mut merges = Vec::with_capacity(n - 1);
+    let mut polled = Instant::now();
+    for k in 0..n - 1 {
+        if polled.elapsed() >= POLL_INTERVAL {
+            if interrupt() {
+                return Err(RoseTreeError::Interrupted);
+            }
+            polled = Instant::now();
+        }
+        let (i, j) = engine.next_pair()?;
+        engine.merge(i, j, (n + k) as u32)?;
+        merges.push((i, j));
+    }
+    Ok(merges)
+}
+
+impl<L: Linkage> Engine<'_, L> {
+    /// The best partners of `k` among live clusters with a higher id.
+    fn scan(&self, k: u32) -> Result<Candidates<L::Key>> {
+        let start = self.active.partition_point(|&t| t <= k);
+        let partners = &self.active[start..];
+        let probe = self.linkage.probe(k);
+        let linkage = &*self.linkage;
+        self.threads.try_fold(
+            partners,
+            Candidates::empty,
+            |mut c, &j| {
+                c.push((linkage.score(k, j, probe.as_ref())?, j));
+                Ok(c)
+            },
+            Candidates::merged,
+        )
+    }
+
+    fn set_candidates(&mut self, k: u32, c: Candidates<L::Key>) {
+        match c.key() {
+            Some(key) => self.heap.set(k as usize, key),
+            None => self.heap.remove(k as usize),
+        }
+        self.candidates[k as usize] = c;
+    }
+
+    /// Scores every pair of singletons once: the `O(n²)` part of the search, in blocks of
+    /// rows sized to take about [`POLL_INTERVAL`] each, so that an interrupt is noticed
+    /// however costly a pair score is. (Which rows form a block does not change any result.)
+    fn initial_scan(&mut self, interrupt: &dyn Fn() -> bool) -> Result<()> {
+        let ids: Vec<u32> = self.active.clone();
+        let n = ids.len();
+        // Row k is scored against the n − 1 − k rows after it.
+        let mut budget = PAR_THRESHOLD as f64 * 64.0;
+        let mut start = 0;
+        while start < n {
+            if interrupt() {
+                return Err(RoseTreeError::Interrupted);
+            }
+            let (mut end, mut pairs) = (start, 0.0);
+            while end < n && (end == start || pairs < budget) {
+                pairs += (n - 1 - end) as f64;
+                end += 1;
+            }
+            let block = &ids[start..end];
+            let clock = Instant::now();
+            let found = self.threads.try_map(block, 2, |&k| self.scan(k))?;
+            for (&k, c) in block.iter().zip(found) {
+                self.set_candidates(k, c);
+            }
+            let took = clock.elapsed().as_secs_f64().max(1e-6);
+            budget = (pairs.max(1.0) * POLL_INTERVAL.as_secs_f64() / took).clamp(1.0, 1e9);
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// The globally best pair. A cluster at the top of the heap whose best listed partner
+    /// has been merged away drops the dead entries and goes back with its next candidate; a
+    /// cluster with no live candidate ahead of its floor is rescanned.
+    fn next_pair(&mut self) -> Result<(u32, u32)> {
+        loop {
+            let k = self.heap.top().ok_or_else(|| {
+                RoseTreeError::Numerical(
+                    "no candidate merge left before the tree was complete".into(),
+                )
+            })? as u32;
+            let c = &mut self.candidates[k as usize];
+            let before_len = c.list.len();
+            c.list.retain(|&(_, j)| self.live[j as usize]);
+            let floor = c.floor;
+            match c.list.first().copied() {
+                // Ahead of the floor, the best live candidate is the exact best partner.
+                Some((key, j)) if floor.is_none_or(|f| before((key, j), f)) => {
+                    if c.list.len() == before_len {
+                        return Ok((k, j));
+                    }
+                    // The key went down: another cluster may now be on top.
+                    self.heap.set(k as usize, key);
+                }
+                _ => {
+                    let fresh = self.scan(k)?;
+                    self.set_candidates(k, fresh);
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, i: u32, j: u32, m: u32) -> Result<()> {
+        self.linkage.merge(i, j, m)?;
+        for t in [i, j] {
+            self.live[t as usize] = false;
+            self.heap.remove(t as usize);
+            self.candidates[t as usize] = Candidates::empty();
+            let pos = self
+                .active
+                .binary_search(&t)
+                .expect("merged cluster was live");
+            self.active.remove(pos);
+        }
+        // Every survivor scores the new cluster and files it among its candidates.
+        let linkage = &*self.linkage;
+        let scored = self
+            .threads
+            .try_map(&self.active, PAR_THRESHOLD, |&t| linkage.score(t, m, None))?;
+        for (&t, key) in self.active.iter().zip(scored) {
+            let c = &mut self.candidates[t as usize];
+            let old_key = c.key();
+            c.push((key, m));
+            let changed = match (old_key, c.key()) {
+                (Some(old), Some(new)) => old.total_cmp(&new).is_ne(),
+                (old, new) => old.is_some() != new.is_some(),
+            };
+            if changed {
+                self.heap.set(t as usize, key);
+            }
+        }
+        self.live[m as usize] = true;
+        self.active.push(m);
+        Ok(())
+    }
+}

@@ -1,0 +1,70 @@
+//! Greedy agglomeration, generic over how two clusters score and merge.
+//!
+//! An agglomerative search starts from `n` singleton clusters (ids `0..n`) and repeatedly
+//! merges the best-scoring pair of live clusters; the `k`-th merge creates cluster `n + k`.
+//! The engine ([`agglomerate`]) owns everything that does not depend on the model: the
+//! indexed heap, per-cluster candidate lists, parallel pair scoring, deterministic ties and
+//! interrupt polling. A client ([`Linkage`]) says what a cluster is, how a pair scores and
+//! what merging does. The Bayesian rose-tree search (`brt`) is one client.
+//!
+//! The engine's one requirement is that a pair's key depends only on the two clusters (as
+//! in Müllner's generic linkage algorithm): it is computed once, when the younger of the
+//! two is created, and never revised while both live. Keys rank higher first; equal keys
+//! rank the lower pair of ids first.
+
+mod candidates;
+mod engine;
+mod heap;
+
+pub use engine::agglomerate;
+pub(crate) use heap::IndexedHeap;
+
+use std::cmp::Ordering;
+
+use crate::error::Result;
+
+/// A key with a total order (NaN must have a place in it).
+pub trait TotalOrder: Copy {
+    /// Compares two keys; `Greater` ranks first.
+    fn total_cmp(&self, other: &Self) -> Ordering;
+}
+
+impl TotalOrder for f64 {
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> Ordering {
+        f64::total_cmp(self, other)
+    }
+}
+
+/// A client of [`agglomerate`]: the clusters, how a pair scores and what a merge does.
+///
+/// The engine calls [`score`](Linkage::score) from several threads at once, always with
+/// `i < j` and both clusters live, and [`merge`](Linkage::merge) from the calling thread.
+pub trait Linkage: Sync {
+    /// The ranking key of a merge; higher ranks first.
+    type Key: TotalOrder + Send + Sync;
+
+    /// Whatever makes scoring one cluster against many partners cheaper (for example a
+    /// cached query of a single row); computed once per scan by [`probe`](Linkage::probe).
+    type Probe: Send + Sync;
+
+    /// The probe of cluster `i` when it is about to be scored against every live cluster
+    /// with a higher id, or `None`.
+    fn probe(&self, i: u32) -> Option<Self::Probe> {
+        let _ = i;
+        None
+    }
+
+    /// The key of merging clusters `i < j`; `probe` is [`probe`](Linkage::probe)`(i)` when
+    /// one was made. It must be a function of the two clusters alone.
+    ///
+    /// # Errors
+    /// Whatever the client reports (a model error, a NaN score); the search stops with it.
+    fn score(&self, i: u32, j: u32, probe: Option<&Self::Probe>) -> Result<Self::Key>;
+
+    /// Merges clusters `i < j` into the new cluster `merged`.
+    ///
+    /// # Errors
+    /// Whatever the client reports; the search stops with it.
+    fn merge(&mut self, i: u32, j: u32, merged: u32) -> Result<()>;
+}
