@@ -35,7 +35,7 @@ from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
 from .gp import GPExperts
 from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
 from .metrics import dendrogram_purity, leave_one_out_accuracy, subtree_score
-from .tree import RoseTree
+from .tree import RoseTree, Tree
 
 __all__ = [
     "BayesianRoseTree",
@@ -55,6 +55,7 @@ __all__ = [
     "NumericalError",
     "RoseTree",
     "RoseTreeError",
+    "Tree",
     "__version__",
     "datasets",
     "dendrogram_purity",

@@ -10,18 +10,409 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from ._validation import mixing_args
 from .exceptions import InvalidParameterError, InvalidTreeError
 
-__all__ = ["RoseTree", "nested_to_internal"]
+__all__ = ["RoseTree", "Tree", "nested_to_internal"]
 
 
-class RoseTree:
+class Tree:
+    r"""A tree over ``n_leaves`` data items, with an optional height per node.
+
+    The tree type shared by every model family: rose trees (:class:`RoseTree`, a subclass
+    that adds the rose-tree mixture's quantities), and trees with times. Node ids are
+    dense: leaves are ``0 .. n_leaves - 1`` (leaf *i* is data row *i*), internal nodes
+    follow with every child before its parent, and the root is the last node.
+
+    Parameters
+    ----------
+    n_leaves : int
+        Number of leaves.
+    internal : sequence of sequence of int
+        Children of each internal node, in id order (node ``n_leaves + k`` has children
+        ``internal[k]``, all with smaller ids).
+    heights : array-like of shape (n_nodes,), optional
+        A height per node in the family's own units and direction: all leaves at one height,
+        and heights moving away from it monotonically towards the root (a rose tree's
+        :math:`-\max \ln r` grows from 0; coalescence times fall from 0; divergence times
+        fall from 1).
+
+    Attributes
+    ----------
+    n_leaves : int
+        Number of data items.
+    n_nodes : int
+        Number of nodes, leaves included.
+    root : int
+        Id of the root node.
+    children : tuple of tuple of int
+        Child ids of every node (empty at leaves).
+    parent : ndarray of shape (n_nodes,)
+        Parent id of every node, -1 at the root.
+    sizes : ndarray of shape (n_nodes,)
+        Leaves below every node.
+    heights : ndarray of shape (n_nodes,) or None
+        The height of every node, if the tree has heights. :meth:`to_linkage`, the branch
+        lengths of ``to_newick(lengths=True)``, :meth:`clusters_at_height` and
+        :meth:`max_clusters` use the distances ``|heights - heights[0]|`` from the leaves.
+    """
+
+    def __init__(
+        self,
+        n_leaves: int,
+        internal: Sequence[Sequence[int]],
+        heights: Any = None,
+    ) -> None:
+        h = None if heights is None else [float(x) for x in np.asarray(heights, dtype=float)]
+        self._set_structure(_core.Tree(int(n_leaves), [list(map(int, c)) for c in internal], h))
+
+    def _set_structure(self, structure: Any) -> None:
+        self._structure = structure
+        self.children: tuple[tuple[int, ...], ...] = tuple(
+            tuple(c) for c in structure.children()
+        )
+        self.n_leaves: int = int(structure.n_leaves)
+        self.n_nodes: int = len(self.children)
+        self.root: int = self.n_nodes - 1
+        self.sizes = np.asarray(structure.sizes(), dtype=np.int64)
+        heights = structure.heights()
+        self.heights = None if heights is None else np.asarray(heights)
+        parent = np.full(self.n_nodes, -1, dtype=np.int64)
+        for node, kids in enumerate(self.children):
+            parent[list(kids)] = node
+        self.parent = parent
+        for arr in (self.sizes, self.parent, self.heights):
+            if arr is not None:
+                arr.flags.writeable = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        internal = [list(c) for c in self.children[self.n_leaves :]]
+        heights = None if self.heights is None else self.heights.tolist()
+        return (Tree, (self.n_leaves, internal, heights))
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def internal_nodes(self) -> range:
+        """Ids of the internal nodes, children before parents."""
+        return range(self.n_leaves, self.n_nodes)
+
+    def leaves(self, node: int | None = None) -> list[int]:
+        """Data rows below ``node`` (default: the root), in increasing order."""
+        node = self.root if node is None else self._check_node(node)
+        out: list[int] = []
+        stack = [node]
+        while stack:
+            v = stack.pop()
+            if v < self.n_leaves:
+                out.append(v)
+            else:
+                stack.extend(self.children[v])
+        return sorted(out)
+
+    def depth(self) -> int:
+        """Number of edges on the longest root-to-leaf path."""
+        return int(self._depths()[self.root])
+
+    def _check_node(self, node: int) -> int:
+        if not 0 <= int(node) < self.n_nodes:
+            raise IndexError(f"node {node} is not in the tree (0 .. {self.n_nodes - 1})")
+        return int(node)
+
+    def _depths(self) -> np.ndarray:
+        h = np.zeros(self.n_nodes, dtype=np.int64)
+        for v in self.internal_nodes:
+            h[v] = 1 + max(h[c] for c in self.children[v])
+        return h
+
+    def n_partitions(self, log10: bool = False) -> int | float:
+        r"""Number of tree-consistent partitions :math:`|\Phi(T)|` (eq 1.3).
+
+        Parameters
+        ----------
+        log10 : bool, default=False
+            Return :math:`\log_{10} |\Phi(T)|` as a float instead of the exact integer
+            (which can have thousands of digits for large trees).
+        """
+        if log10:
+            return float(self._structure.n_partitions_log10())
+        count = [1] * self.n_nodes
+        for v in self.internal_nodes:
+            count[v] = 1 + math.prod(count[c] for c in self.children[v])
+        return count[self.root]
+
+    def max_clusters(self, n_clusters: int) -> np.ndarray:
+        r"""At most ``n_clusters`` flat clusters: the lowest cut of the heights that gives
+        no more (SciPy's ``fcluster(self.to_linkage(), n_clusters, "maxclust")``).
+
+        The number of clusters changes only where the cut passes the height of an internal
+        node, and a node with *m* children (or several nodes at one height) splits into all
+        of them at once, so the tree may allow no cut with exactly ``n_clusters``; then this
+        gives the largest number below it rather than a part of a multi-way node (which would
+        not be a cluster of the tree). With ``n_clusters >= n_leaves`` every row is alone.
+
+        Parameters
+        ----------
+        n_clusters : int
+            At least 1.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_leaves,)
+            Cluster labels ``0 .. K-1`` (``K <= n_clusters``), numbered by first row.
+        """
+        return self.labels_of(self.max_clusters_nodes(n_clusters))
+
+    def max_clusters_nodes(self, n_clusters: int) -> list[int]:
+        """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""
+        if (
+            isinstance(n_clusters, bool)
+            or not isinstance(n_clusters, (int, np.integer))
+            or n_clusters < 1
+        ):
+            raise InvalidParameterError(
+                f"n_clusters must be a positive integer, got {n_clusters!r}", "n_clusters"
+            )
+        return list(self._structure.max_clusters(int(n_clusters)))
+
+    def labels_of(self, nodes: Sequence[int]) -> np.ndarray:
+        """Cluster label of every data row, given the nodes of a flat clustering.
+
+        Parameters
+        ----------
+        nodes : sequence of int
+            Node ids whose leaf sets partition the data, e.g. :meth:`cut_nodes`.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_leaves,)
+            Labels ``0 .. len(nodes) - 1`` numbered by the first row of each cluster.
+
+        Raises
+        ------
+        InvalidParameterError
+            If the nodes do not partition the rows.
+        """
+        try:
+            ids = [int(v) for v in nodes]
+        except (TypeError, ValueError):
+            raise InvalidParameterError("nodes must be node ids (int)", "nodes") from None
+        if any(v < 0 for v in ids):
+            raise InvalidParameterError("nodes must hold non-negative node ids", "nodes")
+        return np.asarray(self._structure.labels(ids), dtype=np.int64)
+
+    def clusters_at_height(self, height: float) -> list[int]:
+        """The maximal nodes at distance at most ``height`` from the leaves, in id order.
+
+        The distance of node *v* is ``|heights[v] - heights[0]|`` (for a rose tree, its
+        height itself). These are the clusters of SciPy's ``fcluster(self.to_linkage(),
+        height, "distance")``; leaves are always clusters.
+        """
+        return list(self._structure.clusters_at_height(float(height)))
+
+    # ------------------------------------------------------------------ conversions
+    def _subtree(self, node: int | None) -> tuple[int, list[int]]:
+        """``node`` (default: the root) and the ids below it, children before parents."""
+        node = self.root if node is None else self._check_node(node)
+        ids: list[int] = []
+        stack = [node]
+        while stack:
+            v = stack.pop()
+            ids.append(v)
+            if v >= self.n_leaves:
+                stack.extend(self.children[v])
+        ids.sort()
+        return node, ids
+
+    def to_nested(self, node: int | None = None) -> list[Any]:
+        """The tree as nested lists of data rows, e.g. ``[[0, 1, 2], [3, 4]]``.
+
+        Built bottom-up without recursion, so trees of any depth work.
+        """
+        node, ids = self._subtree(node)
+        built: dict[int, Any] = {}
+        for v in ids:  # children before parents
+            built[v] = v if v < self.n_leaves else [built.pop(c) for c in self.children[v]]
+        return built[node]  # type: ignore[no-any-return]
+
+    def to_newick(self, labels: Sequence[Any] | None = None, lengths: bool = False) -> str:
+        """The tree in Newick format; leaves are named by ``labels`` or by row index.
+
+        Parameters
+        ----------
+        labels : sequence of length n_leaves, optional
+            Leaf names (quoted where Newick needs it).
+        lengths : bool, default=False
+            Give every branch the length :math:`|h_{parent} - h_{child}|` of :attr:`heights`,
+            so that each leaf is at the same distance from the root.
+        """
+        names = None if labels is None else [str(s) for s in self._check_labels(labels)]
+        return str(self._structure.to_newick(names, bool(lengths)))
+
+    def to_linkage(self) -> np.ndarray:
+        r"""The tree as a SciPy linkage matrix ``Z`` of shape ``(n_leaves - 1, 4)``.
+
+        Merge heights are the distances ``|heights - heights[0]|`` from the leaves: a parent
+        is never below its children, rows are in increasing height, and
+        ``fcluster(Z, t, "distance")`` gives :meth:`clusters_at_height` (``fcluster(Z, k,
+        "maxclust")`` gives :meth:`max_clusters`). For a :class:`RoseTree` these are its
+        heights :math:`h_v = -\max \ln r_A`, so ``fcluster(Z, -np.log(t), "distance")``
+        gives :meth:`RoseTree.cut` at threshold *t*. A node with *k* children becomes a chain of *k - 1* binary
+        merges at the node's height (zero-length branches), children in increasing
+        (height, id).
+        """
+        return np.asarray(self._structure.to_linkage())
+
+    def to_dict(self, labels: Sequence[Any] | None = None) -> dict[str, Any]:
+        """A JSON-ready description: nested nodes with their statistics.
+
+        Every node has ``id``, ``n_leaves`` and (with heights) ``height``; leaves add ``row``
+        (and ``label``), internal nodes ``children``; subclasses add their own per-node
+        values. Built without recursion; note that :func:`json.dumps` recurses, and
+        :meth:`to_json` does not.
+        """
+        names = None if labels is None else self._check_labels(labels)
+        built: dict[int, dict[str, Any]] = {}
+        for v in range(self.n_nodes):  # children before parents
+            d: dict[str, Any] = {"id": v, "n_leaves": int(self.sizes[v])}
+            d.update(self._node_values(v))
+            if self.heights is not None:
+                d["height"] = float(self.heights[v])
+            if v < self.n_leaves:
+                d["row"] = v
+                if names is not None:
+                    d["label"] = names[v]
+            else:
+                d.update(self._internal_values(v))
+                d["children"] = [built.pop(c) for c in self.children[v]]
+            built[v] = d
+        out: dict[str, Any] = {"n_leaves": self.n_leaves}
+        out.update(self._tree_values())
+        out["log10_n_partitions"] = self.n_partitions(log10=True)
+        out["root"] = built[self.root]
+        return out
+
+    def _node_values(self, v: int) -> dict[str, Any]:
+        """Family-specific values of every node for :meth:`to_dict`."""
+        return {}
+
+    def _internal_values(self, v: int) -> dict[str, Any]:
+        """Family-specific values of an internal node for :meth:`to_dict`."""
+        return {}
+
+    def _tree_values(self) -> dict[str, Any]:
+        """Family-specific values of the whole tree for :meth:`to_dict`."""
+        return {}
+
+    def _describe(self, v: int) -> str:
+        """What :meth:`format` prints after an internal node's size."""
+        if self.heights is None:
+            return ""
+        return f"  height = {self.heights[v]:.4g}"
+
+    def to_json(self, labels: Sequence[Any] | None = None, indent: int | None = None) -> str:
+        """:meth:`to_dict` as a JSON string, written without recursion.
+
+        The text equals ``json.dumps(self.to_dict(labels), indent=indent, default=str)``,
+        which itself fails on trees deeper than Python's recursion limit. Note that with
+        ``indent`` every line is indented by its depth, so a chain of *n* leaves takes
+        *O(n²)* characters; leave ``indent=None`` for deep trees. Python's own
+        :func:`json.loads` recurses too and cannot read back trees deeper than about 490
+        levels (two JSON levels per node); for those, keep the flat arrays (``children``,
+        ``log_p``, ...) instead.
+        """
+        return _dumps(self.to_dict(labels), indent)
+
+    def format(
+        self,
+        labels: Sequence[Any] | None = None,
+        max_leaves: int | None = None,
+        max_indent: int = 40,
+    ) -> str:
+        """An indented drawing of the tree with leaf labels and per-node values.
+
+        Parameters
+        ----------
+        labels : sequence, optional
+            Leaf names (default: row indices).
+        max_leaves : int, optional
+            Print at most this many leaves under any node, then a count of the rest.
+        max_indent : int, default=40
+            Indent at most this many levels: a deeper line starts with ``«+m»``, the number
+            of outer levels left out, and then shows the innermost ``max_indent`` levels, so
+            that a deep tree (a chain of *n* leaves) takes *O(n)* text rather than *O(n²)*.
+        """
+        names = (
+            [str(i) for i in range(self.n_leaves)]
+            if labels is None
+            else [str(s) for s in self._check_labels(labels)]
+        )
+        if isinstance(max_indent, bool) or not isinstance(max_indent, (int, np.integer)):
+            raise InvalidParameterError(
+                f"max_indent must be an integer, got {max_indent!r}", "max_indent"
+            )
+        if max_indent < 1:
+            raise InvalidParameterError(
+                f"max_indent must be at least 1, got {max_indent}", "max_indent"
+            )
+        width = 4 * int(max_indent)
+        lines: list[str] = []
+        # (node, guides of the innermost levels, levels left out, last child, is the root);
+        # each guide is 4 characters wide.
+        stack: list[tuple[int, str, int, bool, bool] | str] = [(self.root, "", 0, True, True)]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):  # a "more children" line
+                lines.append(item)
+                continue
+            v, guides, hidden, last, top = item
+            prefix = guides if hidden == 0 else f"«+{hidden}» {guides}"
+            branch = "" if top else ("└── " if last else "├── ")
+            if v < self.n_leaves:
+                lines.append(f"{prefix}{branch}{names[v]}")
+                continue
+            lines.append(
+                f"{prefix}{branch}[{self.sizes[v]} leaves, {len(self.children[v])} children]"
+                f"{self._describe(v)}"
+            )
+            kids = sorted(self.children[v], key=lambda c: (c >= self.n_leaves, c))
+            shown = kids if max_leaves is None else kids[: max(max_leaves, 1)]
+            inner, inner_hidden = guides, hidden
+            if not top:
+                inner += "    " if last else "│   "
+                if len(inner) > width:
+                    inner, inner_hidden = inner[4:], hidden + 1
+            if len(shown) < len(kids):
+                more = inner if inner_hidden == 0 else f"«+{inner_hidden}» {inner}"
+                stack.append(f"{more}└── … {len(kids) - len(shown)} more")
+            for k in reversed(range(len(shown))):
+                is_last = k == len(shown) - 1 and len(shown) == len(kids)
+                stack.append((shown[k], inner, inner_hidden, is_last, False))
+        return "\n".join(lines)
+
+    def _check_labels(self, labels: Sequence[Any]) -> list[Any]:
+        labels = list(labels)
+        if len(labels) != self.n_leaves:
+            raise InvalidParameterError(
+                f"labels has {len(labels)} entries; the tree has {self.n_leaves} leaves", "labels"
+            )
+        return labels
+
+    def __repr__(self) -> str:
+        return (
+            f"Tree(n_leaves={self.n_leaves}, n_internal={self.n_nodes - self.n_leaves}, "
+            f"heights={self.heights is not None})"
+        )
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+class RoseTree(Tree):
     r"""A Bayesian rose tree over ``n_leaves`` data items.
 
-    Node ids are dense: leaves are ``0 .. n_leaves - 1`` (leaf *i* is data row *i*), internal
-    nodes follow with every child before its parent, and the root is the last node. Each
-    node carries the quantities of the rose-tree mixture (BRT eqs 1.5 and 1.26).
+    A :class:`Tree` (same node ids, structure and conversions) whose nodes carry the
+    quantities of the rose-tree mixture (BRT eqs 1.5 and 1.26).
 
     Attributes
     ----------
@@ -74,30 +465,20 @@ class RoseTree:
 
     def __init__(self, core: Any) -> None:
         self._core = core
-        self.children: tuple[tuple[int, ...], ...] = tuple(tuple(c) for c in core.children())
-        self.n_leaves: int = int(core.n_leaves)
-        self.n_nodes: int = len(self.children)
-        self.root: int = self.n_nodes - 1
-        self.sizes = np.asarray(core.sizes(), dtype=np.int64)
+        self._set_structure(core.tree())
         self.log_f = np.asarray(core.log_f())
         self.log_p = np.asarray(core.log_p())
         self.log_pi = np.asarray(core.log_pi())
         self.log_1m_pi = np.asarray(core.log_1m_pi())
         self.log_evidence: float = float(core.log_evidence)
-        self.heights = np.asarray(core.heights())
-        parent = np.full(self.n_nodes, -1, dtype=np.int64)
-        for node, kids in enumerate(self.children):
-            parent[list(kids)] = node
-        self.parent = parent
-        arrays = (self.sizes, self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self.heights)
-        for arr in (*arrays, self.parent):
+        self._log_r = np.minimum(self.log_pi + self.log_f - self.log_p, 0.0)
+        for arr in (self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self._log_r):
             arr.flags.writeable = False
 
-    # ------------------------------------------------------------------ structure
-    @property
-    def internal_nodes(self) -> range:
-        """Ids of the internal nodes, children before parents."""
-        return range(self.n_leaves, self.n_nodes)
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RoseTree, (self._core,))
+
+    heights: np.ndarray
 
     @property
     def log_r(self) -> np.ndarray:
@@ -106,7 +487,7 @@ class RoseTree:
         :math:`r_T` is the posterior probability that the leaves of *T* form one cluster,
         given that the mixture reaches *T*; it is 1 at leaves.
         """
-        return np.minimum(self.log_pi + self.log_f - self.log_p, 0.0)
+        return self._log_r
 
     def log_cluster_weights(self) -> np.ndarray:
         r""":math:`\ln w_S` of every node: the predictive mixture weights of eq 1.25.
@@ -118,51 +499,6 @@ class RoseTree:
         cluster *S* with prior probability :math:`w_S`; the weights sum to one.
         """
         return np.asarray(self._core.log_cluster_weights())
-
-    def leaves(self, node: int | None = None) -> list[int]:
-        """Data rows below ``node`` (default: the root), in increasing order."""
-        node = self.root if node is None else self._check_node(node)
-        out: list[int] = []
-        stack = [node]
-        while stack:
-            v = stack.pop()
-            if v < self.n_leaves:
-                out.append(v)
-            else:
-                stack.extend(self.children[v])
-        return sorted(out)
-
-    def depth(self) -> int:
-        """Number of edges on the longest root-to-leaf path."""
-        return int(self._depths()[self.root])
-
-    def _check_node(self, node: int) -> int:
-        if not 0 <= int(node) < self.n_nodes:
-            raise IndexError(f"node {node} is not in the tree (0 .. {self.n_nodes - 1})")
-        return int(node)
-
-    def _depths(self) -> np.ndarray:
-        h = np.zeros(self.n_nodes, dtype=np.int64)
-        for v in self.internal_nodes:
-            h[v] = 1 + max(h[c] for c in self.children[v])
-        return h
-
-    # ------------------------------------------------------------------ partitions
-    def n_partitions(self, log10: bool = False) -> int | float:
-        r"""Number of tree-consistent partitions :math:`|\Phi(T)|` (eq 1.3).
-
-        Parameters
-        ----------
-        log10 : bool, default=False
-            Return :math:`\log_{10} |\Phi(T)|` as a float instead of the exact integer
-            (which can have thousands of digits for large trees).
-        """
-        if log10:
-            return float(self._core.n_partitions_log10())
-        count = [1] * self.n_nodes
-        for v in self.internal_nodes:
-            count[v] = 1 + math.prod(count[c] for c in self.children[v])
-        return count[self.root]
 
     def partitions(self, limit: int = 100_000) -> list[tuple[list[list[int]], float]]:
         r"""Every tree-consistent partition with its log mixing proportion (eq 1.6).
@@ -242,258 +578,23 @@ class RoseTree:
         """The nodes that form the clusters of :meth:`map_partition`, in increasing id order."""
         return list(self._core.map_partition())
 
-    def max_clusters(self, n_clusters: int) -> np.ndarray:
-        r"""At most ``n_clusters`` flat clusters: the lowest cut of :attr:`heights` that
-        gives no more (SciPy's ``fcluster(self.to_linkage(), n_clusters, "maxclust")``).
+    def _node_values(self, v: int) -> dict[str, Any]:
+        return {"log_p": float(self.log_p[v]), "log_f": float(self.log_f[v])}
 
-        The number of clusters changes only where the cut passes the height of an internal
-        node, and a node with *m* children (or several nodes at one height) splits into all
-        of them at once, so the tree may allow no cut with exactly ``n_clusters``; then this
-        gives the largest number below it rather than a part of a multi-way node (which would
-        not be a cluster of the tree). With ``n_clusters >= n_leaves`` every row is alone.
+    def _internal_values(self, v: int) -> dict[str, Any]:
+        return {"log_pi": float(self.log_pi[v]), "r": float(math.exp(self._log_r[v]))}
 
-        Parameters
-        ----------
-        n_clusters : int
-            At least 1.
+    def _tree_values(self) -> dict[str, Any]:
+        return {"log_evidence": self.log_evidence}
 
-        Returns
-        -------
-        labels : ndarray of shape (n_leaves,)
-            Cluster labels ``0 .. K-1`` (``K <= n_clusters``), numbered by first row.
-        """
-        return self.labels_of(self.max_clusters_nodes(n_clusters))
-
-    def max_clusters_nodes(self, n_clusters: int) -> list[int]:
-        """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""
-        if (
-            isinstance(n_clusters, bool)
-            or not isinstance(n_clusters, (int, np.integer))
-            or n_clusters < 1
-        ):
-            raise InvalidParameterError(
-                f"n_clusters must be a positive integer, got {n_clusters!r}", "n_clusters"
-            )
-        return list(self._core.max_clusters(int(n_clusters)))
-
-    def labels_of(self, nodes: Sequence[int]) -> np.ndarray:
-        """Cluster label of every data row, given the nodes of a flat clustering.
-
-        Parameters
-        ----------
-        nodes : sequence of int
-            Node ids whose leaf sets partition the data, e.g. :meth:`cut_nodes`.
-
-        Returns
-        -------
-        labels : ndarray of shape (n_leaves,)
-            Labels ``0 .. len(nodes) - 1`` numbered by the first row of each cluster.
-
-        Raises
-        ------
-        InvalidParameterError
-            If the nodes do not partition the rows.
-        """
-        try:
-            ids = [int(v) for v in nodes]
-        except (TypeError, ValueError):
-            raise InvalidParameterError("nodes must be node ids (int)", "nodes") from None
-        if any(v < 0 for v in ids):
-            raise InvalidParameterError("nodes must hold non-negative node ids", "nodes")
-        return np.asarray(self._core.labels(ids), dtype=np.int64)
-
-    def clusters_at_height(self, height: float) -> list[int]:
-        """The maximal nodes whose :attr:`heights` are at most ``height``, in id order.
-
-        These are the clusters of SciPy's ``fcluster(self.to_linkage(), height,
-        "distance")``; leaves are always clusters.
-        """
-        return list(self._core.clusters_at_height(float(height)))
-
-    # ------------------------------------------------------------------ conversions
-    def _subtree(self, node: int | None) -> tuple[int, list[int]]:
-        """``node`` (default: the root) and the ids below it, children before parents."""
-        node = self.root if node is None else self._check_node(node)
-        ids: list[int] = []
-        stack = [node]
-        while stack:
-            v = stack.pop()
-            ids.append(v)
-            if v >= self.n_leaves:
-                stack.extend(self.children[v])
-        ids.sort()
-        return node, ids
-
-    def to_nested(self, node: int | None = None) -> list[Any]:
-        """The tree as nested lists of data rows, e.g. ``[[0, 1, 2], [3, 4]]``.
-
-        Built bottom-up without recursion, so trees of any depth work.
-        """
-        node, ids = self._subtree(node)
-        built: dict[int, Any] = {}
-        for v in ids:  # children before parents
-            built[v] = v if v < self.n_leaves else [built.pop(c) for c in self.children[v]]
-        return built[node]  # type: ignore[no-any-return]
-
-    def to_newick(self, labels: Sequence[Any] | None = None, lengths: bool = False) -> str:
-        """The tree in Newick format; leaves are named by ``labels`` or by row index.
-
-        Parameters
-        ----------
-        labels : sequence of length n_leaves, optional
-            Leaf names (quoted where Newick needs it).
-        lengths : bool, default=False
-            Give every branch the length :math:`h_{parent} - h_{child}` of :attr:`heights`, so
-            that each leaf is at distance ``heights[root]`` from the root.
-        """
-        names = None if labels is None else [str(s) for s in self._check_labels(labels)]
-        return str(self._core.to_newick(names, bool(lengths)))
-
-    def to_linkage(self) -> np.ndarray:
-        r"""The tree as a SciPy linkage matrix ``Z`` of shape ``(n_leaves - 1, 4)``.
-
-        Merge heights are :attr:`heights`, :math:`h_v = -\max \ln r_A` over the path from
-        the root to *v*: a parent is never below its children, rows are in increasing
-        height, and ``scipy.cluster.hierarchy.fcluster(Z, -np.log(t), "distance")`` gives
-        :meth:`cut` at threshold *t* (``fcluster(Z, k, "maxclust")`` gives
-        :meth:`max_clusters`). A node with *k* children becomes a chain of *k - 1* binary
-        merges at the node's height (zero-length branches), children in increasing
-        (height, id).
-        """
-        return np.asarray(self._core.to_linkage())
-
-    def to_dict(self, labels: Sequence[Any] | None = None) -> dict[str, Any]:
-        """A JSON-ready description: nested nodes with their statistics.
-
-        Every node has ``id``, ``n_leaves``, ``log_p``, ``log_f`` and ``height``; leaves add
-        ``row`` (and ``label``), internal nodes ``log_pi``, ``r`` and ``children``. Built
-        without recursion; note that :func:`json.dumps` recurses, and :meth:`to_json` does
-        not.
-        """
-        names = None if labels is None else self._check_labels(labels)
-        log_r = self.log_r
-        built: dict[int, dict[str, Any]] = {}
-        for v in range(self.n_nodes):  # children before parents
-            d: dict[str, Any] = {
-                "id": v,
-                "n_leaves": int(self.sizes[v]),
-                "log_p": float(self.log_p[v]),
-                "log_f": float(self.log_f[v]),
-                "height": float(self.heights[v]),
-            }
-            if v < self.n_leaves:
-                d["row"] = v
-                if names is not None:
-                    d["label"] = names[v]
-            else:
-                d["log_pi"] = float(self.log_pi[v])
-                d["r"] = float(math.exp(log_r[v]))
-                d["children"] = [built.pop(c) for c in self.children[v]]
-            built[v] = d
-        return {
-            "n_leaves": self.n_leaves,
-            "log_evidence": self.log_evidence,
-            "log10_n_partitions": self.n_partitions(log10=True),
-            "root": built[self.root],
-        }
-
-    def to_json(self, labels: Sequence[Any] | None = None, indent: int | None = None) -> str:
-        """:meth:`to_dict` as a JSON string, written without recursion.
-
-        The text equals ``json.dumps(self.to_dict(labels), indent=indent, default=str)``,
-        which itself fails on trees deeper than Python's recursion limit. Note that with
-        ``indent`` every line is indented by its depth, so a chain of *n* leaves takes
-        *O(n²)* characters; leave ``indent=None`` for deep trees. Python's own
-        :func:`json.loads` recurses too and cannot read back trees deeper than about 490
-        levels (two JSON levels per node); for those, keep the flat arrays (``children``,
-        ``log_p``, ...) instead.
-        """
-        return _dumps(self.to_dict(labels), indent)
-
-    def format(
-        self,
-        labels: Sequence[Any] | None = None,
-        max_leaves: int | None = None,
-        max_indent: int = 40,
-    ) -> str:
-        """An indented drawing of the tree with leaf labels and per-node log evidence.
-
-        Parameters
-        ----------
-        labels : sequence, optional
-            Leaf names (default: row indices).
-        max_leaves : int, optional
-            Print at most this many leaves under any node, then a count of the rest.
-        max_indent : int, default=40
-            Indent at most this many levels: a deeper line starts with ``«+m»``, the number
-            of outer levels left out, and then shows the innermost ``max_indent`` levels, so
-            that a deep tree (a chain of *n* leaves) takes *O(n)* text rather than *O(n²)*.
-        """
-        names = (
-            [str(i) for i in range(self.n_leaves)]
-            if labels is None
-            else [str(s) for s in self._check_labels(labels)]
-        )
-        if isinstance(max_indent, bool) or not isinstance(max_indent, (int, np.integer)):
-            raise InvalidParameterError(
-                f"max_indent must be an integer, got {max_indent!r}", "max_indent"
-            )
-        if max_indent < 1:
-            raise InvalidParameterError(
-                f"max_indent must be at least 1, got {max_indent}", "max_indent"
-            )
-        width = 4 * int(max_indent)
-        log_r = self.log_r
-        lines: list[str] = []
-        # (node, guides of the innermost levels, levels left out, last child, is the root);
-        # each guide is 4 characters wide.
-        stack: list[tuple[int, str, int, bool, bool] | str] = [(self.root, "", 0, True, True)]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, str):  # a "more children" line
-                lines.append(item)
-                continue
-            v, guides, hidden, last, top = item
-            prefix = guides if hidden == 0 else f"«+{hidden}» {guides}"
-            branch = "" if top else ("└── " if last else "├── ")
-            if v < self.n_leaves:
-                lines.append(f"{prefix}{branch}{names[v]}")
-                continue
-            lines.append(
-                f"{prefix}{branch}[{self.sizes[v]} leaves, {len(self.children[v])} children]  "
-                f"log p = {self.log_p[v]:.3f}  r = {math.exp(log_r[v]):.3g}"
-            )
-            kids = sorted(self.children[v], key=lambda c: (c >= self.n_leaves, c))
-            shown = kids if max_leaves is None else kids[: max(max_leaves, 1)]
-            inner, inner_hidden = guides, hidden
-            if not top:
-                inner += "    " if last else "│   "
-                if len(inner) > width:
-                    inner, inner_hidden = inner[4:], hidden + 1
-            if len(shown) < len(kids):
-                more = inner if inner_hidden == 0 else f"«+{inner_hidden}» {inner}"
-                stack.append(f"{more}└── … {len(kids) - len(shown)} more")
-            for k in reversed(range(len(shown))):
-                is_last = k == len(shown) - 1 and len(shown) == len(kids)
-                stack.append((shown[k], inner, inner_hidden, is_last, False))
-        return "\n".join(lines)
-
-    def _check_labels(self, labels: Sequence[Any]) -> list[Any]:
-        labels = list(labels)
-        if len(labels) != self.n_leaves:
-            raise InvalidParameterError(
-                f"labels has {len(labels)} entries; the tree has {self.n_leaves} leaves", "labels"
-            )
-        return labels
+    def _describe(self, v: int) -> str:
+        return f"  log p = {self.log_p[v]:.3f}  r = {math.exp(self._log_r[v]):.3g}"
 
     def __repr__(self) -> str:
         return (
             f"RoseTree(n_leaves={self.n_leaves}, n_internal={self.n_nodes - self.n_leaves}, "
             f"log_evidence={self.log_evidence:.4f})"
         )
-
-    def __str__(self) -> str:
-        return self.format()
 
 
 def _dumps(obj: Any, indent: int | None) -> str:

@@ -35,5 +35,6 @@ mod python;
 #[cfg(test)]
 mod test_util;
 
+pub use brt::{NodeValues, Partition, RoseTree};
 pub use error::{Result, RoseTreeError};
-pub use tree::{Node, Partition, RoseTree, Topology};
+pub use tree::{Node, Topology, Tree};

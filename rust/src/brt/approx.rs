@@ -17,6 +17,7 @@
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use super::RoseTree;
 use super::evaluate::evaluate;
 use super::greedy::greedy;
 use super::merge::MergeRule;
@@ -24,7 +25,7 @@ use super::mixing::Mixing;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
 use crate::parallel::{PAR_THRESHOLD, Threads};
-use crate::tree::{RoseTree, Topology};
+use crate::tree::Topology;
 
 /// Levels of sample-and-split before the remaining parts are cut into exact blocks.
 const MAX_DEPTH: usize = 32;
@@ -141,12 +142,12 @@ fn top_clusters(top: &RoseTree) -> Vec<usize> {
             .enumerate()
             .filter(|&(_, &g)| !top.node(g).is_leaf())
             .min_by(|a, b| {
-                let (ra, rb) = (top.node(*a.1).log_r(), top.node(*b.1).log_r());
+                let (ra, rb) = (top.value(*a.1).log_r(), top.value(*b.1).log_r());
                 ra.total_cmp(&rb).then(a.1.cmp(b.1))
             });
         let Some((k, &g)) = worst else { break };
         let children = &top.node(g).children;
-        if top.node(g).log_r() >= 0.5f64.ln() || groups.len() - 1 + children.len() > MAX_GROUPS {
+        if top.value(g).log_r() >= 0.5f64.ln() || groups.len() - 1 + children.len() > MAX_GROUPS {
             break;
         }
         groups.swap_remove(k);

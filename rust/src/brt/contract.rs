@@ -8,7 +8,7 @@
 use super::merge::Summary;
 use super::mixing::Mixing;
 use super::score::{Score, log_add_exp_score};
-use crate::tree::RoseTree;
+use crate::brt::RoseTree;
 
 /// Under `"dp"`, the relative improvement of the root's log evidence below which a
 /// contraction is not taken, so that rounding noise cannot make the pass cycle.
@@ -24,11 +24,11 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     let mut parent: Vec<Option<usize>> = nodes.iter().map(|v| v.parent).collect();
     let mut alive = vec![true; nodes.len()];
     let mut summary: Vec<Summary> = Vec::with_capacity(nodes.len());
-    for (id, node) in nodes.iter().enumerate() {
+    for (id, values) in tree.values().iter().enumerate() {
         let s = if id < n {
-            Summary::leaf(node.log_f, mixing)
+            Summary::leaf(values.log_f, mixing)
         } else {
-            recompute(mixing, node.log_f, &children[id], &summary)
+            recompute(mixing, values.log_f, &children[id], &summary)
         };
         summary.push(s);
     }
@@ -64,7 +64,7 @@ pub fn contract_edges(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     }
 
     let sparse = (0..nodes.len())
-        .map(|id| alive[id].then(|| summary[id].to_node(std::mem::take(&mut children[id]))))
+        .map(|id| alive[id].then(|| (std::mem::take(&mut children[id]), summary[id].values())))
         .collect();
     RoseTree::from_sparse_nodes(sparse)
 }

@@ -1,10 +1,11 @@
 //! `ln p(D | T)` of a given tree (eq 1.5), bottom-up.
 
+use super::RoseTree;
 use super::merge::Summary;
 use super::mixing::Mixing;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
-use crate::tree::{RoseTree, Topology};
+use crate::tree::Topology;
 
 /// Annotates `topology` with `ln f`, `ln p` and `ln π` under `model` and `mixing`, given the
 /// statistics of each leaf (data row).
@@ -71,15 +72,15 @@ pub fn remix(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     let topology = tree.topology();
     let n = topology.n_leaves();
     let mut summary: Vec<Summary> = Vec::with_capacity(tree.nodes().len());
-    for node in &tree.nodes()[..n] {
-        summary.push(Summary::leaf(node.log_f, mixing));
+    for values in &tree.values()[..n] {
+        summary.push(Summary::leaf(values.log_f, mixing));
     }
     for (k, children) in topology.internal().iter().enumerate() {
         summary.push(Summary::internal(
             mixing,
             children.iter().map(|&c| summary[c].n_leaves).sum(),
             children.len(),
-            tree.nodes()[n + k].log_f,
+            tree.value(n + k).log_f,
             children.iter().map(|&c| summary[c].log_p).sum(),
             children.iter().map(|&c| summary[c].log_d).sum(),
         ));
@@ -122,7 +123,7 @@ pub(crate) fn annotated(topology: &Topology, summary: &[Summary]) -> RoseTree {
             } else {
                 topology.internal()[id - n].clone()
             };
-            s.to_node(children)
+            (children, s.values())
         })
         .collect();
     RoseTree::from_nodes(n, nodes)

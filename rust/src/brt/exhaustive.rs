@@ -7,11 +7,12 @@
 //! `O(n·3ⁿ)`. The DP rule's `π_T` depends on the whole subtree through `d_T`, so there every
 //! rose tree is enumerated (660,032 trees on 8 leaves).
 
+use super::RoseTree;
 use super::evaluate::evaluate;
 use super::mixing::{Mixing, node_log_p};
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
-use crate::tree::{RoseTree, Topology};
+use crate::tree::Topology;
 
 /// The largest data set [`optimal_tree`] accepts for the `"brt"` and `"gamma"` rules.
 pub const MAX_EXHAUSTIVE: usize = 12;

@@ -57,20 +57,20 @@ pub fn evidence_gradient<M: Differentiable>(
 ) -> Result<EvidenceGradient> {
     let tree = evaluate(model, mixing, topology, leaves)?;
     let stats = node_stats(model, topology, leaves);
-    let nodes = tree.nodes();
+    let (nodes, values) = (tree.nodes(), tree.values());
     let n = topology.n_leaves();
     let dp_dlog_d = dp_log_d_derivatives(mixing, &tree);
 
     let mut grad_model = vec![0.0; model.n_hyperparameters()];
     let mut grad_mixing = 0.0;
-    let mut log_reach = vec![0.0; nodes.len()];
+    let mut log_reach = vec![0.0_f64; nodes.len()];
     // Parents have larger ids than their children: descend from the root.
     for id in (n..nodes.len()).rev() {
-        let node = &nodes[id];
-        let sum_log_p: f64 = node.children.iter().map(|&c| nodes[c].log_p).sum();
-        let log_r = (node.log_pi + node.log_f - node.log_p).min(0.0);
+        let (node, v) = (&nodes[id], &values[id]);
+        let sum_log_p: f64 = node.children.iter().map(|&c| values[c].log_p).sum();
+        let log_r = v.log_r();
         // `1 − r` from its own terms, exact where `r` is close to one.
-        let log_1m_r = (node.log_1m_pi + sum_log_p - node.log_p).min(0.0);
+        let log_1m_r = (v.log_1m_pi + sum_log_p - v.log_p).min(0.0);
         for &c in &node.children {
             log_reach[c] = log_reach[id] + log_1m_r;
         }
@@ -85,7 +85,7 @@ pub fn evidence_gradient<M: Differentiable>(
         let (d_log_pi, d_log_1m_pi) = match *mixing {
             Mixing::Brt { gamma } => {
                 let k = node.children.len() as f64;
-                let d_log_pi = (k - 1.0) * ((k - 2.0) * (-gamma).ln_1p() - node.log_pi).exp();
+                let d_log_pi = (k - 1.0) * ((k - 2.0) * (-gamma).ln_1p() - v.log_pi).exp();
                 (d_log_pi, -(k - 1.0) / (1.0 - gamma))
             }
             Mixing::Gamma { gamma } => (1.0 / gamma, -1.0 / (1.0 - gamma)),
@@ -114,7 +114,7 @@ pub fn evidence_gradient<M: Differentiable>(
 /// `u_S = ∂ ln d_S / ∂a` of every node under the DP rule, bottom-up: `u_leaf = 1/a`,
 /// `u_S = π_S / a + (1 − π_S) Σ_children u_c` (from `d_S = a Γ(n_S) + Π d_c`). Empty for
 /// the other rules.
-fn dp_log_d_derivatives(mixing: &Mixing, tree: &crate::tree::RoseTree) -> Vec<f64> {
+fn dp_log_d_derivatives(mixing: &Mixing, tree: &super::RoseTree) -> Vec<f64> {
     let Mixing::Dp { alpha } = *mixing else {
         return Vec::new();
     };
@@ -123,7 +123,8 @@ fn dp_log_d_derivatives(mixing: &Mixing, tree: &crate::tree::RoseTree) -> Vec<f6
     for id in tree.n_leaves()..nodes.len() {
         let node = &nodes[id];
         let below: f64 = node.children.iter().map(|&c| u[c]).sum();
-        u[id] = node.log_pi.exp() / alpha + node.log_1m_pi.exp() * below;
+        let v = tree.value(id);
+        u[id] = v.log_pi.exp() / alpha + v.log_1m_pi.exp() * below;
     }
     u
 }

@@ -8,10 +8,10 @@ use super::merge::{MergeOp, MergeRule, Summary, best_merge, merged_summary};
 use super::mixing::{Mixing, PriorTable};
 use super::score::Score;
 use crate::agglomerate::{Linkage, agglomerate};
+use crate::brt::RoseTree;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
 use crate::parallel::{PAR_THRESHOLD, Threads};
-use crate::tree::RoseTree;
 
 /// Scores rank in the engine as exact arithmetic ranks them.
 impl crate::agglomerate::TotalOrder for Score {
@@ -188,7 +188,10 @@ impl<M: ClusterModel> RoseLinkage<'_, M> {
             .zip(self.children)
             .zip(self.dissolved)
             .map(|((s, children), dissolved)| {
-                (!dissolved).then(|| s.to_node(children.into_iter().map(|c| c as usize).collect()))
+                (!dissolved).then(|| {
+                    let children = children.into_iter().map(|c| c as usize).collect();
+                    (children, s.values())
+                })
             })
             .collect();
         RoseTree::from_sparse_nodes(nodes)

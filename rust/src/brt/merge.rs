@@ -1,9 +1,9 @@
 //! The four merges of greedy rose-tree construction (BRT §1.4, Figure 1.5) and their
 //! likelihood-ratio score (eq 1.23), or the merged node's posterior merge probability.
 
+use super::NodeValues;
 use super::mixing::{NodePriors, node_log_p};
 use super::score::{Score, ln_softplus, log_add_exp_pair, log_add_exp_score};
-use crate::tree::Node;
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
 /// tie-breaking preference of `CONVENTIONS.md`.
@@ -118,12 +118,9 @@ impl Summary {
         }
     }
 
-    /// The tree node with these quantities and `children`.
-    pub fn to_node(&self, children: Vec<usize>) -> Node {
-        Node {
-            children,
-            parent: None,
-            n_leaves: self.n_leaves,
+    /// The rose-tree quantities of a node with this summary.
+    pub fn values(&self) -> NodeValues {
+        NodeValues {
             log_f: self.log_f,
             log_p: self.log_p,
             log_pi: self.log_pi,

@@ -21,6 +21,7 @@ mod greedy;
 mod merge;
 mod mixing;
 mod predict;
+mod rose_tree;
 mod score;
 
 pub use approx::{ApproxParams, approximate};
@@ -32,6 +33,7 @@ pub use greedy::greedy;
 pub use merge::{MergeOp, MergeRule, Summary, best_merge, merged_summary};
 pub use mixing::{Mixing, NodePrior, node_log_p};
 pub use predict::{MissingEntry, Predictor, log_cluster_weights};
+pub use rose_tree::{MAX_PARTITION_ROWS, NodeValues, Partition, RoseTree};
 pub use score::{Score, SignedLog};
 
 use ndarray::ArrayView2;
@@ -39,7 +41,6 @@ use ndarray::ArrayView2;
 use crate::error::Result;
 use crate::models::ClusterModel;
 use crate::parallel::Threads;
-use crate::tree::RoseTree;
 
 /// Options of the greedy search.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -29,11 +29,11 @@
 
 use ndarray::Array2;
 
+use crate::brt::RoseTree;
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_add_exp;
 use crate::models::{BetaBernoulli, ClusterModel};
 use crate::parallel::Threads;
-use crate::tree::RoseTree;
 
 /// `ln w_S` of every node of `tree` (eq 1.25 with the weights normalised by `|leaves(A)|`,
 /// see the module docs): the prior probability that a new data item belongs to cluster `S`.
@@ -72,16 +72,18 @@ pub fn log_cluster_weights(tree: &RoseTree) -> Vec<f64> {
 /// `(1 − π_T) Π p(children) / p(T)`, which stays accurate when `r_T` is close to one; at a
 /// leaf it is `−∞`.
 fn log_r_pair(tree: &RoseTree) -> (Vec<f64>, Vec<f64>) {
-    let nodes = tree.nodes();
-    let log_r = nodes.iter().map(crate::tree::Node::log_r).collect();
-    let log_1m_r = nodes
+    let values = tree.values();
+    let log_r = values.iter().map(super::NodeValues::log_r).collect();
+    let log_1m_r = tree
+        .nodes()
         .iter()
-        .map(|node| {
+        .zip(values)
+        .map(|(node, v)| {
             if node.is_leaf() {
                 return f64::NEG_INFINITY;
             }
-            let children: f64 = node.children.iter().map(|&c| nodes[c].log_p).sum();
-            (node.log_1m_pi + children - node.log_p).min(0.0)
+            let children: f64 = node.children.iter().map(|&c| values[c].log_p).sum();
+            (v.log_1m_pi + children - v.log_p).min(0.0)
         })
         .collect();
     (log_r, log_1m_r)

@@ -254,7 +254,9 @@ fn evidence_is_the_sum_over_enumerated_partitions() {
             );
             let terms: Vec<f64> = parts
                 .iter()
-                .map(|p| p.log_weight + p.clusters.iter().map(|&c| tree.node(c).log_f).sum::<f64>())
+                .map(|p| {
+                    p.log_weight + p.clusters.iter().map(|&c| tree.value(c).log_f).sum::<f64>()
+                })
                 .collect();
             assert!((log_sum_exp(&terms) - tree.log_evidence()).abs() < 1e-10);
         }

@@ -19,7 +19,7 @@ use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
 use crate::tree::Topology;
 use models::{build_model, with_model};
-use tree::PyRoseTree;
+use tree::{PyRoseTree, PyTree};
 
 pub(crate) fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
     let m = match mixing {
@@ -246,6 +246,7 @@ fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyDict>) -> PyRe
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRoseTree>()?;
+    m.add_class::<PyTree>()?;
     m.add_function(wrap_pyfunction!(fit_brt, m)?)?;
     m.add_function(wrap_pyfunction!(fit_brt_csr, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;

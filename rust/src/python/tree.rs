@@ -1,10 +1,123 @@
-//! The fitted tree as seen from Python: a frozen handle with array getters.
+//! Trees as seen from Python: frozen handles with array getters. `Tree` is the shared
+//! structure with optional heights (every family's output); `RoseTree` adds the rose-tree
+//! mixture's quantities and hands out its structure as a `Tree`.
 
 use ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::prelude::*;
 
-use crate::tree::{RoseTree, Topology};
+use crate::brt::{NodeValues, RoseTree};
+use crate::tree::{Topology, Tree};
+
+/// A tree with optional heights, shared by every model family. `rosetree.Tree` wraps it.
+#[pyclass(frozen, module = "rosetree._core", name = "Tree")]
+pub struct PyTree {
+    pub(crate) inner: Tree,
+}
+
+impl From<Tree> for PyTree {
+    fn from(inner: Tree) -> Self {
+        Self { inner }
+    }
+}
+
+#[pymethods]
+impl PyTree {
+    /// A tree from its shape (children of each internal node, in topological order) and
+    /// optional heights, one per node; also what pickling uses.
+    #[new]
+    #[pyo3(signature = (n_leaves, internal, heights=None))]
+    fn new(
+        n_leaves: usize,
+        internal: Vec<Vec<usize>>,
+        heights: Option<Vec<f64>>,
+    ) -> PyResult<Self> {
+        let topology = Topology::new(n_leaves, internal)?;
+        Ok(Tree::new(&topology, heights)?.into())
+    }
+
+    fn __getnewargs__(&self) -> (usize, Vec<Vec<usize>>, Option<Vec<f64>>) {
+        (
+            self.inner.n_leaves(),
+            self.inner.topology().internal().to_vec(),
+            self.inner.heights().map(<[f64]>::to_vec),
+        )
+    }
+
+    /// Number of leaves (data rows).
+    #[getter]
+    fn n_leaves(&self) -> usize {
+        self.inner.n_leaves()
+    }
+
+    /// Child ids of every node (empty lists for leaves).
+    fn children(&self) -> Vec<Vec<usize>> {
+        self.inner
+            .nodes()
+            .iter()
+            .map(|n| n.children.clone())
+            .collect()
+    }
+
+    /// Leaves below every node.
+    fn sizes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<usize>> {
+        self.inner
+            .nodes()
+            .iter()
+            .map(|n| n.n_leaves)
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+    }
+
+    /// The height of every node, or `None`.
+    fn heights<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<f64>>> {
+        self.inner.heights().map(|h| h.to_vec().into_pyarray(py))
+    }
+
+    /// `log10` of the number of tree-consistent partitions.
+    fn n_partitions_log10(&self) -> f64 {
+        self.inner.n_partitions_log10()
+    }
+
+    /// Newick string, leaves named by `labels` or by row index; with `lengths`, branch
+    /// lengths from the heights.
+    #[pyo3(signature = (labels=None, lengths=false))]
+    fn to_newick(&self, labels: Option<Vec<String>>, lengths: bool) -> PyResult<String> {
+        Ok(if lengths {
+            self.inner.to_newick_with_lengths(labels.as_deref())?
+        } else {
+            self.inner.to_newick(labels.as_deref())
+        })
+    }
+
+    /// Cluster nodes of the maximal nodes at distance at most `t` from the leaves.
+    fn clusters_at_height(&self, t: f64) -> PyResult<Vec<usize>> {
+        Ok(self.inner.clusters_at_height(t)?)
+    }
+
+    /// Cluster nodes of the lowest cut with at most `k` clusters.
+    fn max_clusters(&self, k: usize) -> PyResult<Vec<usize>> {
+        Ok(self.inner.max_clusters(k)?)
+    }
+
+    /// Label of every row, given cluster nodes that partition the data.
+    fn labels<'py>(
+        &self,
+        py: Python<'py>,
+        clusters: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyArray1<usize>>> {
+        Ok(self.inner.labels(&clusters)?.into_pyarray(py))
+    }
+
+    /// SciPy linkage matrix, `(n_leaves − 1) × 4`.
+    fn to_linkage<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let rows = self.inner.to_linkage()?;
+        let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+        Ok(Array2::from_shape_vec((rows.len(), 4), flat)
+            .expect("four numbers per row")
+            .into_pyarray(py))
+    }
+}
 
 /// A Bayesian rose tree computed in Rust. `rosetree.RoseTree` wraps it.
 #[pyclass(frozen, module = "rosetree._core", name = "RoseTree")]
@@ -22,10 +135,10 @@ impl PyRoseTree {
     fn column<'py>(
         &self,
         py: Python<'py>,
-        f: impl Fn(&crate::Node) -> f64,
+        f: impl Fn(&NodeValues) -> f64,
     ) -> Bound<'py, PyArray1<f64>> {
         self.inner
-            .nodes()
+            .values()
             .iter()
             .map(f)
             .collect::<Vec<_>>()
@@ -60,22 +173,21 @@ impl PyRoseTree {
         Vec<f64>,
         Vec<f64>,
     ) {
-        let nodes = self.inner.nodes();
-        let col = |f: fn(&crate::Node) -> f64| nodes.iter().map(f).collect::<Vec<_>>();
+        let values = self.inner.values();
+        let col = |f: fn(&NodeValues) -> f64| values.iter().map(f).collect::<Vec<_>>();
         (
             self.inner.n_leaves(),
             self.inner.topology().internal().to_vec(),
-            col(|n| n.log_f),
-            col(|n| n.log_p),
-            col(|n| n.log_pi),
-            col(|n| n.log_1m_pi),
+            col(|v| v.log_f),
+            col(|v| v.log_p),
+            col(|v| v.log_pi),
+            col(|v| v.log_1m_pi),
         )
     }
 
-    /// Number of leaves (data rows).
-    #[getter]
-    fn n_leaves(&self) -> usize {
-        self.inner.n_leaves()
+    /// The structure and heights (`h_v = −max ln r` on the root path), as the shared tree.
+    fn tree(&self) -> PyTree {
+        self.inner.tree().clone().into()
     }
 
     /// `ln p(D | T)` of the whole tree.
@@ -84,48 +196,24 @@ impl PyRoseTree {
         self.inner.log_evidence()
     }
 
-    /// Child ids of every node (empty lists for leaves).
-    fn children(&self) -> Vec<Vec<usize>> {
-        self.inner
-            .nodes()
-            .iter()
-            .map(|n| n.children.clone())
-            .collect()
-    }
-
-    /// Leaves below every node.
-    fn sizes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<usize>> {
-        self.inner
-            .nodes()
-            .iter()
-            .map(|n| n.n_leaves)
-            .collect::<Vec<_>>()
-            .into_pyarray(py)
-    }
-
     /// `ln f` of every node.
     fn log_f<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.column(py, |n| n.log_f)
+        self.column(py, |v| v.log_f)
     }
 
     /// `ln p(leaves(T) | T)` of every node.
     fn log_p<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.column(py, |n| n.log_p)
+        self.column(py, |v| v.log_p)
     }
 
     /// `ln π_T` of every node (0 at leaves).
     fn log_pi<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.column(py, |n| n.log_pi)
+        self.column(py, |v| v.log_pi)
     }
 
     /// `ln(1 − π_T)` of every node (−inf at leaves).
     fn log_1m_pi<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.column(py, |n| n.log_1m_pi)
-    }
-
-    /// `log10` of the number of tree-consistent partitions.
-    fn n_partitions_log10(&self) -> f64 {
-        self.inner.n_partitions_log10()
+        self.column(py, |v| v.log_1m_pi)
     }
 
     /// Every tree-consistent partition as `(node ids, ln m(φ|T))`.
@@ -138,22 +226,6 @@ impl PyRoseTree {
             .collect())
     }
 
-    /// Newick string, leaves named by `labels` or by row index; with `lengths`, branch
-    /// lengths from the heights.
-    #[pyo3(signature = (labels=None, lengths=false))]
-    fn to_newick(&self, labels: Option<Vec<String>>, lengths: bool) -> String {
-        if lengths {
-            self.inner.to_newick_with_lengths(labels.as_deref())
-        } else {
-            self.inner.to_newick(labels.as_deref())
-        }
-    }
-
-    /// `h_v = −max ln r` over the path from the root to every node.
-    fn heights<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.heights().into_pyarray(py)
-    }
-
     /// `ln w_S` of every node (eq 1.25).
     fn log_cluster_weights<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
         crate::brt::log_cluster_weights(&self.inner).into_pyarray(py)
@@ -162,11 +234,6 @@ impl PyRoseTree {
     /// Cluster nodes of the top-down cut `r ≥ threshold`.
     fn cut(&self, threshold: f64) -> PyResult<Vec<usize>> {
         Ok(self.inner.cut(threshold)?)
-    }
-
-    /// Cluster nodes of the maximal nodes with height at most `t`.
-    fn clusters_at_height(&self, t: f64) -> Vec<usize> {
-        self.inner.clusters_at_height(t)
     }
 
     /// The same tree with its mixture quantities recomputed under another mixing rule.
@@ -178,28 +245,5 @@ impl PyRoseTree {
     /// Cluster nodes of the most probable tree-consistent partition.
     fn map_partition(&self) -> Vec<usize> {
         self.inner.map_partition()
-    }
-
-    /// Cluster nodes of the lowest cut with at most `k` clusters.
-    fn max_clusters(&self, k: usize) -> PyResult<Vec<usize>> {
-        Ok(self.inner.max_clusters(k)?)
-    }
-
-    /// Label of every row, given cluster nodes that partition the data.
-    fn labels<'py>(
-        &self,
-        py: Python<'py>,
-        clusters: Vec<usize>,
-    ) -> PyResult<Bound<'py, PyArray1<usize>>> {
-        Ok(self.inner.labels(&clusters)?.into_pyarray(py))
-    }
-
-    /// SciPy linkage matrix, `(n_leaves − 1) × 4`.
-    fn to_linkage<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray2<f64>> {
-        let rows = self.inner.to_linkage();
-        let flat: Vec<f64> = rows.iter().flatten().copied().collect();
-        Array2::from_shape_vec((rows.len(), 4), flat)
-            .expect("four numbers per row")
-            .into_pyarray(py)
     }
 }

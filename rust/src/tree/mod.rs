@@ -1,15 +1,24 @@
-//! The rose tree shared by every engine: an arena of nodes annotated with the quantities of
-//! the Bayesian rose tree mixture (BRT eqs 1.3–1.7, 1.26).
+//! The tree shared by every engine: structure (compact node ids, parents and children, leaf
+//! sets) and an optional height per node. Each model family keeps its own per-node
+//! quantities beside it (the rose-tree mixture's in [`crate::brt::RoseTree`]); the
+//! [`arena`](self) module, when present, holds the mutable tree that MCMC moves edit.
 //!
 //! Node ids are dense: leaves are `0..n_leaves` (leaf `i` is data row `i`), internal nodes
 //! follow in topological order (every child before its parent), and the root is the last
 //! node.
+//!
+//! Heights are in each family's own units and direction: a rose tree's `−max ln r` grows
+//! from 0 at the leaves, a coalescent's merge times fall from 0 at the leaves, a diffusion
+//! tree's divergence times fall from 1 at the leaves. What every family shares is that all
+//! leaves have one height and that heights move away from it monotonically towards the root;
+//! [`Tree::distances`] turns them into the distances from the leaves that SciPy's linkage
+//! matrices and Newick branch lengths use.
 
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_add_exp;
 
-/// One node of a [`RoseTree`].
-#[derive(Debug, Clone, PartialEq)]
+/// One node of a [`Tree`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     /// Child node ids; empty for a leaf.
     pub children: Vec<usize>,
@@ -17,27 +26,12 @@ pub struct Node {
     pub parent: Option<usize>,
     /// Number of data items (leaves) below this node.
     pub n_leaves: usize,
-    /// `ln f(leaves(T))`, the cluster's log marginal likelihood (eq 1.1).
-    pub log_f: f64,
-    /// `ln p(leaves(T) | T)`, the subtree's log evidence (eq 1.5).
-    pub log_p: f64,
-    /// `ln π_T`, the log mixing proportion of keeping the leaves together; `0` for a leaf.
-    pub log_pi: f64,
-    /// `ln(1 − π_T)`, kept separately so that it is accurate when `π_T` is close to one;
-    /// `−∞` for a leaf.
-    pub log_1m_pi: f64,
 }
 
 impl Node {
     /// Whether this node is a leaf.
     pub fn is_leaf(&self) -> bool {
         self.children.is_empty()
-    }
-
-    /// `ln r_T = ln π_T + ln f − ln p` (eq 1.26): the log posterior probability that the
-    /// leaves of `T` form one cluster, given that the mixture reaches `T`.
-    pub fn log_r(&self) -> f64 {
-        (self.log_pi + self.log_f - self.log_p).min(0.0)
     }
 }
 
@@ -116,25 +110,59 @@ impl Topology {
     }
 }
 
-/// A tree-consistent partition (eq 1.3) with its mixing proportion (eq 1.6).
+/// A tree over `n_leaves` data items with an optional height per node (see the module
+/// docs).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Partition {
-    /// The node ids whose leaf sets are the clusters.
-    pub clusters: Vec<usize>,
-    /// `ln m(φ | T)`.
-    pub log_weight: f64,
-}
-
-/// A rose tree whose nodes carry `ln f`, `ln p` and `ln π` (see [`Node`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RoseTree {
+pub struct Tree {
     nodes: Vec<Node>,
     n_leaves: usize,
+    heights: Option<Vec<f64>>,
 }
 
-impl RoseTree {
-    /// Assembles a tree from annotated nodes in the id order described in the module docs;
-    /// parents are filled in here.
+impl Tree {
+    /// The tree of a checked shape, with heights or without.
+    ///
+    /// # Examples
+    /// ```
+    /// use rosetree::tree::{Topology, Tree};
+    ///
+    /// // ((0, 1), 2) with coalescence times: leaves at 0, merges at −1 and −2.5.
+    /// let shape = Topology::new(3, vec![vec![0, 1], vec![3, 2]])?;
+    /// let tree = Tree::new(&shape, Some(vec![0.0, 0.0, 0.0, -1.0, -2.5]))?;
+    /// assert_eq!(tree.to_newick_with_lengths(None)?, "((0:1,1:1):1.5,2:2.5);");
+    /// assert_eq!(tree.to_linkage()?[1], [2.0, 3.0, 2.5, 3.0]);
+    /// # Ok::<(), rosetree::RoseTreeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] for heights of the wrong length, NaN, different at two
+    /// leaves or infinite at a leaf, or not moving monotonically away from the leaves' height.
+    pub fn new(topology: &Topology, heights: Option<Vec<f64>>) -> Result<Self> {
+        let n = topology.n_leaves();
+        let mut nodes: Vec<Node> = (0..n)
+            .map(|_| Node {
+                children: Vec::new(),
+                parent: None,
+                n_leaves: 1,
+            })
+            .collect();
+        for children in topology.internal() {
+            let n_leaves = children.iter().map(|&c| nodes[c].n_leaves).sum();
+            nodes.push(Node {
+                children: children.clone(),
+                parent: None,
+                n_leaves,
+            });
+        }
+        let tree = Self::from_nodes(n, nodes);
+        match heights {
+            Some(h) => tree.with_heights(h),
+            None => Ok(tree),
+        }
+    }
+
+    /// Assembles a tree from nodes in the id order of the module docs; parents are filled in
+    /// here.
     pub(crate) fn from_nodes(n_leaves: usize, mut nodes: Vec<Node>) -> Self {
         for id in 0..nodes.len() {
             for k in 0..nodes[id].children.len() {
@@ -142,81 +170,59 @@ impl RoseTree {
                 nodes[c].parent = Some(id);
             }
         }
-        Self { nodes, n_leaves }
+        Self {
+            nodes,
+            n_leaves,
+            heights: None,
+        }
     }
 
-    /// Reassembles a tree from its shape and per-node values (as stored by
-    /// [`RoseTree::topology`] and the node fields), for example after serialisation. Each
-    /// slice has one value per node, leaves first.
+    /// The same tree with `heights` (one per node, leaves first).
     ///
     /// # Errors
-    /// [`RoseTreeError::InvalidTree`] for an invalid shape or slices of the wrong length.
-    pub fn from_parts(
-        topology: &Topology,
-        log_f: &[f64],
-        log_p: &[f64],
-        log_pi: &[f64],
-        log_1m_pi: &[f64],
-    ) -> Result<Self> {
-        let n = topology.n_leaves();
-        let total = n + topology.internal().len();
-        if [log_f.len(), log_p.len(), log_pi.len(), log_1m_pi.len()]
-            .iter()
-            .any(|&l| l != total)
-        {
-            return Err(RoseTreeError::InvalidTree(format!(
-                "expected {total} values per node quantity"
-            )));
+    /// As [`new`](Self::new).
+    pub fn with_heights(mut self, heights: Vec<f64>) -> Result<Self> {
+        let bad = |why: String| Err(RoseTreeError::InvalidTree(why));
+        if heights.len() != self.nodes.len() {
+            return bad(format!(
+                "expected {} heights (one per node), got {}",
+                self.nodes.len(),
+                heights.len()
+            ));
         }
-        let mut nodes: Vec<Node> = Vec::with_capacity(total);
-        for id in 0..total {
-            let children = if id < n {
-                Vec::new()
-            } else {
-                topology.internal()[id - n].clone()
-            };
-            let n_leaves = if id < n {
-                1
-            } else {
-                children.iter().map(|&c| nodes[c].n_leaves).sum()
-            };
-            nodes.push(Node {
-                children,
-                parent: None,
-                n_leaves,
-                log_f: log_f[id],
-                log_p: log_p[id],
-                log_pi: log_pi[id],
-                log_1m_pi: log_1m_pi[id],
-            });
+        if let Some(v) = heights.iter().position(|h| h.is_nan()) {
+            return bad(format!("the height of node {v} is NaN"));
         }
-        Ok(Self::from_nodes(n, nodes))
-    }
-
-    /// Assembles a tree from nodes with gaps: `nodes[k]` is `None` for an id that does not
-    /// survive (a root dissolved by an absorb or collapse, a contracted edge). The surviving
-    /// nodes keep their relative order and are renumbered densely; the last one is the root.
-    pub(crate) fn from_sparse_nodes(nodes: Vec<Option<Node>>) -> Self {
-        let mut new_id = vec![usize::MAX; nodes.len()];
-        let mut next = 0;
-        for (old, node) in nodes.iter().enumerate() {
-            if node.is_some() {
-                new_id[old] = next;
-                next += 1;
+        let leaf = heights[0];
+        if !leaf.is_finite() {
+            return bad(format!("the leaves' height is {leaf}"));
+        }
+        if let Some(v) = (1..self.n_leaves).find(|&v| heights[v] != leaf) {
+            return bad(format!(
+                "leaves must share one height: leaf 0 is at {leaf}, leaf {v} at {}",
+                heights[v]
+            ));
+        }
+        let sign = direction(leaf, heights[self.nodes.len() - 1]);
+        for (v, node) in self.nodes.iter().enumerate() {
+            if let Some(p) = node.parent {
+                if sign * (heights[p] - heights[v]) < 0.0 {
+                    return bad(format!(
+                        "node {p} (height {}) is nearer the leaves' height {leaf} than its \
+                         child {v} (height {})",
+                        heights[p], heights[v]
+                    ));
+                }
             }
         }
-        let dense: Vec<Node> = nodes
-            .into_iter()
-            .flatten()
-            .map(|mut node| {
-                for c in &mut node.children {
-                    *c = new_id[*c];
-                }
-                node
-            })
-            .collect();
-        let n_leaves = dense.iter().filter(|n| n.is_leaf()).count();
-        Self::from_nodes(n_leaves, dense)
+        self.heights = Some(heights);
+        Ok(self)
+    }
+
+    /// Sets heights that the caller guarantees to be monotone (see the module docs).
+    pub(crate) fn set_heights_unchecked(&mut self, heights: Vec<f64>) {
+        debug_assert_eq!(heights.len(), self.nodes.len());
+        self.heights = Some(heights);
     }
 
     /// Number of leaves (data items).
@@ -239,9 +245,27 @@ impl RoseTree {
         self.nodes.len() - 1
     }
 
-    /// `ln p(D | T)` of the whole tree (eq 1.5).
-    pub fn log_evidence(&self) -> f64 {
-        self.nodes[self.root()].log_p
+    /// The height of every node, if the tree has heights.
+    pub fn heights(&self) -> Option<&[f64]> {
+        self.heights.as_deref()
+    }
+
+    /// The distance of every node from the leaves' height, `|h_v − h_leaf|`: 0 at the
+    /// leaves and never smaller at a parent than at its children. These are the heights of
+    /// [`to_linkage`](Self::to_linkage) and the branch lengths of
+    /// [`to_newick_with_lengths`](Self::to_newick_with_lengths).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] if the tree has no heights.
+    pub fn distances(&self) -> Result<Vec<f64>> {
+        let h = self
+            .heights
+            .as_deref()
+            .ok_or_else(|| RoseTreeError::InvalidTree("the tree has no heights".into()))?;
+        let leaf = h[0];
+        let sign = direction(leaf, h[h.len() - 1]);
+        // 0.0 + …, so that leaves get +0.0.
+        Ok(h.iter().map(|&x| 0.0 + sign * (x - leaf)).collect())
     }
 
     /// The shape of this tree.
@@ -294,94 +318,15 @@ impl RoseTree {
         Some(count[self.root()])
     }
 
-    /// Every tree-consistent partition with its mixing proportion `ln m(φ | T)` (eq 1.6), in
-    /// the order of the recursion: at each node the whole cluster first, then every
-    /// combination of its children's partitions, the first child varying slowest.
+    /// The maximal nodes whose distance from the leaves ([`distances`](Self::distances)) is
+    /// at most `t`, in increasing id order; leaves are always taken. These are the flat
+    /// clusters that SciPy's `fcluster(Z, t, "distance")` finds in
+    /// [`to_linkage`](Self::to_linkage).
     ///
     /// # Errors
-    /// [`RoseTreeError::InvalidParameter`] on `limit` when the tree has more than `limit`
-    /// partitions (the count grows exponentially with the number of leaves), or when
-    /// partitions × leaves exceeds [`MAX_PARTITION_ROWS`]: every partition covers all the
-    /// data, so a chain of `n` leaves, with only `n` partitions, already lists `n²/2`
-    /// clusters.
-    pub fn partitions(&self, limit: usize) -> Result<Vec<Partition>> {
-        let too_many = |what: &str| {
-            RoseTreeError::param(
-                "limit",
-                format!(
-                    "the tree has about 10^{:.1} partitions, {what}",
-                    self.n_partitions_log10()
-                ),
-            )
-        };
-        match self.n_partitions() {
-            Some(n) if n <= limit as u128 => {
-                if n.saturating_mul(self.n_leaves as u128) > MAX_PARTITION_ROWS {
-                    return Err(too_many(&format!(
-                        "which over {} leaves exceed {MAX_PARTITION_ROWS} rows in all",
-                        self.n_leaves
-                    )));
-                }
-            }
-            _ => return Err(too_many(&format!("more than the limit {limit}"))),
-        }
-        // Bottom-up over the ids (children before parents), so that no walk recurses; each
-        // node's list is taken by its parent once.
-        let mut below: Vec<Vec<Partition>> = Vec::with_capacity(self.nodes.len());
-        for (id, node) in self.nodes.iter().enumerate() {
-            let whole = Partition {
-                clusters: vec![id],
-                log_weight: node.log_pi,
-            };
-            let mut combos = vec![Partition {
-                clusters: Vec::new(),
-                log_weight: node.log_1m_pi,
-            }];
-            if node.is_leaf() {
-                below.push(vec![whole]);
-                continue;
-            }
-            for &c in &node.children {
-                let child = std::mem::take(&mut below[c]);
-                combos = combos
-                    .iter()
-                    .flat_map(|p| {
-                        child.iter().map(move |q| Partition {
-                            clusters: p.clusters.iter().chain(&q.clusters).copied().collect(),
-                            log_weight: p.log_weight + q.log_weight,
-                        })
-                    })
-                    .collect();
-            }
-            combos.insert(0, whole);
-            below.push(combos);
-        }
-        Ok(below.pop().expect("a tree has a root"))
-    }
-
-    /// The height of every node: `h_v = −max_{A ∈ path(root → v)} ln r_A`, with `r_A` the
-    /// posterior merge probability of eq 1.26 and the path including `v` itself.
-    ///
-    /// Leaves are at 0 (`r = 1`), a parent is never below its children, and the maximal
-    /// nodes with `h_v ≤ −ln t` are exactly the clusters of Heller & Ghahramani's top-down cut
-    /// `r ≥ t` ([`cut`](Self::cut)): descending from the root, the first node with
-    /// `ln r_A ≥ ln t` is the first whose height is at most `−ln t`. These are the heights of
-    /// [`to_linkage`](Self::to_linkage).
-    pub fn heights(&self) -> Vec<f64> {
-        let mut best = vec![f64::NEG_INFINITY; self.nodes.len()];
-        for v in (0..self.nodes.len()).rev() {
-            let above = self.nodes[v].parent.map_or(f64::NEG_INFINITY, |p| best[p]);
-            best[v] = above.max(self.nodes[v].log_r());
-        }
-        // 0.0 − m rather than −m, so that leaves get +0.0.
-        best.into_iter().map(|m| 0.0 - m).collect()
-    }
-
-    /// The maximal nodes whose height ([`heights`](Self::heights)) is at most `t`, in
-    /// increasing id order; leaves are always taken. These are the flat clusters that SciPy's
-    /// `fcluster(Z, t, "distance")` finds in [`to_linkage`](Self::to_linkage).
-    pub fn clusters_at_height(&self, t: f64) -> Vec<usize> {
-        self.clusters_below(&self.heights(), t)
+    /// [`RoseTreeError::InvalidTree`] if the tree has no heights.
+    pub fn clusters_at_height(&self, t: f64) -> Result<Vec<usize>> {
+        Ok(self.clusters_below(&self.distances()?, t))
     }
 
     fn clusters_below(&self, heights: &[f64], t: f64) -> Vec<usize> {
@@ -390,7 +335,7 @@ impl RoseTree {
 
     /// The nodes where a descent from the root stops (`stop(v)` is true; it must be at every
     /// leaf), in increasing id order.
-    fn top_down(&self, stop: impl Fn(usize) -> bool) -> Vec<usize> {
+    pub(crate) fn top_down(&self, stop: impl Fn(usize) -> bool) -> Vec<usize> {
         let mut clusters = Vec::new();
         let mut stack = vec![self.root()];
         while let Some(v) = stack.pop() {
@@ -404,44 +349,6 @@ impl RoseTree {
         clusters
     }
 
-    /// Heller & Ghahramani's flat clustering: descending from the root, a node whose
-    /// posterior `r_T ≥ threshold` (eq 1.26) becomes one cluster; otherwise its children are
-    /// visited. Returns the cluster nodes in increasing id order; equal to
-    /// [`clusters_at_height`](Self::clusters_at_height)`(−ln threshold)`.
-    ///
-    /// # Errors
-    /// [`RoseTreeError::InvalidParameter`] unless `0 ≤ threshold ≤ 1`.
-    pub fn cut(&self, threshold: f64) -> Result<Vec<usize>> {
-        if !(0.0..=1.0).contains(&threshold) {
-            return Err(RoseTreeError::param(
-                "threshold",
-                format!("must lie in [0, 1], got {threshold}"),
-            ));
-        }
-        // −ln is exact negation of ln, so h_v ≤ −ln t ⇔ max ln r ≥ ln t exactly.
-        Ok(self.clusters_at_height(-threshold.ln()))
-    }
-
-    /// The most probable tree-consistent partition: the maximiser of `m(φ | T) Π_c f(D_c)`
-    /// over `φ ∈ Φ(T)` (the numerator of the partition posterior, eqs 1.4 and 1.6), found by
-    /// dynamic programming: `best(T) = max(π_T f(D_T), (1 − π_T) Π_i best(T_i))`, keeping the
-    /// whole cluster on a tie. Returns the cluster nodes in increasing id order.
-    pub fn map_partition(&self) -> Vec<usize> {
-        let mut best = Vec::with_capacity(self.nodes.len());
-        let mut keep = vec![true; self.nodes.len()];
-        for (id, node) in self.nodes.iter().enumerate() {
-            if node.is_leaf() {
-                best.push(node.log_f);
-                continue;
-            }
-            let whole = node.log_pi + node.log_f;
-            let split = node.log_1m_pi + node.children.iter().map(|&c| best[c]).sum::<f64>();
-            keep[id] = whole >= split;
-            best.push(whole.max(split));
-        }
-        self.top_down(|v| keep[v])
-    }
-
     /// The flat clustering with at most `k` clusters that the heights give, as SciPy's
     /// `fcluster(Z, k, "maxclust")` on [`to_linkage`](Self::to_linkage): the clusters of
     /// [`clusters_at_height`](Self::clusters_at_height)`(t)` for the smallest `t` that gives
@@ -452,7 +359,8 @@ impl RoseTree {
     /// of a multi-way node, which would not be a cluster of the tree).
     ///
     /// # Errors
-    /// [`RoseTreeError::InvalidParameter`] on `n_clusters` when `k` is 0.
+    /// [`RoseTreeError::InvalidParameter`] on `n_clusters` when `k` is 0;
+    /// [`RoseTreeError::InvalidTree`] if the tree has no heights.
     pub fn max_clusters(&self, k: usize) -> Result<Vec<usize>> {
         if k == 0 {
             return Err(RoseTreeError::param("n_clusters", "must be at least 1"));
@@ -461,7 +369,7 @@ impl RoseTree {
         if k >= n {
             return Ok((0..n).collect());
         }
-        let heights = self.heights();
+        let heights = self.distances()?;
         let mut order: Vec<usize> = (n..self.nodes.len()).collect();
         order.sort_by(|&a, &b| heights[a].total_cmp(&heights[b]));
         // Clusters at threshold t: n − Σ_{h_v ≤ t} (children(v) − 1), since the nodes at or
@@ -532,13 +440,16 @@ impl RoseTree {
     }
 
     /// The tree as SciPy's linkage matrix `Z`: `n_leaves − 1` rows `[a, b, height, size]`,
-    /// cluster `n_leaves + i` formed by row `i`. Heights are [`heights`](Self::heights); a node
+    /// cluster `n_leaves + i` formed by row `i`. Heights are [`distances`](Self::distances); a node
     /// with `m` children becomes a chain of `m − 1` binary merges at the node's height
     /// (zero-length branches), its children taken in increasing (height, id). Rows are in
     /// increasing height (ties: children before parents), so `Z` is monotonic, and
     /// `fcluster(Z, t, "distance")` gives [`clusters_at_height`](Self::clusters_at_height)`(t)`.
-    pub fn to_linkage(&self) -> Vec<[f64; 4]> {
-        let heights = self.heights();
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] if the tree has no heights.
+    pub fn to_linkage(&self) -> Result<Vec<[f64; 4]>> {
+        let heights = self.distances()?;
         let n = self.n_leaves;
         let mut order: Vec<usize> = (n..self.nodes.len()).collect();
         // A stable sort of a topological order: on equal heights, children stay first.
@@ -564,7 +475,7 @@ impl RoseTree {
             }
             linkage_id[v] = cur;
         }
-        rows
+        Ok(rows)
     }
 
     /// The tree in Newick format. Leaves are named by `labels[i]` (or their row index);
@@ -573,11 +484,14 @@ impl RoseTree {
         self.write_newick(labels, None)
     }
 
-    /// The tree in Newick format with branch lengths `h_parent − h_child` from
-    /// [`heights`](Self::heights), so that every leaf is at distance `h_root` from the root
-    /// (an ultrametric tree). Leaves are named as in [`to_newick`](Self::to_newick).
-    pub fn to_newick_with_lengths(&self, labels: Option<&[String]>) -> String {
-        self.write_newick(labels, Some(&self.heights()))
+    /// The tree in Newick format with branch lengths `|h_parent − h_child|` from the heights,
+    /// so that every leaf is at distance `|h_root − h_leaf|` from the root (an ultrametric
+    /// tree). Leaves are named as in [`to_newick`](Self::to_newick).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] if the tree has no heights.
+    pub fn to_newick_with_lengths(&self, labels: Option<&[String]>) -> Result<String> {
+        Ok(self.write_newick(labels, Some(&self.distances()?)))
     }
 
     /// Writes the Newick string with an explicit stack, so that a chain of any depth fits.
@@ -626,9 +540,11 @@ impl RoseTree {
     }
 }
 
-/// Partitions × leaves above which [`RoseTree::partitions`] refuses to list partitions
-/// (2²⁸, a few GiB of cluster ids).
-pub const MAX_PARTITION_ROWS: u128 = 1 << 28;
+/// `+1` when heights grow from the leaves' height `leaf` towards the root's `root`, `−1`
+/// when they fall (`+1` for a tree of one height).
+fn direction(leaf: f64, root: f64) -> f64 {
+    if root < leaf { -1.0 } else { 1.0 }
+}
 
 /// A branch length for Newick: the shortest decimal that reads back as the same `f64`, in
 /// scientific notation when plain notation would be long.

@@ -1,321 +1,111 @@
-//! Tree operations against slow references (walks up the parent pointers, enumeration of
-//! every tree-consistent partition) and on a chain of 100,000 leaves, which any recursive
-//! walk would overflow the stack on.
-
-use std::time::Instant;
-
-use ndarray::Array2;
+//! The shared tree: heights in every family's direction, and what it refuses.
 
 use super::*;
-use crate::brt::{self, Mixing, Predictor, evidence_gradient, log_cluster_weights};
-use crate::models::{BetaBernoulli, ClusterModel};
-use crate::parallel::Threads;
 
-/// A reproducible pseudo-random bit for entry `(i, j)`: a multiplicative hash, since tests
-/// need varied data, not statistical quality.
-fn bit(i: usize, j: usize, seed: u64) -> f64 {
-    let h = (i as u64 ^ (j as u64) << 32 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    f64::from(u8::from(h >> 63 == 1))
+/// ((0, 1), (2, 3)) joined at the root: nodes 4 = (0, 1), 5 = (2, 3), 6 = root.
+fn balanced() -> Topology {
+    Topology::new(4, vec![vec![0, 1], vec![2, 3], vec![4, 5]]).unwrap()
 }
 
-/// The distinct heights of `tree`, in increasing order.
-fn distinct_heights(tree: &RoseTree) -> Vec<f64> {
-    let mut levels = tree.heights();
-    levels.sort_by(f64::total_cmp);
-    levels.dedup();
-    levels
-}
-
-/// A fitted rose tree (multi-way nodes) on clustered binary data.
-fn fitted(n: usize, seed: u64) -> RoseTree {
-    let protos = [
-        [1., 1., 1., 0., 0., 0.],
-        [0., 0., 0., 1., 1., 1.],
-        [1., 0., 1., 0., 1., 0.],
-    ];
-    let x = Array2::from_shape_fn((n, 6), |(i, j)| {
-        let noise = bit(i, j, seed) * bit(i, j + 6, seed) * bit(i, j + 12, seed);
-        (protos[i % 3][j] - noise).abs()
-    });
-    let model = BetaBernoulli::new(&[0.5], &[0.5], 6).unwrap();
-    let params = brt::BrtParams::new(Mixing::Brt { gamma: 0.3 });
-    brt::fit(&model, &params, x.view()).unwrap()
-}
-
-/// `h_v` by walking from `v` up to the root.
-fn height_by_walk(tree: &RoseTree, v: usize) -> f64 {
-    let mut best = f64::NEG_INFINITY;
-    let mut a = Some(v);
-    while let Some(u) = a {
-        best = best.max(tree.node(u).log_r());
-        a = tree.node(u).parent;
-    }
-    -best
-}
-
-/// Heller & Ghahramani's cut as a recursive descent (fine on these small trees).
-fn cut_by_descent(tree: &RoseTree, v: usize, log_t: f64, out: &mut Vec<usize>) {
-    let node = tree.node(v);
-    if node.is_leaf() || node.log_r() >= log_t {
-        out.push(v);
-    } else {
-        for &c in &node.children {
-            cut_by_descent(tree, c, log_t, out);
+#[test]
+fn heights_in_either_direction_give_the_same_distances() {
+    // Rose-tree style (growing from 0), coalescent style (falling from 0) and diffusion-tree
+    // style (falling from 1) describe the same ultrametric tree.
+    let up = vec![0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.5];
+    let down: Vec<f64> = up.iter().map(|h| -h).collect();
+    let pydt: Vec<f64> = up.iter().map(|h| 1.0 - h / 4.0).collect();
+    let expected = [0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.5];
+    for (heights, scale) in [(up, 1.0), (down, 1.0), (pydt, 0.25)] {
+        let tree = Tree::new(&balanced(), Some(heights)).unwrap();
+        let d = tree.distances().unwrap();
+        for (got, want) in d.iter().zip(expected) {
+            assert!(
+                (got - want * scale).abs() < 1e-15,
+                "{got} vs {}",
+                want * scale
+            );
         }
+        assert!(d[..4].iter().all(|x| x.is_sign_positive()));
+        let z = tree.to_linkage().unwrap();
+        assert_eq!(z.len(), 3);
+        assert_eq!(z[0], [0.0, 1.0, scale, 2.0]);
+        assert_eq!(z[1], [2.0, 3.0, 2.0 * scale, 2.0]);
+        assert_eq!(z[2], [4.0, 5.0, 3.5 * scale, 4.0]);
+        assert_eq!(tree.clusters_at_height(1.5 * scale).unwrap(), vec![2, 3, 4]);
+        assert_eq!(tree.max_clusters(2).unwrap(), vec![4, 5]);
     }
 }
 
 #[test]
-fn heights_are_the_path_maximum_of_ln_r_and_monotone() {
-    for seed in 1..4 {
-        let tree = fitted(30, seed);
-        let h = tree.heights();
-        for v in 0..tree.nodes().len() {
-            assert_eq!(h[v], height_by_walk(&tree, v));
-            if let Some(p) = tree.node(v).parent {
-                assert!(h[p] >= h[v]);
-            }
-        }
-        assert!(
-            h[..tree.n_leaves()]
-                .iter()
-                .all(|&x| x == 0.0 && x.is_sign_positive())
-        );
-    }
-}
-
-#[test]
-fn cut_equals_the_top_down_descent_for_every_threshold() {
-    for seed in 1..4 {
-        let tree = fitted(40, seed);
-        let mut thresholds = vec![0.0, 1e-300, 1e-9, 0.1, 0.5, 0.9, 1.0 - 1e-12, 1.0];
-        // The node values themselves, where a rounding slip would show.
-        thresholds.extend(tree.nodes().iter().map(|n| n.log_r().exp()));
-        for t in thresholds {
-            let mut expected = Vec::new();
-            cut_by_descent(&tree, tree.root(), t.ln(), &mut expected);
-            expected.sort_unstable();
-            assert_eq!(tree.cut(t).unwrap(), expected, "threshold {t}");
-        }
-        for bad in [-0.1, 1.5, f64::NAN] {
-            assert!(matches!(
-                tree.cut(bad),
-                Err(RoseTreeError::InvalidParameter { ref name, .. }) if name == "threshold"
-            ));
-        }
-    }
-}
-
-#[test]
-fn map_partition_maximises_the_partition_posterior_over_all_partitions() {
-    for seed in 1..4 {
-        let tree = fitted(10, seed);
-        let score = |p: &Partition| {
-            p.log_weight + p.clusters.iter().map(|&c| tree.node(c).log_f).sum::<f64>()
-        };
-        let parts = tree.partitions(1_000_000).unwrap();
-        assert_eq!(parts.len() as u128, tree.n_partitions().unwrap());
-        let best = parts.iter().map(score).fold(f64::NEG_INFINITY, f64::max);
-        let map = tree.map_partition();
-        let found = parts.iter().find(|p| {
-            let mut c = p.clusters.clone();
-            c.sort_unstable();
-            c == map
-        });
-        let found = found.expect("the MAP partition is tree-consistent");
-        assert!((score(found) - best).abs() <= 1e-9 * best.abs());
-    }
-}
-
-#[test]
-fn max_clusters_is_the_lowest_cut_with_at_most_k_clusters() {
-    for seed in 1..4 {
-        let tree = fitted(40, seed);
-        let n = tree.n_leaves();
-        // Every distinct threshold (below all heights too) and the clusters it gives.
-        let levels: Vec<f64> = [vec![-1.0], distinct_heights(&tree)].concat();
-        let counts: Vec<usize> = levels
-            .iter()
-            .map(|&t| tree.clusters_at_height(t).len())
-            .collect();
-        for k in 1..=n + 2 {
-            let got = tree.max_clusters(k).unwrap();
-            let lowest = levels
-                .iter()
-                .zip(&counts)
-                .find(|&(_, &c)| c <= k)
-                .map(|(&t, _)| t)
-                .unwrap();
-            assert_eq!(got, tree.clusters_at_height(lowest), "k = {k}");
-            if counts.contains(&k) {
-                assert_eq!(got.len(), k);
-            }
-            tree.labels(&got).unwrap();
-        }
-        assert_eq!(tree.max_clusters(1).unwrap(), vec![tree.root()]);
-        assert!(tree.max_clusters(0).is_err());
-    }
-}
-
-#[test]
-fn labels_number_clusters_by_first_row_and_reject_non_partitions() {
-    // ((0, 1, 2), (3, 4)) with made-up values.
-    let topo = Topology::new(5, vec![vec![2, 0, 1], vec![3, 4], vec![5, 6]]).unwrap();
-    let z = vec![0.0; 8];
-    let tree = RoseTree::from_parts(&topo, &z, &z, &z, &[-1.0; 8]).unwrap();
-    assert_eq!(tree.labels(&[6, 5]).unwrap(), vec![0, 0, 0, 1, 1]);
-    assert_eq!(tree.labels(&[3, 4, 0, 1, 2]).unwrap(), vec![0, 1, 2, 3, 4]);
-    assert_eq!(tree.labels(&[7]).unwrap(), vec![0; 5]);
-    for bad in [&[5][..], &[5, 6, 3], &[5, 6, 6], &[5, 6, 8]] {
-        assert!(matches!(
-            tree.labels(bad),
-            Err(RoseTreeError::InvalidParameter { ref name, .. }) if name == "clusters"
-        ));
-    }
-}
-
-/// The clusters of a linkage matrix cut at `t` (SciPy's `fcluster(Z, t, "distance")`), as
-/// sorted lists of rows, by merging rows of height ≤ t with a union–find.
-fn linkage_clusters(z: &[[f64; 4]], n: usize, t: f64) -> Vec<Vec<usize>> {
-    let mut members: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
-    let mut alive = vec![true; n];
-    for row in z {
-        let (a, b) = (row[0] as usize, row[1] as usize);
-        assert!(
-            a < members.len() && b < members.len() && a != b,
-            "refers to earlier clusters"
-        );
-        if row[2] <= t {
-            let mut m = [members[a].clone(), members[b].clone()].concat();
-            m.sort_unstable();
-            assert_eq!(m.len() as f64, row[3]);
-            alive[a] = false;
-            alive[b] = false;
-            members.push(m);
-            alive.push(true);
-        } else {
-            members.push(Vec::new());
-            alive.push(false);
-        }
-    }
-    let mut out: Vec<Vec<usize>> = members
-        .into_iter()
-        .zip(alive)
-        .filter(|(m, a)| *a && !m.is_empty())
-        .map(|(m, _)| m)
-        .collect();
-    out.sort();
-    out
-}
-
-#[test]
-fn linkage_is_monotonic_and_its_cuts_are_the_trees_clusters() {
-    for seed in 1..4 {
-        let tree = fitted(40, seed);
-        let n = tree.n_leaves();
-        let z = tree.to_linkage();
-        assert_eq!(z.len(), n - 1);
-        assert!(z.windows(2).all(|w| w[0][2] <= w[1][2]));
-        assert_eq!(z[n - 2][3], n as f64);
-        for t in distinct_heights(&tree) {
-            let mut expected: Vec<Vec<usize>> = tree
-                .clusters_at_height(t)
-                .into_iter()
-                .map(|c| tree.leaves_of(c))
-                .collect();
-            expected.sort();
-            assert_eq!(linkage_clusters(&z, n, t), expected);
-        }
-    }
-}
-
-#[test]
-fn newick_lengths_are_height_differences() {
-    let topo = Topology::new(4, vec![vec![0, 1], vec![4, 2, 3]]).unwrap();
-    // ln r = ln π + ln f − ln p; at the root r = e^-3, at node 4 r = e^-1.
-    let log_f = [0.0, 0.0, 0.0, 0.0, -1.0, -3.0];
-    let log_p = [0.0; 6];
-    let log_pi = [0.0; 6];
-    let tree = RoseTree::from_parts(&topo, &log_f, &log_p, &log_pi, &[-1.0; 6]).unwrap();
-    assert_eq!(tree.heights(), vec![0.0, 0.0, 0.0, 0.0, 1.0, 3.0]);
-    assert_eq!(tree.to_newick(None), "((0,1),2,3);");
-    assert_eq!(tree.to_newick_with_lengths(None), "((0:1,1:1):2,2:3,3:3);");
+fn newick_lengths_are_distances_between_parent_and_child() {
+    let tree = Tree::new(
+        &balanced(),
+        Some(vec![0.0, 0.0, 0.0, 0.0, -1.0, -2.0, -3.5]),
+    )
+    .unwrap();
+    assert_eq!(tree.to_newick(None), "((0,1),(2,3));");
+    assert_eq!(
+        tree.to_newick_with_lengths(None).unwrap(),
+        "((0:1,1:1):2.5,(2:2,3:2):1.5);"
+    );
     assert_eq!(newick_number(1e-300), "1e-300");
     assert_eq!(newick_number(0.25), "0.25");
+    let names: Vec<String> = ["a b", "it's", "c", "d"].map(String::from).to_vec();
+    assert_eq!(tree.to_newick(Some(&names)), "(('a b','it''s'),(c,d));");
 }
 
 #[test]
-fn partitions_refuse_huge_outputs_instead_of_exhausting_memory() {
-    let tree = caterpillar_topology(30_000);
-    let z = vec![0.0; 2 * 30_000 - 1];
-    let tree = RoseTree::from_parts(&tree, &z, &z, &z, &z).unwrap();
-    assert_eq!(tree.n_partitions(), Some(30_000));
-    assert!(matches!(
-        tree.partitions(100_000),
-        Err(RoseTreeError::InvalidParameter { ref name, .. }) if name == "limit"
-    ));
+fn bad_heights_are_refused_with_a_reason() {
+    let cases: [(Vec<f64>, &str); 5] = [
+        (vec![0.0; 6], "expected 7 heights"),
+        (vec![0.0, 0.0, 0.0, 0.0, 1.0, f64::NAN, 2.0], "NaN"),
+        (vec![0.0, 0.0, 0.5, 0.0, 1.0, 1.0, 2.0], "share one height"),
+        // Node 4 is above its parent's height in a tree that grows upwards.
+        (vec![0.0, 0.0, 0.0, 0.0, 3.0, 1.0, 2.0], "nearer the leaves"),
+        // A child below the leaves' height in a tree that grows upwards.
+        (
+            vec![0.0, 0.0, 0.0, 0.0, -1.0, 1.0, 2.0],
+            "nearer the leaves",
+        ),
+    ];
+    for (heights, reason) in cases {
+        let err = Tree::new(&balanced(), Some(heights))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(reason), "{err}");
+    }
 }
 
-/// A chain: internal node `n + k` joins node `n + k − 1` (leaf 0 for k = 0) and leaf k + 1.
-fn caterpillar_topology(n: usize) -> Topology {
-    let internal = (0..n - 1)
+#[test]
+fn operations_that_need_heights_say_so() {
+    let tree = Tree::new(&balanced(), None).unwrap();
+    assert!(tree.heights().is_none());
+    for err in [
+        tree.to_linkage().map(|_| ()).unwrap_err(),
+        tree.to_newick_with_lengths(None).map(|_| ()).unwrap_err(),
+        tree.clusters_at_height(1.0).map(|_| ()).unwrap_err(),
+        tree.max_clusters(2).map(|_| ()).unwrap_err(),
+    ] {
+        assert!(err.to_string().contains("no heights"), "{err}");
+    }
+    // Structure alone still works.
+    assert_eq!(tree.leaves_of(5), vec![2, 3]);
+    assert_eq!(tree.n_partitions(), Some(5));
+    assert_eq!(tree.labels(&[4, 2, 3]).unwrap(), vec![0, 0, 1, 2]);
+}
+
+#[test]
+fn a_chain_of_100000_leaves_needs_no_recursion() {
+    let n = 100_000;
+    let internal: Vec<Vec<usize>> = (0..n - 1)
         .map(|k| vec![if k == 0 { 0 } else { n + k - 1 }, k + 1])
         .collect();
-    Topology::new(n, internal).unwrap()
-}
-
-#[test]
-fn every_tree_operation_handles_a_chain_of_100000_leaves() {
-    let n = 100_000;
-    let start = Instant::now();
-    let x = Array2::from_shape_fn((n, 3), |(i, j)| bit(i, j, 7));
-    let model = BetaBernoulli::new(&[1.0], &[1.0], 3).unwrap();
-    let leaves = model.leaf_stats_all(x.view()).unwrap();
-    let topo = caterpillar_topology(n);
-    let mixing = Mixing::Brt { gamma: 0.5 };
-    let tree = brt::evaluate(&model, &mixing, &topo, &leaves).unwrap();
-    let root = tree.root();
-    assert_eq!(tree.node(root).n_leaves, n);
-    assert!(tree.log_evidence().is_finite());
-
-    let h = tree.heights();
-    assert!((0..root).all(|v| h[tree.node(v).parent.unwrap()] >= h[v]));
-    tree.labels(&tree.cut(0.5).unwrap()).unwrap();
-    tree.labels(&tree.map_partition()).unwrap();
-    assert_eq!(tree.max_clusters(1).unwrap(), vec![root]);
-    let some = tree.max_clusters(10).unwrap();
-    assert!(!some.is_empty() && some.len() <= 10);
-    assert_eq!(tree.to_linkage().len(), n - 1);
-    let newick = tree.to_newick(None);
-    assert!(newick.starts_with(&"(".repeat(n - 1)) && newick.ends_with(");"));
-    assert!(tree.to_newick_with_lengths(None).ends_with(");"));
-    assert_eq!(tree.n_partitions(), Some(n as u128));
-    assert!((tree.n_partitions_log10() - (n as f64).log10()).abs() < 1e-9);
-    assert!(tree.partitions(10).is_err());
-    assert_eq!(tree.leaves_of(root).len(), n);
-    assert_eq!(tree.topology(), topo);
-
-    let log_w = log_cluster_weights(&tree);
-    let total = crate::math::log_sum_exp(&log_w);
-    assert!(total.abs() < 1e-9, "weights sum to {}", total.exp());
-    let predictor = Predictor::new(&model, &tree, leaves.clone()).unwrap();
-    let rows: Vec<_> = (0..3).map(|i| leaves[i].clone()).collect();
-    let clusters = tree.cut(0.5).unwrap();
-    let (log_p, proba) = predictor
-        .flat_responsibilities(&clusters, &rows, &Threads::default(), &|| false)
-        .unwrap();
-    assert!(log_p.iter().all(|l| l.is_finite()));
-    assert!(
-        proba
-            .rows()
-            .into_iter()
-            .all(|r| (r.sum() - 1.0).abs() < 1e-9)
-    );
-    predictor
-        .log_predictive(&rows, &Threads::default(), &|| false)
-        .unwrap();
-    let g = evidence_gradient(&model, &mixing, &topo, &leaves).unwrap();
-    assert!(g.log_evidence.is_finite());
-    let elapsed = start.elapsed().as_secs_f64();
-    assert!(elapsed < 60.0, "took {elapsed:.1} s");
+    let heights: Vec<f64> = (0..2 * n - 1)
+        .map(|v| if v < n { 0.0 } else { -((v - n + 1) as f64) })
+        .collect();
+    let tree = Tree::new(&Topology::new(n, internal).unwrap(), Some(heights)).unwrap();
+    assert_eq!(tree.leaves_of(tree.root()).len(), n);
+    assert_eq!(tree.to_linkage().unwrap().len(), n - 1);
+    assert!(tree.to_newick_with_lengths(None).unwrap().ends_with(";"));
+    assert_eq!(tree.max_clusters(3).unwrap().len(), 3);
 }

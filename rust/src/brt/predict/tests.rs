@@ -61,7 +61,7 @@ fn mixings() -> [Mixing; 3] {
 /// `w_S` from its definition, one ancestor at a time, in linear space.
 fn weights_by_definition(tree: &RoseTree) -> Vec<f64> {
     let nodes = tree.nodes();
-    let r = |v: usize| nodes[v].log_r().exp();
+    let r = |v: usize| tree.value(v).log_r().exp();
     (0..nodes.len())
         .map(|s| {
             let mut w = r(s);
