@@ -1,4 +1,4 @@
-"""The fitted rose tree: structure, per-node quantities, and conversions."""
+"""Trees: the shared tree type with heights, and the rose tree with its per-node quantities."""
 
 from __future__ import annotations
 
@@ -257,9 +257,9 @@ class Tree:
         ``fcluster(Z, t, "distance")`` gives :meth:`clusters_at_height` (``fcluster(Z, k,
         "maxclust")`` gives :meth:`max_clusters`). For a :class:`RoseTree` these are its
         heights :math:`h_v = -\max \ln r_A`, so ``fcluster(Z, -np.log(t), "distance")``
-        gives :meth:`RoseTree.cut` at threshold *t*. A node with *k* children becomes a chain of *k - 1* binary
-        merges at the node's height (zero-length branches), children in increasing
-        (height, id).
+        gives :meth:`RoseTree.cut` at threshold *t*. A node with *k* children becomes a
+        chain of *k - 1* binary merges at the node's height (zero-length branches), children
+        in increasing (height, id).
         """
         return np.asarray(self._structure.to_linkage())
 
