@@ -25,7 +25,7 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
             BrtParams::new(Mixing::Gamma { gamma: 0.5 }).binary(true),
         ),
     ] {
-        let tree = brt::fit(&model, &params, x.view())?;
+        let tree = brt::fit(&model, &params.check()?, x.view())?;
         let out = std::io::Write::write_fmt(
             &mut std::io::stdout(),
             format_args!(

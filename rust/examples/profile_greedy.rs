@@ -30,7 +30,7 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
     model.prepare(n);
     let params = BrtParams::new(Mixing::Brt { gamma: 0.5 }).binary(binary);
     let start = std::time::Instant::now();
-    let tree = brt::fit(&model, &params, x.view())?;
+    let tree = brt::fit(&model, &params.check()?, x.view())?;
     eprintln!(
         "n={n} d={d} binary={binary}: {:.3}s, ln p = {:.3}",
         start.elapsed().as_secs_f64(),

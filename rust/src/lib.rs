@@ -17,7 +17,7 @@
 //!     [0., 0., 1., 1.], [0., 0., 1., 1.],
 //! ];
 //! let model = BetaBernoulli::new(&[1.0], &[1.0], 4)?;
-//! let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view())?;
+//! let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?, x.view())?;
 //! println!("{}  ln p(D|T) = {:.3}", tree.to_newick(None), tree.log_evidence());
 //! # Ok::<(), rosetree::RoseTreeError>(())
 //! ```

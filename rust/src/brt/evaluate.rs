@@ -61,7 +61,7 @@ pub fn evaluate<M: ClusterModel>(
 ///
 /// let x = array![[1., 1., 0.], [1., 1., 0.], [0., 0., 1.], [0., 1., 1.]];
 /// let model = BetaBernoulli::new(&[1.0], &[1.0], 3)?;
-/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view())?;
+/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?, x.view())?;
 /// let dp = Mixing::Dp { alpha: 1.0 };
 /// let remixed = brt::remix(&tree, &dp);
 /// let direct = brt::evaluate(&model, &dp, &tree.topology(), &model.leaf_stats_all(x.view())?)?;

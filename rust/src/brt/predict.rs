@@ -48,7 +48,7 @@ use crate::parallel::Threads;
 ///
 /// let x = array![[1., 1., 0.], [1., 1., 0.], [0., 0., 1.], [0., 1., 1.]];
 /// let model = BetaBernoulli::new(&[1.0], &[1.0], 3)?;
-/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view())?;
+/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?, x.view())?;
 /// let log_w = log_cluster_weights(&tree);
 /// assert_eq!(log_w.len(), tree.nodes().len());
 /// assert!(log_sum_exp(&log_w).abs() < 1e-12);
@@ -116,7 +116,7 @@ pub struct MissingEntry {
 ///
 /// let x = array![[1., 1., 0.], [1., 1., 0.], [0., 0., 1.], [0., 1., 1.]];
 /// let model = BetaBernoulli::new(&[1.0], &[1.0], 3)?;
-/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }), x.view())?;
+/// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?, x.view())?;
 /// let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view())?)?;
 ///
 /// // The predictive probabilities of all 2³ binary rows sum to one.

@@ -208,7 +208,7 @@ fn greedy_matches_the_slow_reference() {
         let model = BetaBernoulli::new(&alpha, &beta, 16).unwrap();
         for mixing in all_mixings() {
             for binary in [false, true] {
-                let params = BrtParams::new(mixing).binary(binary);
+                let params = BrtParams::new(mixing).binary(binary).check().unwrap();
                 let tree = fit(&model, &params, x.view()).unwrap();
                 let (canon, lp) = reference_greedy(&model, &mixing, binary, &x);
                 assert_eq!(
@@ -230,9 +230,10 @@ fn thread_count_does_not_change_the_tree() {
     let x = clustered_binary(&mut rng, 2 * crate::parallel::PAR_THRESHOLD + 50, 24, 9);
     let model = BetaBernoulli::new(&[1.0], &[1.0], 24).unwrap();
     let base = BrtParams::new(Mixing::Brt { gamma: 0.5 });
-    let one = fit(&model, &base.n_threads(Some(1)), x.view()).unwrap();
-    let two = fit(&model, &base.n_threads(Some(2)), x.view()).unwrap();
-    let global = fit(&model, &base, x.view()).unwrap();
+    let run = |p: BrtParams| fit(&model, &p.check().unwrap(), x.view()).unwrap();
+    let one = run(base.n_threads(Some(1)));
+    let two = run(base.n_threads(Some(2)));
+    let global = run(base);
     assert_eq!(one, two);
     assert_eq!(one, global);
 }
@@ -244,7 +245,7 @@ fn evidence_is_the_sum_over_enumerated_partitions() {
         let x = clustered_binary(&mut rng, 7, 10, 3);
         let model = BetaBernoulli::new(&[1.0], &[2.0], 10).unwrap();
         for mixing in all_mixings() {
-            let tree = fit(&model, &BrtParams::new(mixing), x.view()).unwrap();
+            let tree = fit(&model, &BrtParams::new(mixing).check().unwrap(), x.view()).unwrap();
             let parts = tree.partitions(100_000).unwrap();
             assert_eq!(parts.len() as u128, tree.n_partitions().unwrap());
             let weights: Vec<f64> = parts.iter().map(|p| p.log_weight).collect();
@@ -272,7 +273,12 @@ fn eq_1_10_binary_trees_leave_the_same_mass_off_the_finest_partition() {
         let x = clustered_binary(&mut rng, n, 6, 2);
         let model = BetaBernoulli::new(&[1.0], &[1.0], 6).unwrap();
         let mixing = Mixing::Brt { gamma };
-        let tree = fit(&model, &BrtParams::new(mixing).binary(true), x.view()).unwrap();
+        let tree = fit(
+            &model,
+            &BrtParams::new(mixing).binary(true).check().unwrap(),
+            x.view(),
+        )
+        .unwrap();
         let parts = tree.partitions(100_000).unwrap();
         let finest: f64 = parts
             .iter()
@@ -324,7 +330,7 @@ fn greedy_never_beats_the_exhaustive_optimum() {
             let best = optimal_tree(&model, &mixing, false, &leaves)
                 .unwrap()
                 .log_evidence();
-            let greedy = fit(&model, &BrtParams::new(mixing), x.view())
+            let greedy = fit(&model, &BrtParams::new(mixing).check().unwrap(), x.view())
                 .unwrap()
                 .log_evidence();
             assert!(
@@ -343,8 +349,9 @@ fn edge_contraction_never_lowers_the_evidence() {
         let model = BetaBernoulli::new(&[1.0], &[1.0], 12).unwrap();
         for mixing in all_mixings() {
             let params = BrtParams::new(mixing).binary(true);
-            let tree = fit(&model, &params, x.view()).unwrap();
-            let contracted = fit(&model, &params.contract(true), x.view()).unwrap();
+            let tree = fit(&model, &params.check().unwrap(), x.view()).unwrap();
+            let contracted =
+                fit(&model, &params.contract(true).check().unwrap(), x.view()).unwrap();
             assert!(contracted.log_evidence() >= tree.log_evidence() - 1e-9);
             // The contracted tree's numbers are what evaluating its shape gives.
             let leaves = model.leaf_stats_all(x.view()).unwrap();
@@ -360,7 +367,7 @@ fn interrupt_stops_the_search() {
     let x = clustered_binary(&mut rng, 300, 8, 3);
     let model = BetaBernoulli::new(&[1.0], &[1.0], 8).unwrap();
     let leaves = model.leaf_stats_all(x.view()).unwrap();
-    let params = BrtParams::new(Mixing::Brt { gamma: 0.5 });
+    let params = BrtParams::new(Mixing::Brt { gamma: 0.5 }).check().unwrap();
     let err = fit_stats(&model, &params, leaves, &|| true).unwrap_err();
     assert!(matches!(err, crate::RoseTreeError::Interrupted));
 }
@@ -372,20 +379,20 @@ fn too_few_rows_and_bad_options_are_errors() {
     assert!(
         fit(
             &model,
-            &BrtParams::new(Mixing::Brt { gamma: 0.5 }),
+            &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check().unwrap(),
             x.view()
         )
         .is_err()
     );
-    let x = Array2::<f64>::zeros((3, 2));
-    assert!(
-        fit(
-            &model,
-            &BrtParams::new(Mixing::Brt { gamma: 1.5 }),
-            x.view()
-        )
-        .is_err()
-    );
+    let err = BrtParams::new(Mixing::Brt { gamma: 1.5 })
+        .check()
+        .unwrap_err();
+    assert!(err.to_string().contains("gamma"), "{err}");
+    let err = BrtParams::new(Mixing::Brt { gamma: 0.5 })
+        .n_threads(Some(0))
+        .check()
+        .unwrap_err();
+    assert!(err.to_string().contains("n_jobs"), "{err}");
     assert!(Threads::new(Some(0)).is_err());
 }
 
@@ -427,7 +434,7 @@ fn greedy_matches_the_reference_on_a_permuted_sparse_case() {
     let mixing = Mixing::Brt { gamma: 0.5 };
     for order in [[0, 1, 2, 3, 4, 5, 6, 7], perm] {
         let x = Array2::from_shape_fn((8, 8), |(i, j)| rows[order[i]][j]);
-        let tree = fit(&model, &BrtParams::new(mixing), x.view()).unwrap();
+        let tree = fit(&model, &BrtParams::new(mixing).check().unwrap(), x.view()).unwrap();
         let (canon, lp) = reference_greedy(&model, &mixing, false, &x);
         assert_eq!(shape_of(&tree, tree.root()).canonical(), canon);
         assert!((tree.log_evidence() - lp).abs() < 1e-9);

@@ -14,7 +14,7 @@ use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing};
+use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
 use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
 use crate::tree::Topology;
@@ -62,7 +62,7 @@ fn search_params(
     contract: bool,
     n_jobs: Option<usize>,
     approx: Option<(usize, usize, u64)>,
-) -> PyResult<BrtParams> {
+) -> PyResult<ValidBrtParams> {
     let approx = approx.map(|(exact_below, sample, seed)| ApproxParams {
         exact_below,
         sample,
@@ -76,8 +76,7 @@ fn search_params(
         n_threads: n_jobs,
         approx,
     };
-    params.check()?;
-    Ok(params)
+    Ok(params.check()?)
 }
 
 /// Readies `m` for the rows of `x` and returns their statistics.

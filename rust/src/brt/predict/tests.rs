@@ -18,7 +18,7 @@ fn never() -> bool {
 
 /// The greedy tree of `x` under `mixing`.
 fn greedy_tree<M: ClusterModel>(model: &M, mixing: Mixing, x: &Array2<f64>) -> RoseTree {
-    fit(model, &BrtParams::new(mixing), x.view()).unwrap()
+    fit(model, &BrtParams::new(mixing).check().unwrap(), x.view()).unwrap()
 }
 
 /// Reproducible pseudo-random binary data from a few noisy prototypes.
@@ -82,7 +82,7 @@ fn weights_match_their_definition_and_sum_to_one() {
     let model = BetaBernoulli::new(&[0.8], &[1.2], 6).unwrap();
     for mixing in mixings() {
         for binary in [false, true] {
-            let params = BrtParams::new(mixing).binary(binary);
+            let params = BrtParams::new(mixing).binary(binary).check().unwrap();
             let tree = fit(&model, &params, x.view()).unwrap();
             let log_w = log_cluster_weights(&tree);
             let direct = weights_by_definition(&tree);

@@ -39,7 +39,9 @@ fn fitted(n: usize, seed: u64) -> RoseTree {
         (protos[i % 3][j] - noise).abs()
     });
     let model = BetaBernoulli::new(&[0.5], &[0.5], 6).unwrap();
-    let params = brt::BrtParams::new(Mixing::Brt { gamma: 0.3 });
+    let params = brt::BrtParams::new(Mixing::Brt { gamma: 0.3 })
+        .check()
+        .unwrap();
     brt::fit(&model, &params, x.view()).unwrap()
 }
 
