@@ -17,6 +17,9 @@
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_add_exp;
 
+pub mod arena;
+pub use arena::Arena;
+
 /// One node of a [`Tree`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
