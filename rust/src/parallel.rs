@@ -91,7 +91,7 @@ impl Threads {
     }
 
     /// Folds `items` into accumulators and reduces them, in parallel on these threads for
-    /// at least [`PAR_THRESHOLD`] items. `reduce` must make the result independent of how
+    /// at least `PAR_THRESHOLD` (1024) items. `reduce` must make the result independent of how
     /// the items were split (associative and commutative up to a total order).
     ///
     /// # Errors

@@ -19,7 +19,7 @@ pub struct BrtParams {
     pub contract: bool,
     /// Worker threads for pair scoring; `None` uses rayon's global pool.
     pub n_threads: Option<usize>,
-    /// Use the approximate search ([`approximate`]) with these options.
+    /// Use the approximate search ([`super::approximate`]) with these options.
     pub approx: Option<ApproxParams>,
 }
 

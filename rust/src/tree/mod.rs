@@ -1,7 +1,7 @@
 //! The tree shared by every engine: structure (compact node ids, parents and children, leaf
 //! sets) and an optional height per node. Each model family keeps its own per-node
 //! quantities beside it (the rose-tree mixture's in [`crate::brt::RoseTree`]); the
-//! [`arena`](self) module, when present, holds the mutable tree that MCMC moves edit.
+//! [`arena`] module holds the mutable tree that MCMC moves edit.
 //!
 //! Node ids are dense: leaves are `0..n_leaves` (leaf `i` is data row `i`), internal nodes
 //! follow in topological order (every child before its parent), and the root is the last
