@@ -254,7 +254,7 @@ def test_sparse_input_matches_dense_with_data_driven_defaults():
     X = sparse.csr_array(dense)
     est_sparse = rt.BayesianRoseTree(rt.NormalGamma()).fit(X)
     est_dense = rt.BayesianRoseTree(rt.NormalGamma()).fit(dense)
-    assert isinstance(est_sparse._fit_X, tuple)  # kept as CSR: no dense copy was made
+    assert isinstance(est_sparse._fit.training(), tuple)  # kept as CSR: no dense copy was made
     assert est_sparse.tree_.to_nested() == est_dense.tree_.to_nested()
     assert est_sparse.log_evidence_ == pytest.approx(est_dense.log_evidence_, rel=1e-12)
     new = rng(8).normal(size=(4, 6))

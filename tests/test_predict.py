@@ -306,6 +306,45 @@ def test_fitted_estimator_survives_pickling_and_ignores_later_changes_to_the_dat
     np.testing.assert_array_equal(again.predict_missing_proba(), est.predict_missing_proba())
 
 
+class _Coin(rt.ClusterModel):
+    """A Python cluster model: independent Beta(1, 1)-Bernoulli features."""
+
+    def log_marginal(self, X):
+        from scipy.special import betaln
+
+        k, n = X.sum(axis=0), X.shape[0]
+        return float(np.sum(betaln(1 + k, 1 + n - k)))
+
+
+@pytest.mark.parametrize(
+    ("model", "as_sparse"),
+    [
+        (rt.BetaBernoulli(), False),
+        (rt.BetaBernoulli(), True),
+        (rt.NormalGamma(), True),
+        (rt.NormalInverseWishart(), False),
+        (rt.DirichletMultinomial(), False),
+        (_Coin(), False),
+    ],
+)
+def test_the_fit_keeps_its_own_state_whatever_happens_to_the_training_data(model, as_sparse):
+    rng = np.random.default_rng(4)
+    X = (rng.random((30, 5)) < 0.4).astype(float)
+    given = sparse.csr_array(X) if as_sparse else X
+    est = rt.BayesianRoseTree(model=model).fit(given)
+    new = (rng.random((6, 5)) < 0.4).astype(float)
+    before = (est.score_samples(new), est.predict_proba(new), est.predict_node_proba(new))
+    # The caller's arrays change in place (dense, or the CSR parts).
+    if as_sparse:
+        given.data[:] = 7.0
+    else:
+        X[:] = 7.0
+    after = (est.score_samples(new), est.predict_proba(new), est.predict_node_proba(new))
+    for b, a in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert est.log_predictive_missing(np.asarray(est._fit.training_rows(0, 30))) == 0.0
+
+
 def test_ctrl_c_interrupts_a_long_prediction(ctrl_c):
     rng = np.random.default_rng(2)
     est = rt.BayesianRoseTree(n_jobs=2).fit((rng.random((400, 128)) < 0.5).astype(float))

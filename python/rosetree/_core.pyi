@@ -5,6 +5,28 @@ import numpy.typing as npt
 
 __version__: str
 
+_Csr = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int]
+
+class Tree:
+    def __new__(
+        cls,
+        n_leaves: int,
+        internal: list[list[int]],
+        heights: list[float] | None = None,
+    ) -> Tree: ...
+    def __getnewargs__(self) -> tuple[int, list[list[int]], list[float] | None]: ...
+    @property
+    def n_leaves(self) -> int: ...
+    def children(self) -> list[list[int]]: ...
+    def sizes(self) -> npt.NDArray[np.uintp]: ...
+    def heights(self) -> npt.NDArray[np.float64] | None: ...
+    def n_partitions_log10(self) -> float: ...
+    def to_newick(self, labels: list[str] | None = None, lengths: bool = False) -> str: ...
+    def clusters_at_height(self, t: float) -> list[int]: ...
+    def max_clusters(self, k: int) -> list[int]: ...
+    def labels(self, clusters: list[int]) -> npt.NDArray[np.uintp]: ...
+    def to_linkage(self) -> npt.NDArray[np.float64]: ...
+
 class RoseTree:
     def __new__(
         cls,
@@ -18,61 +40,90 @@ class RoseTree:
     def __getnewargs__(
         self,
     ) -> tuple[int, list[list[int]], list[float], list[float], list[float], list[float]]: ...
-    @property
-    def n_leaves(self) -> int: ...
+    def tree(self) -> Tree: ...
     @property
     def log_evidence(self) -> float: ...
-    def children(self) -> list[list[int]]: ...
-    def sizes(self) -> npt.NDArray[np.uintp]: ...
     def log_f(self) -> npt.NDArray[np.float64]: ...
     def log_p(self) -> npt.NDArray[np.float64]: ...
     def log_pi(self) -> npt.NDArray[np.float64]: ...
     def log_1m_pi(self) -> npt.NDArray[np.float64]: ...
-    def n_partitions_log10(self) -> float: ...
     def partitions(self, limit: int) -> list[tuple[list[int], float]]: ...
-    def remix(self, mixing: str, gamma: float, dp_alpha: float) -> RoseTree: ...
-    def to_newick(self, labels: list[str] | None = None, lengths: bool = False) -> str: ...
-    def heights(self) -> npt.NDArray[np.float64]: ...
     def log_cluster_weights(self) -> npt.NDArray[np.float64]: ...
     def cut(self, threshold: float) -> list[int]: ...
-    def clusters_at_height(self, t: float) -> list[int]: ...
+    def remix(self, mixing: str, gamma: float, dp_alpha: float) -> RoseTree: ...
     def map_partition(self) -> list[int]: ...
-    def max_clusters(self, k: int) -> list[int]: ...
-    def labels(self, clusters: list[int]) -> npt.NDArray[np.uintp]: ...
-    def to_linkage(self) -> npt.NDArray[np.float64]: ...
+
+class ModelSpec:
+    @staticmethod
+    def beta_bernoulli(
+        alpha: list[float] | None = None, beta: list[float] | None = None
+    ) -> ModelSpec: ...
+    @staticmethod
+    def normal_inverse_wishart(
+        mu0: list[float] | None = None,
+        kappa0: float | None = None,
+        nu0: float | None = None,
+        psi0: list[float] | None = None,
+        psi0_diagonal: list[float] | None = None,
+    ) -> ModelSpec: ...
+    @staticmethod
+    def normal_gamma(
+        m0: list[float] | None = None,
+        kappa0: float | None = None,
+        a0: float | None = None,
+        b0: list[float] | None = None,
+    ) -> ModelSpec: ...
+    @staticmethod
+    def dirichlet_multinomial(
+        alpha: list[float], multinomial_coefficient: bool = False
+    ) -> ModelSpec: ...
+    @staticmethod
+    def callback(object: Any) -> ModelSpec: ...
+
+class BrtParams:
+    def __new__(
+        cls,
+        *,
+        mixing: str,
+        gamma: float,
+        dp_alpha: float,
+        binary: bool = False,
+        contract: bool = False,
+        merge_rule: str = "likelihood_ratio",
+        n_jobs: int | None = None,
+        approx: tuple[int, int, int] | None = None,
+    ) -> BrtParams: ...
+
+class BrtFit:
+    def tree(self) -> RoseTree: ...
+    @property
+    def family(self) -> str: ...
+    def predict(
+        self,
+        x: npt.NDArray[np.float64],
+        *,
+        responsibilities: bool = False,
+        clusters: list[int] | None = None,
+        n_jobs: int | None = None,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]: ...
+    def log_predictive_missing(
+        self, rows: list[int], filled: npt.NDArray[np.float64], *, n_jobs: int | None = None
+    ) -> float: ...
+    def missing_probabilities(
+        self, *, n_jobs: int | None = None
+    ) -> tuple[npt.NDArray[np.uintp], npt.NDArray[np.uintp], npt.NDArray[np.float64]]: ...
+    def training_rows(self, start: int, stop: int) -> npt.NDArray[np.float64]: ...
+    def training(self) -> npt.NDArray[np.float64] | _Csr: ...
 
 def fit_brt(
-    x: npt.NDArray[np.float64],
-    model: dict[str, Any],
-    *,
-    mixing: str,
-    gamma: float,
-    dp_alpha: float,
-    binary: bool,
-    contract: bool,
-    merge_rule: str = "likelihood_ratio",
-    n_jobs: int | None = None,
-    approx: tuple[int, int, int] | None = None,
-) -> RoseTree: ...
-def fit_brt_csr(
-    indptr: npt.NDArray[np.int64],
-    indices: npt.NDArray[np.int64],
-    data: npt.NDArray[np.float64],
-    n_cols: int,
-    model: dict[str, Any],
-    *,
-    mixing: str,
-    gamma: float,
-    dp_alpha: float,
-    binary: bool,
-    contract: bool,
-    merge_rule: str = "likelihood_ratio",
-    n_jobs: int | None = None,
-    approx: tuple[int, int, int] | None = None,
-) -> RoseTree: ...
+    train: npt.NDArray[np.float64] | _Csr, model: ModelSpec, params: BrtParams
+) -> BrtFit: ...
+def brt_fit_for_tree(
+    train: npt.NDArray[np.float64] | _Csr, model: ModelSpec, tree: RoseTree
+) -> BrtFit: ...
 def evaluate_tree(
     x: npt.NDArray[np.float64],
-    model: dict[str, Any],
+    model: ModelSpec,
     internal: list[list[int]],
     *,
     mixing: str,
@@ -81,46 +132,17 @@ def evaluate_tree(
 ) -> RoseTree: ...
 def optimal_tree(
     x: npt.NDArray[np.float64],
-    model: dict[str, Any],
+    model: ModelSpec,
     *,
     mixing: str,
     gamma: float,
     dp_alpha: float,
     binary: bool,
 ) -> RoseTree: ...
-def log_marginal(x: npt.NDArray[np.float64], model: dict[str, Any]) -> float: ...
-def brt_predict(
-    train: npt.NDArray[np.float64]
-    | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int],
-    model: dict[str, Any],
-    tree: RoseTree,
-    x: npt.NDArray[np.float64],
-    *,
-    responsibilities: bool = False,
-    clusters: list[int] | None = None,
-    n_jobs: int | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]: ...
-def brt_log_predictive_missing(
-    train: npt.NDArray[np.float64]
-    | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int],
-    model: dict[str, Any],
-    tree: RoseTree,
-    rows: list[int],
-    filled: npt.NDArray[np.float64],
-    *,
-    n_jobs: int | None = None,
-) -> float: ...
-def brt_missing_probabilities(
-    train: npt.NDArray[np.float64]
-    | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int],
-    model: dict[str, Any],
-    tree: RoseTree,
-    *,
-    n_jobs: int | None = None,
-) -> tuple[npt.NDArray[np.uintp], npt.NDArray[np.uintp], npt.NDArray[np.float64]]: ...
+def log_marginal(x: npt.NDArray[np.float64], model: ModelSpec) -> float: ...
 def evidence_gradient(
     x: npt.NDArray[np.float64],
-    model: dict[str, Any],
+    model: ModelSpec,
     internal: list[list[int]],
     *,
     mixing: str,
@@ -131,4 +153,4 @@ def evidence_gradient(
 # The model with its defaults filled in: "alpha"/"beta" (bernoulli), "alpha"
 # (dirichlet_multinomial), "mu0"/"kappa0"/"nu0"/"psi0" (normal_inverse_wishart) or
 # "m0"/"kappa0"/"a0"/"b0" (normal_gamma), plus the flat "hyperparameters" of the gradient.
-def resolved_model(x: npt.NDArray[np.float64], model: dict[str, Any]) -> dict[str, Any]: ...
+def resolved_model(x: npt.NDArray[np.float64], model: ModelSpec) -> dict[str, Any]: ...

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 from numpy.typing import ArrayLike
 
+from . import _core
 from .exceptions import DegenerateModelWarning, InvalidParameterError
 
 __all__ = [
@@ -67,13 +68,13 @@ class ClusterModel:
     ...         return float(np.sum(betaln(1 + k, 1 + n - k)))
     """
 
-    def _spec(self) -> dict[str, Any]:
+    def _spec(self) -> _core.ModelSpec:
         if type(self).log_marginal is ClusterModel.log_marginal:
             raise TypeError(
                 f"{type(self).__name__} must implement log_marginal(X) to be used as a "
                 "cluster model"
             )
-        return {"family": "callback", "object": self}
+        return _core.ModelSpec.callback(self)
 
     def _check_data(self, X: Any, stacklevel: int = 2) -> None:
         """Warn about data the model cannot describe well.
@@ -93,7 +94,6 @@ class ClusterModel:
         -------
         float
         """
-        from . import _core
         from ._validation import check_array
 
         X = check_array(X, min_rows=1)
@@ -136,12 +136,11 @@ class BetaBernoulli(ClusterModel):
     alpha: float | ArrayLike | None = None
     beta: float | ArrayLike | None = None
 
-    def _spec(self) -> dict[str, Any]:
-        return {
-            "family": "bernoulli",
-            "alpha": None if self.alpha is None else _vector("alpha", self.alpha),
-            "beta": None if self.beta is None else _vector("beta", self.beta),
-        }
+    def _spec(self) -> _core.ModelSpec:
+        return _core.ModelSpec.beta_bernoulli(
+            alpha=None if self.alpha is None else _vector("alpha", self.alpha),
+            beta=None if self.beta is None else _vector("beta", self.beta),
+        )
 
 
 @dataclass(frozen=True)
@@ -208,7 +207,7 @@ class NormalInverseWishart(ClusterModel):
                 stacklevel=stacklevel + 1,
             )
 
-    def _spec(self) -> dict[str, Any]:
+    def _spec(self) -> _core.ModelSpec:
         psi0 = psi0_diagonal = None
         if self.psi0 is not None:
             arr = np.asarray(self.psi0, dtype=np.float64)
@@ -221,14 +220,13 @@ class NormalInverseWishart(ClusterModel):
                     f"psi0 must be a square matrix or a 1-D diagonal, got shape {arr.shape}",
                     "psi0",
                 )
-        return {
-            "family": "normal_inverse_wishart",
-            "mu0": None if self.mu0 is None else _vector("mu0", self.mu0),
-            "kappa0": _optional_scalar("kappa0", self.kappa0),
-            "nu0": _optional_scalar("nu0", self.nu0),
-            "psi0": psi0,
-            "psi0_diagonal": psi0_diagonal,
-        }
+        return _core.ModelSpec.normal_inverse_wishart(
+            mu0=None if self.mu0 is None else _vector("mu0", self.mu0),
+            kappa0=_optional_scalar("kappa0", self.kappa0),
+            nu0=_optional_scalar("nu0", self.nu0),
+            psi0=psi0,
+            psi0_diagonal=psi0_diagonal,
+        )
 
 
 @dataclass(frozen=True)
@@ -280,14 +278,13 @@ class NormalGamma(ClusterModel):
     a0: float | None = None
     b0: float | ArrayLike | None = None
 
-    def _spec(self) -> dict[str, Any]:
-        return {
-            "family": "normal_gamma",
-            "m0": None if self.m0 is None else _vector("m0", self.m0),
-            "kappa0": _optional_scalar("kappa0", self.kappa0),
-            "a0": _optional_scalar("a0", self.a0),
-            "b0": None if self.b0 is None else _vector("b0", self.b0),
-        }
+    def _spec(self) -> _core.ModelSpec:
+        return _core.ModelSpec.normal_gamma(
+            m0=None if self.m0 is None else _vector("m0", self.m0),
+            kappa0=_optional_scalar("kappa0", self.kappa0),
+            a0=_optional_scalar("a0", self.a0),
+            b0=None if self.b0 is None else _vector("b0", self.b0),
+        )
 
 
 @dataclass(frozen=True)
@@ -312,9 +309,8 @@ class DirichletMultinomial(ClusterModel):
     alpha: float | ArrayLike = 1.0
     multinomial_coefficient: bool = False
 
-    def _spec(self) -> dict[str, Any]:
-        return {
-            "family": "dirichlet_multinomial",
-            "alpha": _vector("alpha", self.alpha),
-            "multinomial_coefficient": bool(self.multinomial_coefficient),
-        }
+    def _spec(self) -> _core.ModelSpec:
+        return _core.ModelSpec.dirichlet_multinomial(
+            _vector("alpha", self.alpha),
+            multinomial_coefficient=bool(self.multinomial_coefficient),
+        )

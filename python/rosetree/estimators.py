@@ -281,14 +281,14 @@ class BayesianRoseTree(_ParamsMixin):
         # Models with sparse-aware statistics read CSR rows directly; the others need the
         # dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
         csr = check_csr(X) if is_sparse(X) else None
+        train = X if csr is None else (*csr, X.shape[1])
+
+        def fit_brt(model: ClusterModel, gamma: float, dp_alpha: float) -> Any:
+            params = _core.BrtParams(**mixing_args(self.mixing, gamma, dp_alpha), **options)
+            return _core.fit_brt(train, model._spec(), params)
 
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
-            kwargs = mixing_args(self.mixing, gamma, dp_alpha)
-            if csr is not None:
-                core = _core.fit_brt_csr(*csr, data.shape[1], model._spec(), **options, **kwargs)
-            else:
-                core = _core.fit_brt(data, model._spec(), **options, **kwargs)
-            return RoseTree(core)
+            return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
 
         if self.learn_hyperparameters:
             from .learning import learn_hyperparameters
@@ -308,8 +308,10 @@ class BayesianRoseTree(_ParamsMixin):
             self.model_, self.gamma_, self.dp_alpha_ = result.model, result.gamma, result.dp_alpha
             self.evidence_trace_ = result.trace
             self.restart_log_evidences_ = result.start_log_evidences
+            self._fit = _core.brt_fit_for_tree(train, self.model_._spec(), self.tree_._core)
         else:
-            self.tree_ = fit_tree(X, model, float(self.gamma), float(self.dp_alpha))
+            self._fit = fit_brt(model, float(self.gamma), float(self.dp_alpha))
+            self.tree_ = RoseTree(self._fit.tree())
             self.model_ = model
             self.gamma_, self.dp_alpha_ = float(self.gamma), float(self.dp_alpha)
         self.log_evidence_ = self.tree_.log_evidence
@@ -321,7 +323,6 @@ class BayesianRoseTree(_ParamsMixin):
         self.n_features_in_ = int(X.shape[1])
         if names is not None:
             self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
-        self._keep_for_prediction((*csr, X.shape[1]) if csr else X, self.model_._spec())
         return self
 
     def _check_flat_args(self) -> None:
@@ -383,24 +384,26 @@ class BayesianRoseTree(_ParamsMixin):
         return self.fit(X).labels_
 
     # ------------------------------------------------------------------ prediction
-    def _keep_for_prediction(self, data: Any, spec: dict[str, Any]) -> None:
-        """Keep what prediction needs: the validated training data and the model's spec.
-
-        Dense data are copied (and made read-only), so that changing the caller's array
-        after ``fit`` cannot change predictions; CSR parts are already private copies.
-        """
-        if isinstance(data, np.ndarray):
-            data = data.copy()
-            data.flags.writeable = False
-        self._fit_X = data
-        self._fit_model_spec = spec
-
     def _check_fitted(self) -> None:
-        if not hasattr(self, "tree_") or not hasattr(self, "_fit_X"):
+        if not hasattr(self, "_fit"):
             raise NotFittedError(
                 f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
                 "using it for prediction."
             )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The fit lives in Rust; a pickle keeps its training data and rebuilds it.
+        state = dict(self.__dict__)
+        fit = state.pop("_fit", None)
+        if fit is not None:
+            state["_fit_training"] = fit.training()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        training = state.pop("_fit_training", None)
+        self.__dict__.update(state)
+        if training is not None:
+            self._fit = _core.brt_fit_for_tree(training, self.model_._spec(), self.tree_._core)
 
     def _check_new_rows(self, X: Any) -> np.ndarray:
         self._check_fitted()
@@ -415,10 +418,7 @@ class BayesianRoseTree(_ParamsMixin):
     def _predict_core(
         self, X: np.ndarray, responsibilities: bool, clusters: Any = None
     ) -> tuple[Any, Any]:
-        return _core.brt_predict(
-            self._fit_X,
-            self._fit_model_spec,
-            self.tree_._core,
+        return self._fit.predict(  # type: ignore[no-any-return]
             X,
             responsibilities=responsibilities,
             clusters=None if clusters is None else [int(v) for v in clusters],
@@ -551,14 +551,7 @@ class BayesianRoseTree(_ParamsMixin):
 
     def _training_rows(self, start: int, stop: int) -> np.ndarray:
         """Training rows ``start:stop`` as a dense array (NaN where missing)."""
-        if isinstance(self._fit_X, np.ndarray):
-            return self._fit_X[start:stop]
-        indptr, indices, data, n_cols = self._fit_X
-        out = np.zeros((stop - start, n_cols))
-        rows = np.repeat(np.arange(stop - start), np.diff(indptr[start : stop + 1]))
-        span = slice(indptr[start], indptr[stop])
-        out[rows, indices[span]] = data[span]
-        return out
+        return np.asarray(self._fit.training_rows(start, stop))
 
     def log_predictive_missing(self, X_full: Any) -> float:
         r"""Log predictive probability of filled-in missing entries of the training data.
@@ -616,10 +609,7 @@ class BayesianRoseTree(_ParamsMixin):
             rows.append(start + np.flatnonzero((missing & ~np.isnan(full)).any(axis=1)))
         filled = np.concatenate(rows)
         return float(
-            _core.brt_log_predictive_missing(
-                self._fit_X,
-                self._fit_model_spec,
-                self.tree_._core,
+            self._fit.log_predictive_missing(
                 [int(i) for i in filled],
                 np.ascontiguousarray(X_full[filled]),
                 n_jobs=check_n_jobs(self.n_jobs),
@@ -651,26 +641,20 @@ class BayesianRoseTree(_ParamsMixin):
             completions with :meth:`log_predictive_missing`).
         """
         self._check_fitted()
-        if self._fit_model_spec.get("family") != "bernoulli":
+        if self._fit.family != "bernoulli":
             raise InvalidParameterError(
                 "predict_missing_proba needs a BetaBernoulli model; the estimator was fitted "
                 f"with {self.model!r}. Use log_predictive_missing to score completions.",
                 "model",
             )
-        rows, cols, probs = _core.brt_missing_probabilities(
-            self._fit_X,
-            self._fit_model_spec,
-            self.tree_._core,
-            n_jobs=check_n_jobs(self.n_jobs),
-        )
-        if isinstance(self._fit_X, np.ndarray):
-            out = self._fit_X.copy()
-            out[rows, cols] = probs
-            return out
+        rows, cols, probs = self._fit.missing_probabilities(n_jobs=check_n_jobs(self.n_jobs))
+        training = self._fit.training()
+        if isinstance(training, np.ndarray):
+            training[rows, cols] = probs
+            return training
         from scipy import sparse
 
-        indptr, indices, data, n_cols = self._fit_X
-        data = data.copy()
+        indptr, indices, data, n_cols = training
         # Canonical CSR lists entries row-major, the order of the probabilities.
         data[np.isnan(data)] = probs
         return sparse.csr_array(

@@ -350,16 +350,8 @@ def learn_hyperparameters(
     if fit_tree is None:
 
         def fit_tree(X: np.ndarray, m: ClusterModel, g: float, a: float) -> RoseTree:
-            core = _core.fit_brt(
-                X,
-                m._spec(),
-                mixing=mixing,
-                gamma=g,
-                dp_alpha=a,
-                binary=bool(binary),
-                contract=False,
-            )
-            return RoseTree(core)
+            params = _core.BrtParams(mixing=mixing, gamma=g, dp_alpha=a, binary=bool(binary))
+            return RoseTree(_core.fit_brt(X, m._spec(), params).tree())
 
     resolved = _core.resolved_model(X, model._spec())
     coords = _Coordinates(model, resolved, mixing, bool(tie))

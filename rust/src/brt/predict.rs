@@ -117,7 +117,7 @@ pub struct MissingEntry {
 /// let x = array![[1., 1., 0.], [1., 1., 0.], [0., 0., 1.], [0., 1., 1.]];
 /// let model = BetaBernoulli::new(&[1.0], &[1.0], 3)?;
 /// let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?, x.view())?;
-/// let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view())?)?;
+/// let predictor = Predictor::new(model.clone(), tree, model.leaf_stats_all(x.view())?)?;
 ///
 /// // The predictive probabilities of all 2³ binary rows sum to one.
 /// let rows: Vec<_> = (0..8)
@@ -130,9 +130,9 @@ pub struct MissingEntry {
 /// assert!((log_p.iter().map(|l| l.exp()).sum::<f64>() - 1.0).abs() < 1e-12);
 /// # Ok::<(), rosetree::RoseTreeError>(())
 /// ```
-pub struct Predictor<'a, M: ClusterModel> {
-    model: &'a M,
-    tree: &'a RoseTree,
+pub struct Predictor<M: ClusterModel> {
+    model: M,
+    tree: RoseTree,
     /// Statistics of every node, leaves first.
     stats: Vec<M::Stats>,
     log_w: Vec<f64>,
@@ -173,14 +173,15 @@ impl LogSumExp {
     }
 }
 
-impl<'a, M: ClusterModel> Predictor<'a, M> {
+impl<M: ClusterModel> Predictor<M> {
     /// Gets ready to predict with `tree`, fitted to data whose rows have statistics `leaves`
-    /// under `model` (one per leaf, in leaf order).
+    /// under `model` (one per leaf, in leaf order). The predictor owns what it predicts
+    /// with, so a fitted model can be kept without its training data.
     ///
     /// # Errors
     /// [`RoseTreeError::ShapeMismatch`] when `leaves` and the tree disagree on the number of
     /// data rows.
-    pub fn new(model: &'a M, tree: &'a RoseTree, leaves: Vec<M::Stats>) -> Result<Self> {
+    pub fn new(model: M, tree: RoseTree, leaves: Vec<M::Stats>) -> Result<Self> {
         let n = tree.n_leaves();
         if leaves.len() != n {
             return Err(RoseTreeError::ShapeMismatch {
@@ -198,15 +199,25 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
             }
             stats.push(merged);
         }
-        let (log_r, log_1m_r) = log_r_pair(tree);
+        let (log_r, log_1m_r) = log_r_pair(&tree);
         Ok(Self {
+            log_w: log_cluster_weights(&tree),
             model,
             tree,
             stats,
-            log_w: log_cluster_weights(tree),
             log_r,
             log_1m_r,
         })
+    }
+
+    /// The cluster model.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// The fitted tree.
+    pub fn tree(&self) -> &RoseTree {
+        &self.tree
     }
 
     /// `ln w_S` of every node (see [`log_cluster_weights`]).
@@ -486,7 +497,7 @@ impl<'a, M: ClusterModel> Predictor<'a, M> {
     }
 }
 
-impl Predictor<'_, BetaBernoulli> {
+impl Predictor<BetaBernoulli> {
     /// `P(x_ij = 1 | D_obs, T)` for every missing entry of the training data, in row-major
     /// order (rows ascending, then columns ascending).
     ///

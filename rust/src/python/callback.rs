@@ -20,6 +20,11 @@ impl CallbackModel {
     pub(crate) fn new(object: Py<PyAny>, data: Array2<f64>) -> Self {
         Self { object, data }
     }
+
+    /// The Python object, without the data.
+    pub(crate) fn into_object(self) -> Py<PyAny> {
+        self.object
+    }
 }
 
 impl ClusterModel for CallbackModel {

@@ -5,7 +5,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::models::{AnyModel, build_model};
+use super::models::{PyModelSpec, AnyModel, build_model};
 use super::{parse_mixing, prepared_leaves};
 use crate::brt;
 use crate::error::RoseTreeError;
@@ -41,7 +41,7 @@ fn gradient_of<M: Differentiable>(
 pub(crate) fn evidence_gradient<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f64>,
-    model: &Bound<'py, PyDict>,
+    model: &Bound<'py, PyModelSpec>,
     internal: Vec<Vec<usize>>,
     mixing: &str,
     gamma: f64,
@@ -50,7 +50,7 @@ pub(crate) fn evidence_gradient<'py>(
     let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
     let x = x.as_array();
     let topology = Topology::new(x.nrows(), internal)?;
-    let g = match build_model(model, x)? {
+    let g = match build_model(&model.get().spec, x)? {
         AnyModel::Bernoulli(m) => gradient_of(py, m, x, &mixing, &topology)?,
         AnyModel::Gaussian(m) => gradient_of(py, m, x, &mixing, &topology)?,
         AnyModel::Counts(m) => gradient_of(py, m, x, &mixing, &topology)?,
@@ -67,11 +67,11 @@ pub(crate) fn evidence_gradient<'py>(
 pub(crate) fn resolved_model<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f64>,
-    model: &Bound<'py, PyDict>,
+    model: &Bound<'py, PyModelSpec>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let x = x.as_array();
     let out = PyDict::new(py);
-    let eta = match build_model(model, x)? {
+    let eta = match build_model(&model.get().spec, x)? {
         AnyModel::Bernoulli(m) => {
             out.set_item("alpha", m.alpha().to_vec())?;
             out.set_item("beta", m.beta().to_vec())?;

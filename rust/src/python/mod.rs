@@ -6,19 +6,18 @@ mod callback;
 mod errors;
 mod learn;
 mod models;
-mod predict;
+mod fit;
 mod tree;
 
 use ndarray::ArrayView2;
-use numpy::{PyReadonlyArray1, PyReadonlyArray2};
+use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
 use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
 use crate::tree::Topology;
-use models::{build_model, with_model};
+use models::{AnyModel, PyModelSpec, build_model, with_model};
 use tree::{PyRoseTree, PyTree};
 
 pub(crate) fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
@@ -50,33 +49,51 @@ fn parse_merge_rule(rule: &str) -> PyResult<MergeRule> {
     }
 }
 
-/// The greedy search's options; `approx` is `(exact_below, sample, seed)` of the
-/// approximate search, `None` for the exact one.
-#[allow(clippy::too_many_arguments)]
-fn search_params(
-    mixing: &str,
-    gamma: f64,
-    dp_alpha: f64,
-    binary: bool,
-    merge_rule: &str,
-    contract: bool,
-    n_jobs: Option<usize>,
-    approx: Option<(usize, usize, u64)>,
-) -> PyResult<ValidBrtParams> {
-    let approx = approx.map(|(exact_below, sample, seed)| ApproxParams {
-        exact_below,
-        sample,
-        seed,
-    });
-    let params = BrtParams {
-        mixing: parse_mixing(mixing, gamma, dp_alpha)?,
-        binary,
-        merge_rule: parse_merge_rule(merge_rule)?,
-        contract,
-        n_threads: n_jobs,
-        approx,
-    };
-    Ok(params.check()?)
+/// The greedy search's options, checked once when Python builds them
+/// (`rosetree._core.BrtParams`); the fit functions take them as they are.
+#[pyclass(frozen, module = "rosetree._core", name = "BrtParams")]
+struct PyBrtParams {
+    params: ValidBrtParams,
+}
+
+#[pymethods]
+impl PyBrtParams {
+    /// `approx` is `(exact_below, sample, seed)` of the approximate search, `None` for the
+    /// exact one.
+    #[new]
+    #[pyo3(signature = (*, mixing, gamma, dp_alpha, binary=false, contract=false, merge_rule="likelihood_ratio", n_jobs=None, approx=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        mixing: &str,
+        gamma: f64,
+        dp_alpha: f64,
+        binary: bool,
+        contract: bool,
+        merge_rule: &str,
+        n_jobs: Option<usize>,
+        approx: Option<(usize, usize, u64)>,
+    ) -> PyResult<Self> {
+        let approx = approx.map(|(exact_below, sample, seed)| ApproxParams {
+            exact_below,
+            sample,
+            seed,
+        });
+        let params = BrtParams {
+            mixing: parse_mixing(mixing, gamma, dp_alpha)?,
+            binary,
+            merge_rule: parse_merge_rule(merge_rule)?,
+            contract,
+            n_threads: n_jobs,
+            approx,
+        };
+        Ok(Self {
+            params: params.check()?,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", *self.params)
+    }
 }
 
 /// Readies `m` for the rows of `x` and returns their statistics.
@@ -93,89 +110,43 @@ fn interrupted() -> bool {
     Python::attach(|py| py.check_signals().is_err())
 }
 
-/// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `x`.
+/// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `train` (a dense array,
+/// or a CSR matrix as `(indptr, indices, data, n_cols)`, whose leaf statistics are built
+/// without a dense copy), kept with its model and statistics for prediction.
 #[pyfunction]
-#[pyo3(signature = (x, model, *, mixing, gamma, dp_alpha, binary, contract, merge_rule="likelihood_ratio", n_jobs=None, approx=None))]
-#[allow(clippy::too_many_arguments)]
 fn fit_brt(
     py: Python<'_>,
-    x: PyReadonlyArray2<'_, f64>,
-    model: &Bound<'_, PyDict>,
-    mixing: &str,
-    gamma: f64,
-    dp_alpha: f64,
-    binary: bool,
-    contract: bool,
-    merge_rule: &str,
-    n_jobs: Option<usize>,
-    approx: Option<(usize, usize, u64)>,
-) -> PyResult<PyRoseTree> {
-    let params = search_params(
-        mixing, gamma, dp_alpha, binary, merge_rule, contract, n_jobs, approx,
-    )?;
-    let x = x.as_array();
-    let model = build_model(model, x)?;
-    with_model!(model, m => {
-        let leaves = prepared_leaves(&mut m, x)?;
-        let tree = py.detach(|| brt::fit_stats(&m, &params, leaves, &interrupted))?;
-        Ok(tree.into())
-    })
-}
-
-/// Greedy Bayesian rose tree of the rows of a CSR matrix (`indptr`, `indices`, `data`,
-/// `n_cols` columns), whose leaf statistics are built without a dense copy of the data.
-#[pyfunction]
-#[pyo3(signature = (indptr, indices, data, n_cols, model, *, mixing, gamma, dp_alpha, binary, contract, merge_rule="likelihood_ratio", n_jobs=None, approx=None))]
-#[allow(clippy::too_many_arguments)]
-fn fit_brt_csr(
-    py: Python<'_>,
-    indptr: PyReadonlyArray1<'_, i64>,
-    indices: PyReadonlyArray1<'_, i64>,
-    data: PyReadonlyArray1<'_, f64>,
-    n_cols: usize,
-    model: &Bound<'_, PyDict>,
-    mixing: &str,
-    gamma: f64,
-    dp_alpha: f64,
-    binary: bool,
-    contract: bool,
-    merge_rule: &str,
-    n_jobs: Option<usize>,
-    approx: Option<(usize, usize, u64)>,
-) -> PyResult<PyRoseTree> {
-    let params = search_params(
-        mixing, gamma, dp_alpha, binary, merge_rule, contract, n_jobs, approx,
-    )?;
-    let (indptr, indices, data) = (indptr.as_slice()?, indices.as_slice()?, data.as_slice()?);
-    let n = indptr.len().saturating_sub(1);
-    let bad = |what: &str| RoseTreeError::param("X", format!("malformed CSR matrix: {what}"));
-    if indptr.first() != Some(&0) || indices.len() != data.len() {
-        return Err(bad("indptr must start at 0 and indices match data in length").into());
+    train: fit::Training<'_>,
+    model: &Bound<'_, PyModelSpec>,
+    params: &Bound<'_, PyBrtParams>,
+) -> PyResult<fit::PyBrtFit> {
+    let params = &params.get().params;
+    let training = train.to_owned_data()?;
+    let model = training.model(&model.get().spec)?;
+    macro_rules! run {
+        ($variant:ident, $m:ident) => {{
+            let mut $m = $m;
+            let leaves = training.leaves(&mut $m)?;
+            let tree = py.detach(|| brt::fit_stats(&$m, params, leaves.clone(), &interrupted))?;
+            fit::PyBrtFit::new(
+                AnyModel::$variant($m),
+                tree,
+                training,
+                Some(fit::LeafStats::$variant(leaves)),
+            )
+        }};
     }
-    let mut rows = Vec::with_capacity(n);
-    for r in 0..n {
-        let (lo, hi) = (indptr[r], indptr[r + 1]);
-        if lo > hi || hi as usize > indices.len() {
-            return Err(bad("indptr must be non-decreasing and within the data").into());
+    match model {
+        AnyModel::Bernoulli(m) => run!(Bernoulli, m),
+        AnyModel::Gaussian(m) => run!(Gaussian, m),
+        AnyModel::Counts(m) => run!(Counts, m),
+        AnyModel::NormalGamma(m) => run!(NormalGamma, m),
+        AnyModel::Callback(mut m) => {
+            let leaves = training.leaves(&mut m)?;
+            let tree = py.detach(|| brt::fit_stats(&m, params, leaves, &interrupted))?;
+            fit::PyBrtFit::new(AnyModel::Callback(m), tree, training, None)
         }
-        let cols: Vec<usize> = indices[lo as usize..hi as usize]
-            .iter()
-            .map(|&c| usize::try_from(c).ok().filter(|&c| c < n_cols))
-            .collect::<Option<_>>()
-            .ok_or_else(|| bad("column index out of range"))?;
-        rows.push((cols, lo as usize..hi as usize));
     }
-    let model = models::build_model_csr(model, indptr, indices, data, n_cols)?;
-    with_model!(model, m => {
-        m.prepare(n);
-        let leaves = rows
-            .iter()
-            .enumerate()
-            .map(|(r, (cols, span))| m.leaf_stats_sparse(cols, &data[span.clone()], r))
-            .collect::<crate::Result<Vec<_>>>()?;
-        let tree = py.detach(|| brt::fit_stats(&m, &params, leaves, &interrupted))?;
-        Ok(tree.into())
-    })
 }
 
 /// `ln p(D | T)` and the per-node quantities of a given tree, described by the child lists
@@ -185,7 +156,7 @@ fn fit_brt_csr(
 fn evaluate_tree(
     py: Python<'_>,
     x: PyReadonlyArray2<'_, f64>,
-    model: &Bound<'_, PyDict>,
+    model: &Bound<'_, PyModelSpec>,
     internal: Vec<Vec<usize>>,
     mixing: &str,
     gamma: f64,
@@ -194,7 +165,7 @@ fn evaluate_tree(
     let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
     let x = x.as_array();
     let topology = Topology::new(x.nrows(), internal)?;
-    let model = build_model(model, x)?;
+    let model = build_model(&model.get().spec, x)?;
     with_model!(model, m => {
         let leaves = prepared_leaves(&mut m, x)?;
         let tree = py.detach(|| brt::evaluate(&m, &mixing, &topology, &leaves))?;
@@ -208,7 +179,7 @@ fn evaluate_tree(
 fn optimal_tree(
     py: Python<'_>,
     x: PyReadonlyArray2<'_, f64>,
-    model: &Bound<'_, PyDict>,
+    model: &Bound<'_, PyModelSpec>,
     mixing: &str,
     gamma: f64,
     dp_alpha: f64,
@@ -216,7 +187,7 @@ fn optimal_tree(
 ) -> PyResult<PyRoseTree> {
     let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
     let x = x.as_array();
-    let model = build_model(model, x)?;
+    let model = build_model(&model.get().spec, x)?;
     with_model!(model, m => {
         let leaves = prepared_leaves(&mut m, x)?;
         let tree = py.detach(|| brt::optimal_tree(&m, &mixing, binary, &leaves))?;
@@ -227,9 +198,9 @@ fn optimal_tree(
 /// `ln f(D)` of all rows of `x` as one cluster.
 #[pyfunction]
 #[allow(unused_mut)] // `with_model!` binds the model mutably; this one is only read.
-fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyDict>) -> PyResult<f64> {
+fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyModelSpec>) -> PyResult<f64> {
     let x = x.as_array();
-    let model = build_model(model, x)?;
+    let model = build_model(&model.get().spec, x)?;
     with_model!(model, m => {
         // One evaluation: no tables of ln Γ (`prepare`), which would cost more than they
         // save, and the direct evaluation is the most accurate.
@@ -246,14 +217,15 @@ fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyDict>) -> PyRe
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRoseTree>()?;
     m.add_class::<PyTree>()?;
+    m.add_class::<PyModelSpec>()?;
+    m.add_class::<PyBrtParams>()?;
     m.add_function(wrap_pyfunction!(fit_brt, m)?)?;
-    m.add_function(wrap_pyfunction!(fit_brt_csr, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;
     m.add_function(wrap_pyfunction!(optimal_tree, m)?)?;
     m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
     m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
-    predict::register(m)?;
+    fit::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

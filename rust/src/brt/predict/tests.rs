@@ -110,7 +110,7 @@ fn predictive_sums_to_one_over_every_binary_row() {
         for mixing in mixings() {
             let tree = greedy_tree(&model, mixing, &x);
             let leaves = model.leaf_stats_all(x.view()).unwrap();
-            let predictor = Predictor::new(&model, &tree, leaves).unwrap();
+            let predictor = Predictor::new(model.clone(), tree.clone(), leaves).unwrap();
             let rows = all_binary_rows(&model, d);
             let log_p = predictor
                 .log_predictive(&rows, &Threads::default(), &never)
@@ -125,7 +125,12 @@ fn missing_entries_of_new_rows_are_marginalised() {
     let x = clustered_binary(3, 10, 4);
     let model = BetaBernoulli::new(&[1.0], &[1.0], 4).unwrap();
     let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
-    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let predictor = Predictor::new(
+        model.clone(),
+        tree.clone(),
+        model.leaf_stats_all(x.view()).unwrap(),
+    )
+    .unwrap();
     let stats = |row: Array1<f64>| model.leaf_stats(row.view(), 0).unwrap();
     let rows = vec![
         stats(array![1., NAN, 0., NAN]),
@@ -143,7 +148,7 @@ fn missing_entries_of_new_rows_are_marginalised() {
 }
 
 /// `ln w_S + ln f(D_S ∪ {x}) − ln f(D_S)` from merged statistics, without queries.
-fn direct_terms<M: ClusterModel>(p: &Predictor<'_, M>, model: &M, x: &M::Stats) -> Vec<f64> {
+fn direct_terms<M: ClusterModel>(p: &Predictor<M>, model: &M, x: &M::Stats) -> Vec<f64> {
     p.node_stats()
         .iter()
         .zip(p.log_weights())
@@ -155,9 +160,14 @@ fn direct_terms<M: ClusterModel>(p: &Predictor<'_, M>, model: &M, x: &M::Stats) 
 
 /// Checks responsibilities and scores against [`direct_terms`], and that they do not depend
 /// on the number of threads.
-fn check_responsibilities<M: ClusterModel>(model: &M, x: &Array2<f64>, new: &Array2<f64>) {
+fn check_responsibilities<M: ClusterModel + Clone>(model: &M, x: &Array2<f64>, new: &Array2<f64>) {
     let tree = greedy_tree(model, Mixing::Brt { gamma: 0.5 }, x);
-    let predictor = Predictor::new(model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let predictor = Predictor::new(
+        model.clone(),
+        tree.clone(),
+        model.leaf_stats_all(x.view()).unwrap(),
+    )
+    .unwrap();
     let rows = model.leaf_stats_all(new.view()).unwrap();
     let one = Threads::new(Some(1)).unwrap();
     let (log_p, resp) = predictor.responsibilities(&rows, &one, &never).unwrap();
@@ -224,8 +234,12 @@ fn dirichlet_multinomial_predictive_sums_to_one_over_count_vectors() {
     for scale in [1.0, 2.5e14 + 1.0] {
         let x = x.mapv(|v| v * scale);
         let tree = greedy_tree(&model, Mixing::Dp { alpha: 1.0 }, &x);
-        let predictor =
-            Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+        let predictor = Predictor::new(
+            model.clone(),
+            tree.clone(),
+            model.leaf_stats_all(x.view()).unwrap(),
+        )
+        .unwrap();
         let lp = predictor
             .log_predictive(&rows, &Threads::default(), &never)
             .unwrap();
@@ -247,8 +261,12 @@ fn beta_bernoulli_predictive_stays_normalised_for_huge_priors() {
         let mut model = BetaBernoulli::new(&[alpha], &[beta], d).unwrap();
         model.prepare(x.nrows());
         let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
-        let predictor =
-            Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+        let predictor = Predictor::new(
+            model.clone(),
+            tree.clone(),
+            model.leaf_stats_all(x.view()).unwrap(),
+        )
+        .unwrap();
         let lp = predictor
             .log_predictive(&all_binary_rows(&model, d), &Threads::default(), &never)
             .unwrap();
@@ -265,7 +283,12 @@ fn gaussian_predictive_density_integrates_to_one() {
     let x = array![[-2.1], [-1.9], [-2.3], [1.0], [1.4], [0.8], [5.0]];
     let model = NormalInverseWishart::new(vec![0.0], 0.5, 3.0, vec![1.0]).unwrap();
     let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
-    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let predictor = Predictor::new(
+        model.clone(),
+        tree.clone(),
+        model.leaf_stats_all(x.view()).unwrap(),
+    )
+    .unwrap();
     // ∫ p(x) dx = ∫_{−π/2}^{π/2} p(tan θ) sec²θ dθ by composite Simpson; the Student-t
     // tails make the integrand vanish at both ends.
     let m = 20_000;
@@ -308,7 +331,12 @@ fn with_missing() -> (Array2<f64>, BetaBernoulli, RoseTree) {
 #[test]
 fn completions_of_the_missing_entries_sum_to_one_and_match_reevaluation() {
     let (x, model, tree) = with_missing();
-    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let predictor = Predictor::new(
+        model.clone(),
+        tree.clone(),
+        model.leaf_stats_all(x.view()).unwrap(),
+    )
+    .unwrap();
     let missing: Vec<(usize, usize)> = x
         .indexed_iter()
         .filter(|(_, v)| v.is_nan())
@@ -352,7 +380,12 @@ fn completions_of_the_missing_entries_sum_to_one_and_match_reevaluation() {
 #[test]
 fn missing_probabilities_equal_single_entry_completions() {
     let (x, model, tree) = with_missing();
-    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let predictor = Predictor::new(
+        model.clone(),
+        tree.clone(),
+        model.leaf_stats_all(x.view()).unwrap(),
+    )
+    .unwrap();
     let threads = Threads::new(Some(2)).unwrap();
     let found = predictor.missing_probabilities(&threads, &never).unwrap();
     let positions: Vec<(usize, usize)> = found.iter().map(|e| (e.row, e.column)).collect();
@@ -377,8 +410,8 @@ fn missing_probabilities_equal_single_entry_completions() {
     let model = BetaBernoulli::new(&[1.0], &[1.0], 3).unwrap();
     let tree = greedy_tree(&model, Mixing::Gamma { gamma: 0.5 }, &complete);
     let p = Predictor::new(
-        &model,
-        &tree,
+        model.clone(),
+        tree,
         model.leaf_stats_all(complete.view()).unwrap(),
     )
     .unwrap();
@@ -393,11 +426,11 @@ fn missing_probabilities_equal_single_entry_completions() {
 fn bad_input_and_interrupts_are_errors() {
     let (x, model, tree) = with_missing();
     let leaves = model.leaf_stats_all(x.view()).unwrap();
-    let err = Predictor::new(&model, &tree, leaves[1..].to_vec())
+    let err = Predictor::new(model.clone(), tree.clone(), leaves[1..].to_vec())
         .err()
         .unwrap();
     assert!(matches!(err, RoseTreeError::ShapeMismatch { .. }));
-    let predictor = Predictor::new(&model, &tree, leaves.clone()).unwrap();
+    let predictor = Predictor::new(model.clone(), tree.clone(), leaves.clone()).unwrap();
     let threads = Threads::default();
     for filled in [
         vec![(9, leaves[0].clone())],
@@ -442,7 +475,12 @@ fn many_rows_in_chunks_match_one_row_at_a_time() {
     let x = clustered_binary(31, 80, d);
     let model = BetaBernoulli::new(&[0.5], &[0.5], d).unwrap();
     let tree = greedy_tree(&model, Mixing::Brt { gamma: 0.5 }, &x);
-    let predictor = Predictor::new(&model, &tree, model.leaf_stats_all(x.view()).unwrap()).unwrap();
+    let predictor = Predictor::new(
+        model.clone(),
+        tree.clone(),
+        model.leaf_stats_all(x.view()).unwrap(),
+    )
+    .unwrap();
     let new = clustered_binary(32, 1000, d);
     let rows = model.leaf_stats_all(new.view()).unwrap();
     let one = Threads::new(Some(1)).unwrap();

@@ -303,7 +303,7 @@ fn every_tree_operation_handles_a_chain_of_100000_leaves() {
     let log_w = log_cluster_weights(&tree);
     let total = crate::math::log_sum_exp(&log_w);
     assert!(total.abs() < 1e-9, "weights sum to {}", total.exp());
-    let predictor = Predictor::new(&model, &tree, leaves.clone()).unwrap();
+    let predictor = Predictor::new(model.clone(), tree.clone(), leaves.clone()).unwrap();
     let rows: Vec<_> = (0..3).map(|i| leaves[i].clone()).collect();
     let clusters = tree.cut(0.5).unwrap();
     let (log_p, proba) = predictor

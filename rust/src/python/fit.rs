@@ -1,0 +1,506 @@
+//! A fitted rose tree kept in Rust (`rosetree._core.BrtFit`): the model, the tree, every
+//! node's statistics and the training data, as the fit left them. Prediction (BRT §1.4.1:
+//! new rows by eq 1.25, filled-in training data by eq 1.24, beta–Bernoulli missing entries)
+//! reads them there; Python sends only the new rows.
+
+use ndarray::{Array2, ArrayView2, Axis, concatenate, s};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+use super::callback::CallbackModel;
+use super::interrupted;
+use super::models::{AnyModel, ModelSpec, PyModelSpec, build_model, build_model_csr};
+use super::tree::PyRoseTree;
+use crate::brt::{Predictor, RoseTree};
+use crate::error::RoseTreeError;
+use crate::models::{
+    BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma, NormalInverseWishart,
+};
+use crate::parallel::Threads;
+
+/// Training data as Python passes it: a dense array, or a CSR matrix as
+/// `(indptr, indices, data, n_cols)`.
+#[derive(FromPyObject)]
+pub(crate) enum Training<'py> {
+    Dense(PyReadonlyArray2<'py, f64>),
+    Csr(
+        PyReadonlyArray1<'py, i64>,
+        PyReadonlyArray1<'py, i64>,
+        PyReadonlyArray1<'py, f64>,
+        usize,
+    ),
+}
+
+/// The training data a fit keeps (a private copy).
+pub(crate) enum TrainingData {
+    Dense(Array2<f64>),
+    Csr {
+        indptr: Vec<i64>,
+        indices: Vec<i64>,
+        data: Vec<f64>,
+        n_cols: usize,
+    },
+}
+
+impl Training<'_> {
+    /// A private copy, checked for the shape of a CSR matrix.
+    pub(crate) fn to_owned_data(&self) -> PyResult<TrainingData> {
+        Ok(match self {
+            Self::Dense(x) => TrainingData::Dense(x.as_array().to_owned()),
+            Self::Csr(indptr, indices, data, n_cols) => {
+                let data = TrainingData::Csr {
+                    indptr: indptr.as_slice()?.to_vec(),
+                    indices: indices.as_slice()?.to_vec(),
+                    data: data.as_slice()?.to_vec(),
+                    n_cols: *n_cols,
+                };
+                data.csr_rows()?;
+                data
+            }
+        })
+    }
+}
+
+impl TrainingData {
+    fn n_rows(&self) -> usize {
+        match self {
+            Self::Dense(x) => x.nrows(),
+            Self::Csr { indptr, .. } => indptr.len().saturating_sub(1),
+        }
+    }
+
+    fn n_cols(&self) -> usize {
+        match self {
+            Self::Dense(x) => x.ncols(),
+            Self::Csr { n_cols, .. } => *n_cols,
+        }
+    }
+
+    /// The columns and the span in `data` of every row of a CSR matrix.
+    pub(crate) fn csr_rows(&self) -> PyResult<Vec<(Vec<usize>, std::ops::Range<usize>)>> {
+        let Self::Csr {
+            indptr,
+            indices,
+            data,
+            n_cols,
+        } = self
+        else {
+            return Ok(Vec::new());
+        };
+        let bad = |what: &str| RoseTreeError::param("X", format!("malformed CSR matrix: {what}"));
+        if indptr.first() != Some(&0) || indices.len() != data.len() {
+            return Err(bad("indptr must start at 0 and indices match data in length").into());
+        }
+        let mut rows = Vec::with_capacity(indptr.len().saturating_sub(1));
+        for span in indptr.windows(2) {
+            let (Ok(lo), Ok(hi)) = (usize::try_from(span[0]), usize::try_from(span[1])) else {
+                return Err(bad("indptr must be non-negative").into());
+            };
+            if lo > hi || hi > indices.len() {
+                return Err(bad("indptr must be non-decreasing and within the data").into());
+            }
+            let cols: Vec<usize> = indices[lo..hi]
+                .iter()
+                .map(|&c| usize::try_from(c).ok().filter(|&c| c < *n_cols))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("column index out of range"))?;
+            rows.push((cols, lo..hi));
+        }
+        Ok(rows)
+    }
+
+    /// The model of `spec` for these data (data-driven defaults resolved from them).
+    pub(crate) fn model(&self, spec: &ModelSpec) -> PyResult<AnyModel> {
+        match self {
+            Self::Dense(x) => build_model(spec, x.view()),
+            Self::Csr {
+                indptr,
+                indices,
+                data,
+                n_cols,
+            } => {
+                if matches!(spec, ModelSpec::Callback(_)) {
+                    return Err(RoseTreeError::param(
+                        "model",
+                        "a Python cluster model needs dense training data",
+                    )
+                    .into());
+                }
+                build_model_csr(spec, indptr, indices, data, *n_cols)
+            }
+        }
+    }
+
+    /// The statistics of every row under `m`, after readying `m` for `n_rows + 1` rows (a
+    /// cluster and one more row, which prediction needs).
+    pub(crate) fn leaves<M: ClusterModel>(&self, m: &mut M) -> PyResult<Vec<M::Stats>> {
+        m.prepare(self.n_rows() + 1);
+        match self {
+            Self::Dense(x) => Ok(m.leaf_stats_all(x.view())?),
+            Self::Csr { data, .. } => Ok(self
+                .csr_rows()?
+                .iter()
+                .enumerate()
+                .map(|(r, (cols, span))| m.leaf_stats_sparse(cols, &data[span.clone()], r))
+                .collect::<crate::Result<Vec<_>>>()?),
+        }
+    }
+
+    /// Rows `start..stop` as a dense array.
+    fn dense_rows(&self, start: usize, stop: usize) -> Array2<f64> {
+        match self {
+            Self::Dense(x) => x.slice(s![start..stop, ..]).to_owned(),
+            Self::Csr {
+                indptr,
+                indices,
+                data,
+                n_cols,
+            } => {
+                let mut out = Array2::zeros((stop - start, *n_cols));
+                for r in start..stop {
+                    for k in indptr[r] as usize..indptr[r + 1] as usize {
+                        out[[r - start, indices[k] as usize]] = data[k];
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// The fitted model and tree with every node's statistics, one variant per model family.
+enum AnyPredictor {
+    Bernoulli(Predictor<BetaBernoulli>),
+    Gaussian(Predictor<NormalInverseWishart>),
+    Counts(Predictor<DirichletMultinomial>),
+    NormalGamma(Predictor<NormalGamma>),
+    /// A Python model's statistics are row indices into its own copy of the data, so a
+    /// predictor is made per call with the new rows appended to that copy.
+    Callback(Py<PyAny>, RoseTree),
+}
+
+/// A fitted rose tree: `rosetree.BayesianRoseTree` keeps one after `fit`.
+#[pyclass(frozen, module = "rosetree._core", name = "BrtFit")]
+pub(crate) struct PyBrtFit {
+    predictor: AnyPredictor,
+    training: TrainingData,
+}
+
+/// Runs `$body` with `$p` bound to the predictor of a built-in model, or `$callback` for a
+/// Python model.
+macro_rules! with_predictor {
+    ($fit:expr, $p:ident => $body:expr, $object:ident, $tree:ident => $callback:expr) => {
+        match &$fit.predictor {
+            AnyPredictor::Bernoulli($p) => $body,
+            AnyPredictor::Gaussian($p) => $body,
+            AnyPredictor::Counts($p) => $body,
+            AnyPredictor::NormalGamma($p) => $body,
+            AnyPredictor::Callback($object, $tree) => $callback,
+        }
+    };
+}
+
+impl PyBrtFit {
+    /// The fit of `tree` to `training` under `model` (leaf statistics `leaves`, when the
+    /// caller has them already).
+    pub(crate) fn new(
+        model: AnyModel,
+        tree: RoseTree,
+        training: TrainingData,
+        leaves: Option<LeafStats>,
+    ) -> PyResult<Self> {
+        macro_rules! predictor {
+            ($variant:ident, $m:ident) => {{
+                let mut $m = $m;
+                let leaves = match leaves {
+                    Some(LeafStats::$variant(l)) => l,
+                    _ => training.leaves(&mut $m)?,
+                };
+                AnyPredictor::$variant(Predictor::new($m, tree, leaves)?)
+            }};
+        }
+        let predictor = match model {
+            AnyModel::Bernoulli(m) => predictor!(Bernoulli, m),
+            AnyModel::Gaussian(m) => predictor!(Gaussian, m),
+            AnyModel::Counts(m) => predictor!(Counts, m),
+            AnyModel::NormalGamma(m) => predictor!(NormalGamma, m),
+            AnyModel::Callback(m) => {
+                if tree.n_leaves() != training.n_rows() {
+                    return Err(RoseTreeError::ShapeMismatch {
+                        what: "tree".into(),
+                        expected: format!("{} leaves (one per data row)", training.n_rows()),
+                        found: format!("{} leaves", tree.n_leaves()),
+                    }
+                    .into());
+                }
+                AnyPredictor::Callback(m.into_object(), tree)
+            }
+        };
+        Ok(Self {
+            predictor,
+            training,
+        })
+    }
+
+    fn tree_ref(&self) -> &RoseTree {
+        with_predictor!(self, p => p.tree(), _object, tree => tree)
+    }
+
+    /// Checks that new rows have the training data's columns.
+    fn check_columns(&self, x: ArrayView2<'_, f64>, what: &str) -> PyResult<()> {
+        if x.ncols() == self.training.n_cols() {
+            return Ok(());
+        }
+        Err(RoseTreeError::ShapeMismatch {
+            what: what.into(),
+            expected: format!("{} columns", self.training.n_cols()),
+            found: format!("{} columns", x.ncols()),
+        }
+        .into())
+    }
+
+    /// A predictor for a Python model whose data are the training rows followed by
+    /// `extra`, and the index of the first extra row.
+    fn callback_predictor(
+        &self,
+        py: Python<'_>,
+        object: &Py<PyAny>,
+        tree: &RoseTree,
+        extra: ArrayView2<'_, f64>,
+    ) -> PyResult<(Predictor<CallbackModel>, usize)> {
+        let TrainingData::Dense(train) = &self.training else {
+            unreachable!("a Python model is only fitted to dense data");
+        };
+        let data = concatenate![Axis(0), train.view(), extra];
+        let model = CallbackModel::new(object.clone_ref(py), data);
+        let leaves = (0..train.nrows())
+            .map(|i| model.leaf_stats(train.row(i), i))
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok((Predictor::new(model, tree.clone(), leaves)?, train.nrows()))
+    }
+}
+
+/// Leaf statistics that a fit has computed already, by model family.
+pub(crate) enum LeafStats {
+    Bernoulli(Vec<<BetaBernoulli as ClusterModel>::Stats>),
+    Gaussian(Vec<<NormalInverseWishart as ClusterModel>::Stats>),
+    Counts(Vec<<DirichletMultinomial as ClusterModel>::Stats>),
+    NormalGamma(Vec<<NormalGamma as ClusterModel>::Stats>),
+}
+
+/// `ln p(x | D, T)` of eq 1.25 for every row of `rows` (statistics under `p`'s model), and
+/// with `responsibilities` the `n_rows × n_nodes` posterior over the tree's clusters; with
+/// `clusters`, the mixture over those flat clusters and the `n_rows × K` posterior.
+fn predict_with<M: ClusterModel>(
+    p: &Predictor<M>,
+    rows: &[M::Stats],
+    responsibilities: bool,
+    clusters: Option<&[usize]>,
+    threads: &Threads,
+) -> crate::Result<(Vec<f64>, Option<Array2<f64>>)> {
+    if let Some(clusters) = clusters {
+        let (log_p, resp) = p.flat_responsibilities(clusters, rows, threads, &interrupted)?;
+        Ok((log_p, Some(resp)))
+    } else if responsibilities {
+        let (log_p, resp) = p.responsibilities(rows, threads, &interrupted)?;
+        Ok((log_p, Some(resp)))
+    } else {
+        Ok((p.log_predictive(rows, threads, &interrupted)?, None))
+    }
+}
+
+/// The statistics of new rows `x` under `m`; row `r` is data row `offset + r` (for errors,
+/// and for a Python model, whose statistics are row indices).
+fn row_stats<M: ClusterModel>(
+    m: &M,
+    x: ArrayView2<'_, f64>,
+    offset: usize,
+) -> crate::Result<Vec<M::Stats>> {
+    x.rows()
+        .into_iter()
+        .enumerate()
+        .map(|(r, row)| m.leaf_stats(row, offset + r))
+        .collect()
+}
+
+#[pymethods]
+impl PyBrtFit {
+    /// The fitted tree.
+    fn tree(&self) -> PyRoseTree {
+        self.tree_ref().clone().into()
+    }
+
+    /// The model family's name (`"bernoulli"`, `"normal_inverse_wishart"`,
+    /// `"dirichlet_multinomial"`, `"normal_gamma"` or `"callback"`).
+    #[getter]
+    fn family(&self) -> &'static str {
+        match self.predictor {
+            AnyPredictor::Bernoulli(_) => "bernoulli",
+            AnyPredictor::Gaussian(_) => "normal_inverse_wishart",
+            AnyPredictor::Counts(_) => "dirichlet_multinomial",
+            AnyPredictor::NormalGamma(_) => "normal_gamma",
+            AnyPredictor::Callback(..) => "callback",
+        }
+    }
+
+    /// `ln p(x | D, T)` of eq 1.25 for every row of `x`, and with `responsibilities` the
+    /// `n_rows × n_nodes` posterior over the tree's clusters; with `clusters` (node ids of a
+    /// flat clustering), `ln Σ_c (n_c / n) f(x | D_c)` and the `n_rows × K` posterior over
+    /// them.
+    #[pyo3(signature = (x, *, responsibilities=false, clusters=None, n_jobs=None))]
+    #[allow(clippy::type_complexity)]
+    fn predict<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'py, f64>,
+        responsibilities: bool,
+        clusters: Option<Vec<usize>>,
+        n_jobs: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyArray1<f64>>, Option<Bound<'py, PyArray2<f64>>>)> {
+        let threads = Threads::new(n_jobs)?;
+        let x = x.as_array();
+        self.check_columns(x, "X")?;
+        let clusters = clusters.as_deref();
+        let (log_p, resp) = with_predictor!(self, p => {
+            let rows = row_stats(p.model(), x, 0)?;
+            py.detach(|| predict_with(p, &rows, responsibilities, clusters, &threads))?
+        }, object, tree => {
+            let (p, offset) = self.callback_predictor(py, object, tree, x)?;
+            let rows = row_stats(p.model(), x, offset)?;
+            py.detach(|| predict_with(&p, &rows, responsibilities, clusters, &threads))?
+        });
+        Ok((log_p.into_pyarray(py), resp.map(|r| r.into_pyarray(py))))
+    }
+
+    /// `ln p(D_full | T) − ln p(D_obs | T)` (eq 1.24), with training rows `rows` replaced by
+    /// the rows of `filled`.
+    #[pyo3(signature = (rows, filled, *, n_jobs=None))]
+    fn log_predictive_missing(
+        &self,
+        py: Python<'_>,
+        rows: Vec<usize>,
+        filled: PyReadonlyArray2<'_, f64>,
+        n_jobs: Option<usize>,
+    ) -> PyResult<f64> {
+        let threads = Threads::new(n_jobs)?;
+        let filled = filled.as_array();
+        self.check_columns(filled, "filled")?;
+        if filled.nrows() != rows.len() {
+            return Err(RoseTreeError::ShapeMismatch {
+                what: "filled".into(),
+                expected: format!("{} rows (one per row index)", rows.len()),
+                found: format!("{} rows", filled.nrows()),
+            }
+            .into());
+        }
+        Ok(with_predictor!(self, p => {
+            let filled = rows
+                .iter()
+                .zip(filled.rows())
+                .map(|(&r, row)| Ok((r, p.model().leaf_stats(row, r)?)))
+                .collect::<crate::Result<Vec<_>>>()?;
+            py.detach(|| p.log_predictive_missing(&filled, &threads, &interrupted))?
+        }, object, tree => {
+            let (p, offset) = self.callback_predictor(py, object, tree, filled)?;
+            let filled = rows
+                .iter()
+                .zip(filled.rows())
+                .enumerate()
+                .map(|(k, (&r, row))| Ok((r, p.model().leaf_stats(row, offset + k)?)))
+                .collect::<crate::Result<Vec<_>>>()?;
+            py.detach(|| p.log_predictive_missing(&filled, &threads, &interrupted))?
+        }))
+    }
+
+    /// `(rows, columns, P(x_ij = 1 | D_obs, T))` of every missing training entry, row-major;
+    /// beta–Bernoulli models only.
+    #[pyo3(signature = (*, n_jobs=None))]
+    #[allow(clippy::type_complexity)]
+    fn missing_probabilities<'py>(
+        &self,
+        py: Python<'py>,
+        n_jobs: Option<usize>,
+    ) -> PyResult<(
+        Bound<'py, PyArray1<usize>>,
+        Bound<'py, PyArray1<usize>>,
+        Bound<'py, PyArray1<f64>>,
+    )> {
+        let threads = Threads::new(n_jobs)?;
+        let AnyPredictor::Bernoulli(p) = &self.predictor else {
+            return Err(RoseTreeError::param(
+                "model",
+                "missing-entry probabilities need the beta-Bernoulli model",
+            )
+            .into());
+        };
+        let found = py.detach(|| p.missing_probabilities(&threads, &interrupted))?;
+        let rows: Vec<usize> = found.iter().map(|e| e.row).collect();
+        let cols: Vec<usize> = found.iter().map(|e| e.column).collect();
+        let probs: Vec<f64> = found.iter().map(|e| e.p_one).collect();
+        Ok((
+            rows.into_pyarray(py),
+            cols.into_pyarray(py),
+            probs.into_pyarray(py),
+        ))
+    }
+
+    /// Training rows `start..stop` as a dense array (NaN where missing).
+    fn training_rows<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        stop: usize,
+    ) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let n = self.training.n_rows();
+        if start > stop || stop > n {
+            return Err(RoseTreeError::param(
+                "stop",
+                format!("rows {start}..{stop} are not within 0..{n}"),
+            )
+            .into());
+        }
+        Ok(self.training.dense_rows(start, stop).into_pyarray(py))
+    }
+
+    /// The training data as given to the fit: a dense array, or the CSR parts
+    /// `(indptr, indices, data, n_cols)`.
+    fn training<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match &self.training {
+            TrainingData::Dense(x) => x.clone().into_pyarray(py).into_any(),
+            TrainingData::Csr {
+                indptr,
+                indices,
+                data,
+                n_cols,
+            } => (
+                indptr.clone().into_pyarray(py),
+                indices.clone().into_pyarray(py),
+                data.clone().into_pyarray(py),
+                *n_cols,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+        })
+    }
+}
+
+/// The fit of a given tree to training data (for a tree found by hyperparameter learning,
+/// or an unpickled estimator): the model of `model` for the data, and every node's
+/// statistics.
+#[pyfunction]
+pub(crate) fn brt_fit_for_tree(
+    train: Training<'_>,
+    model: &Bound<'_, PyModelSpec>,
+    tree: &Bound<'_, PyRoseTree>,
+) -> PyResult<PyBrtFit> {
+    let training = train.to_owned_data()?;
+    let model = training.model(&model.get().spec)?;
+    PyBrtFit::new(model, tree.get().inner.clone(), training, None)
+}
+
+/// Adds the fit class and functions to the extension module.
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBrtFit>()?;
+    m.add_function(wrap_pyfunction!(brt_fit_for_tree, m)?)?;
+    Ok(())
+}
