@@ -5,7 +5,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::models::{PyModelSpec, AnyModel, build_model};
+use super::models::{AnyModel, PyModelSpec, build_model};
 use super::{parse_mixing, prepared_leaves};
 use crate::brt;
 use crate::error::RoseTreeError;

@@ -4,9 +4,9 @@
 
 mod callback;
 mod errors;
+mod fit;
 mod learn;
 mod models;
-mod fit;
 mod tree;
 
 use ndarray::ArrayView2;
