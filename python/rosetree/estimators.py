@@ -9,8 +9,9 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array, check_csr, check_n_jobs, is_sparse, mixing_args
-from .config import BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma
+from .config import ClusterModel, resolve_model
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
+from .learning import learn_hyperparameters
 from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
@@ -47,20 +48,6 @@ class _ParamsMixin:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
-
-
-def resolve_model(model: Any) -> ClusterModel:
-    """The cluster model to use (``None`` means :class:`BetaBernoulli` with defaults)."""
-    if model is None:
-        return BetaBernoulli()
-    if not isinstance(model, ClusterModel):
-        raise InvalidParameterError(
-            "model must be a rosetree cluster model such as rt.BetaBernoulli(), "
-            "rt.NormalInverseWishart(), rt.NormalGamma(), rt.DirichletMultinomial() or a "
-            f"subclass of rt.ClusterModel that implements log_marginal(X); got {model!r}",
-            "model",
-        )
-    return model
 
 
 def check_merge_rule(rule: Any) -> str:
@@ -266,7 +253,7 @@ class BayesianRoseTree(_ParamsMixin):
         self._check_flat_args()
         n_jobs = check_n_jobs(self.n_jobs)
         names = getattr(X, "columns", None)
-        sparse_ok = isinstance(model, (BetaBernoulli, DirichletMultinomial, NormalGamma))
+        sparse_ok = model._reads_sparse
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
             X = check_array(X)
         model._check_data(X)
@@ -291,8 +278,6 @@ class BayesianRoseTree(_ParamsMixin):
             return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
 
         if self.learn_hyperparameters:
-            from .learning import learn_hyperparameters
-
             result = learn_hyperparameters(
                 X,
                 model=model,

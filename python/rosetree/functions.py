@@ -8,8 +8,7 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array, mixing_args
-from .config import ClusterModel
-from .estimators import resolve_model
+from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, InvalidTreeError
 from .tree import RoseTree, nested_to_internal
 

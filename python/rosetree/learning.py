@@ -14,14 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
-from ._validation import check_array
-from .config import (
-    BetaBernoulli,
-    ClusterModel,
-    DirichletMultinomial,
-    NormalGamma,
-    NormalInverseWishart,
-)
+from ._validation import check_array, mixing_args
+from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError
 from .tree import RoseTree, nested_to_internal
 
@@ -33,7 +27,6 @@ _LOG_BOUND = 12.0
 #: L-BFGS-B's relative tolerance on ln p(D | T): 1e-4 nats on an evidence of 1e4, far below
 #: anything reported, and a third of the evaluations of SciPy's default.
 _FTOL = 1e-8
-_LEARNABLE = (BetaBernoulli, DirichletMultinomial, NormalInverseWishart, NormalGamma)
 
 
 class EvidenceGradient(NamedTuple):
@@ -59,21 +52,8 @@ class EvidenceGradient(NamedTuple):
     mixing: float
 
 
-def _split(model: ClusterModel, flat: np.ndarray) -> dict[str, np.ndarray]:
-    if isinstance(model, BetaBernoulli):
-        d = flat.size // 2
-        return {"alpha": flat[:d], "beta": flat[d:]}
-    if isinstance(model, DirichletMultinomial):
-        return {"alpha": flat}
-    if isinstance(model, NormalGamma):
-        d = (flat.size - 2) // 2
-        shared = {"kappa0": flat[d : d + 1], "a0": flat[d + 1 : d + 2]}
-        return {"m0": flat[:d], **shared, "b0": flat[d + 2 :]}
-    return {"kappa0": flat[:1], "nu0": flat[1:2], "psi0_scale": flat[2:3]}
-
-
 def _check_learnable(model: ClusterModel) -> None:
-    if not isinstance(model, _LEARNABLE):
+    if not model._learnable:
         raise InvalidParameterError(
             "hyperparameter learning needs a built-in model (BetaBernoulli, "
             "NormalInverseWishart, NormalGamma or DirichletMultinomial), got "
@@ -107,9 +87,6 @@ def evidence_gradient(
     -------
     EvidenceGradient
     """
-    from ._validation import mixing_args
-    from .estimators import resolve_model
-
     X = check_array(X)
     model = resolve_model(model)
     _check_learnable(model)
@@ -117,7 +94,8 @@ def evidence_gradient(
     log_ev, flat, g_mix = _core.evidence_gradient(
         X, model._spec(), internal, **mixing_args(mixing, gamma, dp_alpha)
     )
-    return EvidenceGradient(float(log_ev), _split(model, np.asarray(flat)), float(g_mix))
+    parts = model._gradient_parts(np.asarray(flat))
+    return EvidenceGradient(float(log_ev), parts, float(g_mix))
 
 
 # --------------------------------------------------------------------------- coordinates
@@ -125,13 +103,10 @@ def evidence_gradient(
 class _Coordinates:
     r"""Maps the model's and the mixing rule's hyperparameters to an unconstrained vector.
 
-    Positive quantities are optimised on a log scale, :math:`\gamma` on a logit scale and
-    :math:`\nu_0` as :math:`\ln(\nu_0 - d + 1)`, so every vector within the bounds is a
-    valid prior. :class:`NormalGamma`'s ``b0`` is taken relative to its starting value,
-    :math:`\ln(b_{0j} / b_{0j}^\text{start})`, and ``m0`` as the shift from its start in
-    units of the prior standard deviation :math:`\sqrt{b_{0j}^\text{start} /
-    a_0^\text{start}}`, so that neither depends on the scale of the data; with ``tie``,
-    ``m0`` stays at its start and one factor scales every ``b0``.
+    The model's part is the model class's own (``_learning_start``, ``_at_coordinates``,
+    ``_coordinate_gradient``; see :class:`~rosetree.ClusterModel`); the mixing parameter
+    is optimised on a logit scale (:math:`\gamma`) or a log scale (the DP concentration).
+    Every vector within the bounds is a valid prior.
     """
 
     model: ClusterModel
@@ -140,78 +115,22 @@ class _Coordinates:
     tie: bool
 
     def initial(self, gamma: float, dp_alpha: float) -> np.ndarray:
-        r = self.resolved
-        if isinstance(self.model, BetaBernoulli):
-            a, b = np.asarray(r["alpha"]), np.asarray(r["beta"])
-            if self.tie:
-                a, b = a.mean(keepdims=True), b.mean(keepdims=True)
-            eta = np.log(np.concatenate([a, b]))
-        elif isinstance(self.model, DirichletMultinomial):
-            a = np.asarray(r["alpha"])
-            eta = np.log(a.mean(keepdims=True) if self.tie else a)
-        elif isinstance(self.model, NormalGamma):
-            shared = np.log([r["kappa0"], r["a0"]])
-            d = len(r["m0"])
-            parts = [shared, [0.0]] if self.tie else [np.zeros(d), shared, np.zeros(d)]
-            eta = np.concatenate(parts)
-        else:
-            dim = len(r["mu0"])
-            eta = np.log([r["kappa0"], r["nu0"] - dim + 1.0, 1.0])
+        eta = self.model._learning_start(self.resolved, self.tie)
         theta = math.log(dp_alpha) if self.mixing == "dp" else math.log(gamma / (1 - gamma))
         return np.append(np.clip(eta, -_LOG_BOUND, _LOG_BOUND), theta)
 
     def shared_start(self) -> bool:
         """Whether the model has per-feature values and they all start equal."""
-        if isinstance(self.model, (NormalInverseWishart, NormalGamma)):
-            return False
-        names = ("alpha", "beta") if isinstance(self.model, BetaBernoulli) else ("alpha",)
-        values = [np.asarray(self.resolved[n]) for n in names]
-        return values[0].size > 1 and all(np.all(v == v[0]) for v in values)
+        return self.model._shared_start(self.resolved)
 
     def untie(self, u: np.ndarray) -> np.ndarray:
         """Tied coordinates ``u`` as per-feature ones: each shared value repeated."""
-        return np.append(np.repeat(u[:-1], np.asarray(self.resolved["alpha"]).size), u[-1])
-
-    def _m0_unit(self) -> np.ndarray:
-        """The prior standard deviation of each feature at the start: ``m0``'s unit."""
-        r = self.resolved
-        return np.sqrt(np.asarray(r["b0"]) / r["a0"])
-
-    def _normal_gamma_values(
-        self, eta: np.ndarray
-    ) -> tuple[np.ndarray, float, float, np.ndarray]:
-        """(m0, kappa0, a0, b0) of :class:`NormalGamma` at the coordinates ``eta``."""
-        r = self.resolved
-        m0, b0 = np.asarray(r["m0"], dtype=float), np.asarray(r["b0"], dtype=float)
-        if self.tie:
-            return m0, math.exp(eta[0]), math.exp(eta[1]), b0 * math.exp(eta[2])
-        d = m0.size
-        m0 = m0 + eta[:d] * self._m0_unit()
-        return m0, math.exp(eta[d]), math.exp(eta[d + 1]), b0 * np.exp(eta[d + 2 :])
+        return np.append(self.model._untie(self.resolved, u[:-1]), u[-1])
 
     def decode(self, u: np.ndarray) -> tuple[ClusterModel, float, float]:
         """(model, gamma, dp_alpha) at the unconstrained point ``u``."""
         eta, theta = u[:-1], float(u[-1])
-        if isinstance(self.model, BetaBernoulli):
-            half = eta.size // 2
-            model: ClusterModel = BetaBernoulli(alpha=np.exp(eta[:half]), beta=np.exp(eta[half:]))
-        elif isinstance(self.model, DirichletMultinomial):
-            model = DirichletMultinomial(
-                alpha=np.exp(eta), multinomial_coefficient=self.model.multinomial_coefficient
-            )
-        elif isinstance(self.model, NormalGamma):
-            m0, kappa0, a0, b0 = self._normal_gamma_values(eta)
-            model = NormalGamma(m0=m0, kappa0=kappa0, a0=a0, b0=b0)
-        else:
-            r = self.resolved
-            dim = len(r["mu0"])
-            psi0 = np.asarray(r["psi0"]).reshape(dim, dim) * math.exp(eta[2])
-            model = NormalInverseWishart(
-                mu0=np.asarray(r["mu0"]),
-                kappa0=math.exp(eta[0]),
-                nu0=math.exp(eta[1]) + dim - 1.0,
-                psi0=psi0,
-            )
+        model = self.model._at_coordinates(self.resolved, eta, self.tie)
         if self.mixing == "dp":
             return model, 0.5, math.exp(theta)
         return model, 1.0 / (1.0 + math.exp(-theta)), 1.0
@@ -219,26 +138,7 @@ class _Coordinates:
     def chain(self, u: np.ndarray, flat: np.ndarray, g_mix: float) -> np.ndarray:
         """The gradient with respect to ``u``, from the one with respect to the values."""
         eta, theta = u[:-1], float(u[-1])
-        if isinstance(self.model, NormalInverseWishart):
-            # κ0 = e^u0, ν0 = e^u1 + d − 1; the core's third entry is already ∂/∂ln c.
-            g_eta = np.array([flat[0] * math.exp(eta[0]), flat[1] * math.exp(eta[1]), flat[2]])
-        elif isinstance(self.model, NormalGamma):
-            # The core's order is (m0, κ0, a0, b0); b0 = b0_start · e^u, so ∂/∂u = b0 ∂/∂b0.
-            d = (flat.size - 2) // 2
-            _, kappa0, a0, b0 = self._normal_gamma_values(eta)
-            g_shared = [flat[d] * kappa0, flat[d + 1] * a0]
-            g_b0 = flat[d + 2 :] * b0
-            if self.tie:
-                g_eta = np.array([*g_shared, g_b0.sum()])
-            else:
-                g_eta = np.concatenate([flat[:d] * self._m0_unit(), g_shared, g_b0])
-        else:
-            values = np.exp(eta)
-            if self.tie:
-                parts = np.split(flat, values.size)  # α then β (or α): each over features
-                g_eta = np.array([p.sum() for p in parts]) * values
-            else:
-                g_eta = flat * values
+        g_eta = self.model._coordinate_gradient(self.resolved, eta, flat, self.tie)
         if self.mixing == "dp":
             g_theta = g_mix * math.exp(theta)
         else:
@@ -334,9 +234,6 @@ def learn_hyperparameters(
     LearningResult
     """
     from scipy.optimize import minimize
-
-    from ._validation import mixing_args
-    from .estimators import resolve_model
 
     X = check_array(X)
     model = resolve_model(model)
