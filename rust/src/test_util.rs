@@ -2,12 +2,12 @@
 
 use ndarray::Array2;
 
-use crate::models::ClusterModel;
+use crate::models::RowQueries;
 
 /// `ln f` of all rows of `x` as one cluster, through every path a model offers: evaluated
 /// from the merged statistics, merged from two parts (all rows but the last, and the last),
 /// and through the query of the first part against the last row.
-pub(crate) fn log_f_every_path<M: ClusterModel>(model: &M, x: &Array2<f64>) -> [f64; 3] {
+pub(crate) fn log_f_every_path<M: RowQueries>(model: &M, x: &Array2<f64>) -> [f64; 3] {
     let l = model.leaf_stats_all(x.view()).unwrap();
     let n = l.len();
     let head = l[1..n - 1]

@@ -23,7 +23,7 @@ use super::greedy::greedy;
 use super::merge::MergeRule;
 use super::mixing::Mixing;
 use crate::error::{Result, RoseTreeError};
-use crate::models::ClusterModel;
+use crate::models::RowQueries;
 use crate::parallel::{PAR_THRESHOLD, Threads};
 use crate::tree::Topology;
 
@@ -76,7 +76,7 @@ enum Shape {
     Node(Vec<Shape>),
 }
 
-struct Approx<'a, M: ClusterModel> {
+struct Approx<'a, M: RowQueries> {
     model: &'a M,
     mixing: &'a Mixing,
     binary: bool,
@@ -93,7 +93,7 @@ struct Approx<'a, M: ClusterModel> {
 /// # Errors
 /// As [`greedy`], and [`RoseTreeError::InvalidParameter`] for invalid `params`.
 #[allow(clippy::too_many_arguments)] // the greedy search's own options travel with it
-pub fn approximate<M: ClusterModel>(
+pub fn approximate<M: RowQueries>(
     model: &M,
     mixing: &Mixing,
     binary: bool,
@@ -199,7 +199,7 @@ fn number(shape: &Shape, n: usize, internal: &mut Vec<Vec<usize>>) -> usize {
     }
 }
 
-impl<M: ClusterModel> Approx<'_, M> {
+impl<M: RowQueries> Approx<'_, M> {
     /// The exact greedy tree of the rows `rows`, as a shape over global ids.
     fn exact(&self, rows: &[usize]) -> Result<Shape> {
         if rows.len() == 1 {

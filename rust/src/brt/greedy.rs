@@ -10,7 +10,7 @@ use super::score::Score;
 use crate::agglomerate::{Linkage, agglomerate};
 use crate::brt::RoseTree;
 use crate::error::{Result, RoseTreeError};
-use crate::models::ClusterModel;
+use crate::models::RowQueries;
 use crate::parallel::{PAR_THRESHOLD, Threads};
 
 /// Scores rank in the engine as exact arithmetic ranks them.
@@ -22,7 +22,7 @@ impl crate::agglomerate::TotalOrder for Score {
 }
 
 /// The rose-tree search's state, indexed by tree id (leaves `0..n`, the `k`-th merge `n + k`).
-struct RoseLinkage<'a, M: ClusterModel> {
+struct RoseLinkage<'a, M: RowQueries> {
     model: &'a M,
     mixing: PriorTable,
     binary: bool,
@@ -47,7 +47,7 @@ struct RoseLinkage<'a, M: ClusterModel> {
 /// # Errors
 /// [`RoseTreeError::InvalidParameter`] for fewer than two leaves; errors of the model;
 /// [`RoseTreeError::Numerical`] for a NaN score; [`RoseTreeError::Interrupted`].
-pub fn greedy<M: ClusterModel>(
+pub fn greedy<M: RowQueries>(
     model: &M,
     mixing: &Mixing,
     binary: bool,
@@ -83,7 +83,7 @@ pub fn greedy<M: ClusterModel>(
     Ok(linkage.into_tree())
 }
 
-impl<M: ClusterModel> Linkage for RoseLinkage<'_, M> {
+impl<M: RowQueries> Linkage for RoseLinkage<'_, M> {
     type Key = Score;
     type Probe = M::Query;
 
@@ -142,7 +142,7 @@ impl<M: ClusterModel> Linkage for RoseLinkage<'_, M> {
     }
 }
 
-impl<M: ClusterModel> RoseLinkage<'_, M> {
+impl<M: RowQueries> RoseLinkage<'_, M> {
     /// `ln f` of the union of trees `i < j`. Every pair is evaluated the same way wherever it
     /// is scored: a single row against a cluster through the cluster's cached query, two
     /// single rows through the query of the lower id (the probe, computed once per scan),

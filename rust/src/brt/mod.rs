@@ -41,7 +41,7 @@ pub use score::{Score, SignedLog};
 use ndarray::ArrayView2;
 
 use crate::error::Result;
-use crate::models::ClusterModel;
+use crate::models::RowQueries;
 use crate::parallel::Threads;
 
 /// Greedy Bayesian rose tree of the rows of `x`.
@@ -63,7 +63,7 @@ use crate::parallel::Threads;
 ///
 /// # Errors
 /// Data outside the model's support, fewer than two rows.
-pub fn fit<M: ClusterModel>(
+pub fn fit<M: RowQueries>(
     model: &M,
     params: &ValidBrtParams,
     x: ArrayView2<'_, f64>,
@@ -77,7 +77,7 @@ pub fn fit<M: ClusterModel>(
 ///
 /// # Errors
 /// As [`fit`], plus [`crate::RoseTreeError::Interrupted`].
-pub fn fit_stats<M: ClusterModel>(
+pub fn fit_stats<M: RowQueries>(
     model: &M,
     params: &ValidBrtParams,
     leaves: Vec<M::Stats>,

@@ -32,7 +32,7 @@ use ndarray::Array2;
 use crate::brt::RoseTree;
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_add_exp;
-use crate::models::{BetaBernoulli, ClusterModel};
+use crate::models::{BetaBernoulli, RowQueries};
 use crate::parallel::Threads;
 
 /// `ln w_S` of every node of `tree` (eq 1.25 with the weights normalised by `|leaves(A)|`,
@@ -130,7 +130,7 @@ pub struct MissingEntry {
 /// assert!((log_p.iter().map(|l| l.exp()).sum::<f64>() - 1.0).abs() < 1e-12);
 /// # Ok::<(), rosetree::RoseTreeError>(())
 /// ```
-pub struct Predictor<M: ClusterModel> {
+pub struct Predictor<M: RowQueries> {
     model: M,
     tree: RoseTree,
     /// Statistics of every node, leaves first.
@@ -141,7 +141,7 @@ pub struct Predictor<M: ClusterModel> {
 }
 
 /// A node's query and `ln f(D_S)`, or `None` for a node of zero weight.
-type Prepared<M> = Option<(<M as ClusterModel>::Query, f64)>;
+type Prepared<M> = Option<(<M as RowQueries>::Query, f64)>;
 
 /// A running `ln Σ exp(tᵢ)`, added to one term at a time in a fixed order.
 #[derive(Debug, Clone, Copy)]
@@ -173,7 +173,7 @@ impl LogSumExp {
     }
 }
 
-impl<M: ClusterModel> Predictor<M> {
+impl<M: RowQueries> Predictor<M> {
     /// Gets ready to predict with `tree`, fitted to data whose rows have statistics `leaves`
     /// under `model` (one per leaf, in leaf order). The predictor owns what it predicts
     /// with, so a fitted model can be kept without its training data.

@@ -13,7 +13,7 @@
 
 use ndarray::ArrayView1;
 
-use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
+use super::{ClusterModel, Differentiable, RowQueries, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
 use crate::math::{digamma_diff, ln_beta_ratio, ln_rising_against};
 
@@ -379,7 +379,6 @@ impl BetaBernoulli {
 
 impl ClusterModel for BetaBernoulli {
     type Stats = BernoulliStats;
-    type Query = BernoulliQuery;
 
     fn n_features(&self) -> usize {
         self.alpha.len()
@@ -497,6 +496,10 @@ impl ClusterModel for BetaBernoulli {
             self.log_f_partial(|i| a.ones[i] + b.ones[i], |i| a.observed(i) + b.observed(i))
         })
     }
+}
+
+impl RowQueries for BetaBernoulli {
+    type Query = BernoulliQuery;
 
     /// With `k_i` ones and `m_i` zeros in column `i` of `A`, the predictive of a row `x` is
     /// `Σ_i ln P(x_i | A)`, `P(x_i = 1 | A) = (α_i + k_i)/(α_i + β_i + k_i + m_i)`: `base` is

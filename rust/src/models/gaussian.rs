@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use nalgebra::DMatrix;
 use ndarray::{ArrayView1, ArrayView2};
 
-use super::{ClusterModel, Differentiable, check_hyperparameter_count};
+use super::{ClusterModel, Differentiable, RowQueries, check_hyperparameter_count};
 use crate::error::{Result, RoseTreeError};
 use crate::math::{ln_multigamma, multidigamma};
 
@@ -885,7 +885,6 @@ fn nonfinite(row: usize, col: usize) -> RoseTreeError {
 
 impl ClusterModel for NormalInverseWishart {
     type Stats = GaussianStats;
-    type Query = Option<GaussianQuery>;
 
     fn n_features(&self) -> usize {
         self.mu0.len()
@@ -973,6 +972,22 @@ impl ClusterModel for NormalInverseWishart {
         };
         self.log_f_from_ln_det(s.n, ln_det)
     }
+
+    /// `ln f(A ∪ B)` with `Ψ̃_n` assembled straight from both clusters' statistics (in factor
+    /// form only the small Gram matrix `I + U Uᵀ`).
+    fn log_marginal_merged(&self, a: &GaussianStats, b: &GaussianStats) -> Result<f64> {
+        let d = self.mu0.len();
+        let n = a.n + b.n;
+        let (fb, w_ab) = (b.n / n, a.n * b.n / n);
+        let delta: Vec<f64> = (0..d).map(|i| b.mean[i] - a.mean[i]).collect();
+        let zbar: Vec<f64> = (0..d).map(|i| a.mean[i] + delta[i] * fb).collect();
+        let ln_det = self.pair_ln_det(a, b, &delta, w_ab, &zbar, self.mean_weight(n));
+        self.log_f_from_ln_det(n, ln_det)
+    }
+}
+
+impl RowQueries for NormalInverseWishart {
+    type Query = Option<GaussianQuery>;
 
     /// For `A`'s posterior `(κ_A, ν_A, μ_A, Ψ_A)`, adding a row `x` gives
     /// `Ψ_{A∪x} = Ψ_A + c v vᵀ` with `v = x − μ_A` and `c = κ_A/(κ_A + 1)`, so by the matrix
@@ -1077,18 +1092,6 @@ impl ClusterModel for NormalInverseWishart {
             }
         };
         Ok(q.base - q.half_nu * ln1p_scaled(q.c, s, quad))
-    }
-
-    /// `ln f(A ∪ B)` with `Ψ̃_n` assembled straight from both clusters' statistics (in factor
-    /// form only the small Gram matrix `I + U Uᵀ`).
-    fn log_marginal_merged(&self, a: &GaussianStats, b: &GaussianStats) -> Result<f64> {
-        let d = self.mu0.len();
-        let n = a.n + b.n;
-        let (fb, w_ab) = (b.n / n, a.n * b.n / n);
-        let delta: Vec<f64> = (0..d).map(|i| b.mean[i] - a.mean[i]).collect();
-        let zbar: Vec<f64> = (0..d).map(|i| a.mean[i] + delta[i] * fb).collect();
-        let ln_det = self.pair_ln_det(a, b, &delta, w_ab, &zbar, self.mean_weight(n));
-        self.log_f_from_ln_det(n, ln_det)
     }
 }
 

@@ -2,9 +2,9 @@
 //!
 //! A cluster model only has to say three things: the statistics of a single row, how two
 //! clusters' statistics combine, and the log marginal likelihood of a cluster from its
-//! statistics. The agglomeration engines are generic over [`ClusterModel`], so a new family
-//! is one file, and a model implemented elsewhere (for example in Python, behind a callback)
-//! plugs into the same search.
+//! statistics. The agglomeration engines are generic over [`ClusterModel`] (with the
+//! shortcuts of [`RowQueries`]), so a new family is one file, and a model implemented
+//! elsewhere (for example in Python, behind a callback) plugs into the same search.
 
 use ndarray::{ArrayView1, ArrayView2};
 
@@ -28,9 +28,6 @@ pub use normal_gamma::{ColumnMoments, NormalGamma, NormalGammaQuery, NormalGamma
 pub trait ClusterModel: Sync {
     /// Sufficient statistics of a cluster of rows.
     type Stats: Clone + Send + Sync;
-
-    /// Precomputed terms of one cluster for [`log_marginal_query`](ClusterModel::log_marginal_query).
-    type Query: Send + Sync;
 
     /// The number of columns a data row must have.
     fn n_features(&self) -> usize;
@@ -63,40 +60,6 @@ pub trait ClusterModel: Sync {
     /// As [`log_marginal`](ClusterModel::log_marginal).
     fn log_marginal_merged(&self, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
         self.log_marginal(&self.merge(a, b))
-    }
-
-    /// Whatever makes scoring the cluster `a` against many single-row partners cheap (the
-    /// pair-scoring loop of the greedy search). Models without such a shortcut use `()`.
-    fn query(&self, a: &Self::Stats) -> Self::Query;
-
-    /// `ln f(A ∪ B)` given `q = query(a)`. Must agree with
-    /// [`log_marginal_merged`](ClusterModel::log_marginal_merged) up to rounding; the search
-    /// calls it with a single-row `b` whenever one of the pair is a single row, so that is the
-    /// case worth a shortcut.
-    ///
-    /// # Errors
-    /// As [`log_marginal`](ClusterModel::log_marginal).
-    fn log_marginal_query(&self, q: &Self::Query, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
-        let _ = q;
-        self.log_marginal_merged(a, b)
-    }
-
-    /// `ln f(B | A) = ln f(A ∪ B) − ln f(A)`, the posterior predictive of `B` given `A`, with
-    /// `q = query(a)` and `log_f_a = ln f(A)`. The default takes the difference of
-    /// [`log_marginal_query`](ClusterModel::log_marginal_query) and `log_f_a`; the conjugate
-    /// models override it to compute the predictive directly, which keeps its digits when
-    /// `ln f(A)` is large (many rows, or large counts).
-    ///
-    /// # Errors
-    /// As [`log_marginal`](ClusterModel::log_marginal).
-    fn log_predictive_query(
-        &self,
-        q: &Self::Query,
-        a: &Self::Stats,
-        log_f_a: f64,
-        b: &Self::Stats,
-    ) -> Result<f64> {
-        Ok(self.log_marginal_query(q, a, b)? - log_f_a)
     }
 
     /// Statistics of one row given sparsely: value `values[k]` in column `columns[k]`, zero
@@ -139,6 +102,49 @@ pub trait ClusterModel: Sync {
             .enumerate()
             .map(|(i, row)| self.leaf_stats(row, i))
             .collect()
+    }
+}
+
+/// Fast paths for scoring one cluster against many single rows: the pair-scoring loop of
+/// the greedy search and prediction. A model without a shortcut implements it in three
+/// lines, with `type Query = ()`, an empty `query` and the provided methods (which merge
+/// and evaluate); the conjugate models precompute what a row's predictive needs.
+pub trait RowQueries: ClusterModel {
+    /// Precomputed terms of one cluster for [`log_marginal_query`](RowQueries::log_marginal_query).
+    type Query: Send + Sync;
+
+    /// Whatever makes scoring the cluster `a` against many single-row partners cheap (the
+    /// pair-scoring loop of the greedy search). Models without such a shortcut use `()`.
+    fn query(&self, a: &Self::Stats) -> Self::Query;
+
+    /// `ln f(A ∪ B)` given `q = query(a)`. Must agree with
+    /// [`log_marginal_merged`](ClusterModel::log_marginal_merged) up to rounding; the search
+    /// calls it with a single-row `b` whenever one of the pair is a single row, so that is the
+    /// case worth a shortcut.
+    ///
+    /// # Errors
+    /// As [`log_marginal`](ClusterModel::log_marginal).
+    fn log_marginal_query(&self, q: &Self::Query, a: &Self::Stats, b: &Self::Stats) -> Result<f64> {
+        let _ = q;
+        self.log_marginal_merged(a, b)
+    }
+
+    /// `ln f(B | A) = ln f(A ∪ B) − ln f(A)`, the posterior predictive of `B` given `A`, with
+    /// `q = query(a)` and `log_f_a = ln f(A)`. The default takes the difference of
+    /// [`log_marginal_query`](RowQueries::log_marginal_query) and `log_f_a`; the conjugate
+    /// models override it to compute the predictive directly, which keeps its digits when
+    /// `ln f(A)` is large (many rows, or large counts).
+    ///
+    /// # Errors
+    /// As [`log_marginal`](ClusterModel::log_marginal).
+    fn log_predictive_query(
+        &self,
+        q: &Self::Query,
+        a: &Self::Stats,
+        log_f_a: f64,
+        b: &Self::Stats,
+    ) -> Result<f64> {
+        Ok(self.log_marginal_query(q, a, b)? - log_f_a)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use ndarray::ArrayView1;
 
-use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
+use super::{ClusterModel, Differentiable, RowQueries, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
 use crate::math::{digamma_diff, ln_gamma, ln_gamma_ratio, ln_rising_shift};
 
@@ -243,7 +243,6 @@ impl DirichletMultinomial {
 
 impl ClusterModel for DirichletMultinomial {
     type Stats = CountStats;
-    type Query = CountQuery;
 
     fn n_features(&self) -> usize {
         self.prior.alpha.len()
@@ -311,6 +310,10 @@ impl ClusterModel for DirichletMultinomial {
         let coefficient = self.coefficient(a.log_coefficient + b.log_coefficient);
         Ok(self.prior.log_ratio(counts, a.total + b.total) + coefficient)
     }
+}
+
+impl RowQueries for DirichletMultinomial {
+    type Query = CountQuery;
 
     /// `ln f(A)` and the posterior `Dir(α + c_A)`.
     fn query(&self, a: &CountStats) -> CountQuery {

@@ -15,7 +15,7 @@
 
 use ndarray::{ArrayView1, ArrayView2};
 
-use super::{ClusterModel, Differentiable, check_hyperparameter_count, per_feature};
+use super::{ClusterModel, Differentiable, RowQueries, check_hyperparameter_count, per_feature};
 use crate::error::{Result, RoseTreeError};
 use crate::math::{digamma_diff, ln_gamma_ratio};
 
@@ -517,7 +517,6 @@ impl NormalGamma {
 
 impl ClusterModel for NormalGamma {
     type Stats = NormalGammaStats;
-    type Query = NormalGammaQuery;
 
     fn n_features(&self) -> usize {
         self.m0.len()
@@ -620,6 +619,10 @@ impl ClusterModel for NormalGamma {
         };
         self.finite(log_f, n)
     }
+}
+
+impl RowQueries for NormalGamma {
+    type Query = NormalGammaQuery;
 
     /// `A`'s posterior per feature: `κ_j = κ0 + n_j`, `μ_j = (κ0 m0_j + n_j x̄_j)/κ_j` and
     /// `b_j` (Murphy 2007, eqs 86–89), from which one more observation costs one logarithm

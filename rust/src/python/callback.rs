@@ -6,7 +6,7 @@ use numpy::IntoPyArray;
 use pyo3::prelude::*;
 
 use crate::error::{Result, RoseTreeError};
-use crate::models::ClusterModel;
+use crate::models::{ClusterModel, RowQueries};
 
 /// Calls `object.log_marginal(X[rows])` for every cluster. The statistics of a cluster are
 /// its sorted row indices; the data are copied once, so no NumPy memory is read while the
@@ -29,7 +29,6 @@ impl CallbackModel {
 
 impl ClusterModel for CallbackModel {
     type Stats = Vec<u32>;
-    type Query = ();
 
     fn n_features(&self) -> usize {
         self.data.ncols()
@@ -66,6 +65,10 @@ impl ClusterModel for CallbackModel {
             Ok(value)
         })
     }
+}
+
+impl RowQueries for CallbackModel {
+    type Query = ();
 
     fn query(&self, _: &Vec<u32>) {}
 }

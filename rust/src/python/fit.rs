@@ -9,13 +9,13 @@ use pyo3::prelude::*;
 
 use super::callback::CallbackModel;
 use super::interrupted;
-use super::models::{AnyModel, ModelSpec, PyModelSpec, build_model, build_model_csr};
+use super::models::{
+    AnyModel, ModelSpec, PyModelSpec, build_model, build_model_csr, conjugate_families,
+};
 use super::tree::PyRoseTree;
 use crate::brt::{Predictor, RoseTree};
 use crate::error::RoseTreeError;
-use crate::models::{
-    BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma, NormalInverseWishart,
-};
+use crate::models::{ClusterModel, RowQueries};
 use crate::parallel::Threads;
 
 /// Training data as Python passes it: a dense array, or a CSR matrix as
@@ -168,15 +168,75 @@ impl TrainingData {
     }
 }
 
-/// The fitted model and tree with every node's statistics, one variant per model family.
-enum AnyPredictor {
-    Bernoulli(Predictor<BetaBernoulli>),
-    Gaussian(Predictor<NormalInverseWishart>),
-    Counts(Predictor<DirichletMultinomial>),
-    NormalGamma(Predictor<NormalGamma>),
-    /// A Python model's statistics are row indices into its own copy of the data, so a
-    /// predictor is made per call with the new rows appended to that copy.
-    Callback(Py<PyAny>, RoseTree),
+macro_rules! fit_types {
+    ([] $($variant:ident: $model:ty = $name:literal;)*) => {
+        /// The fitted model and tree with every node's statistics, one variant per family.
+        enum AnyPredictor {
+            $($variant(Predictor<$model>),)*
+            /// A Python model's statistics are row indices into its own copy of the data, so
+            /// a predictor is made per call with the new rows appended to that copy.
+            Callback(Py<PyAny>, RoseTree),
+        }
+
+        /// Leaf statistics that a fit has computed already, by model family.
+        pub(crate) enum LeafStats {
+            $($variant(Vec<<$model as ClusterModel>::Stats>),)*
+        }
+
+        impl AnyPredictor {
+            /// The predictor of `model` and `tree` for `training` (with its leaf statistics
+            /// `leaves`, when the caller has them already).
+            fn new(
+                model: AnyModel,
+                tree: RoseTree,
+                training: &TrainingData,
+                leaves: Option<LeafStats>,
+            ) -> PyResult<Self> {
+                Ok(match model {
+                    $(AnyModel::$variant(mut m) => {
+                        let leaves = match leaves {
+                            Some(LeafStats::$variant(l)) => l,
+                            _ => training.leaves(&mut m)?,
+                        };
+                        Self::$variant(Predictor::new(m, tree, leaves)?)
+                    })*
+                    AnyModel::Callback(m) => {
+                        if tree.n_leaves() != training.n_rows() {
+                            return Err(RoseTreeError::ShapeMismatch {
+                                what: "tree".into(),
+                                expected: format!(
+                                    "{} leaves (one per data row)",
+                                    training.n_rows()
+                                ),
+                                found: format!("{} leaves", tree.n_leaves()),
+                            }
+                            .into());
+                        }
+                        Self::Callback(m.into_object(), tree)
+                    }
+                })
+            }
+
+            /// The model family's name.
+            fn family(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $name,)*
+                    Self::Callback(..) => "callback",
+                }
+            }
+        }
+    };
+}
+conjugate_families!(fit_types,);
+
+macro_rules! predictor_arms {
+    ([$fit:expr, $p:ident, $body:expr, $object:ident, $tree:ident, $callback:expr]
+     $($variant:ident: $t:ty = $name:literal;)*) => {
+        match &$fit.predictor {
+            $(AnyPredictor::$variant($p) => $body,)*
+            AnyPredictor::Callback($object, $tree) => $callback,
+        }
+    };
 }
 
 /// A fitted rose tree: `rosetree.BayesianRoseTree` keeps one after `fit`.
@@ -190,13 +250,7 @@ pub(crate) struct PyBrtFit {
 /// Python model.
 macro_rules! with_predictor {
     ($fit:expr, $p:ident => $body:expr, $object:ident, $tree:ident => $callback:expr) => {
-        match &$fit.predictor {
-            AnyPredictor::Bernoulli($p) => $body,
-            AnyPredictor::Gaussian($p) => $body,
-            AnyPredictor::Counts($p) => $body,
-            AnyPredictor::NormalGamma($p) => $body,
-            AnyPredictor::Callback($object, $tree) => $callback,
-        }
+        conjugate_families!(predictor_arms, $fit, $p, $body, $object, $tree, $callback)
     };
 }
 
@@ -209,35 +263,8 @@ impl PyBrtFit {
         training: TrainingData,
         leaves: Option<LeafStats>,
     ) -> PyResult<Self> {
-        macro_rules! predictor {
-            ($variant:ident, $m:ident) => {{
-                let mut $m = $m;
-                let leaves = match leaves {
-                    Some(LeafStats::$variant(l)) => l,
-                    _ => training.leaves(&mut $m)?,
-                };
-                AnyPredictor::$variant(Predictor::new($m, tree, leaves)?)
-            }};
-        }
-        let predictor = match model {
-            AnyModel::Bernoulli(m) => predictor!(Bernoulli, m),
-            AnyModel::Gaussian(m) => predictor!(Gaussian, m),
-            AnyModel::Counts(m) => predictor!(Counts, m),
-            AnyModel::NormalGamma(m) => predictor!(NormalGamma, m),
-            AnyModel::Callback(m) => {
-                if tree.n_leaves() != training.n_rows() {
-                    return Err(RoseTreeError::ShapeMismatch {
-                        what: "tree".into(),
-                        expected: format!("{} leaves (one per data row)", training.n_rows()),
-                        found: format!("{} leaves", tree.n_leaves()),
-                    }
-                    .into());
-                }
-                AnyPredictor::Callback(m.into_object(), tree)
-            }
-        };
         Ok(Self {
-            predictor,
+            predictor: AnyPredictor::new(model, tree, &training, leaves)?,
             training,
         })
     }
@@ -280,18 +307,10 @@ impl PyBrtFit {
     }
 }
 
-/// Leaf statistics that a fit has computed already, by model family.
-pub(crate) enum LeafStats {
-    Bernoulli(Vec<<BetaBernoulli as ClusterModel>::Stats>),
-    Gaussian(Vec<<NormalInverseWishart as ClusterModel>::Stats>),
-    Counts(Vec<<DirichletMultinomial as ClusterModel>::Stats>),
-    NormalGamma(Vec<<NormalGamma as ClusterModel>::Stats>),
-}
-
 /// `ln p(x | D, T)` of eq 1.25 for every row of `rows` (statistics under `p`'s model), and
 /// with `responsibilities` the `n_rows × n_nodes` posterior over the tree's clusters; with
 /// `clusters`, the mixture over those flat clusters and the `n_rows × K` posterior.
-fn predict_with<M: ClusterModel>(
+fn predict_with<M: RowQueries>(
     p: &Predictor<M>,
     rows: &[M::Stats],
     responsibilities: bool,
@@ -334,13 +353,7 @@ impl PyBrtFit {
     /// `"dirichlet_multinomial"`, `"normal_gamma"` or `"callback"`).
     #[getter]
     fn family(&self) -> &'static str {
-        match self.predictor {
-            AnyPredictor::Bernoulli(_) => "bernoulli",
-            AnyPredictor::Gaussian(_) => "normal_inverse_wishart",
-            AnyPredictor::Counts(_) => "dirichlet_multinomial",
-            AnyPredictor::NormalGamma(_) => "normal_gamma",
-            AnyPredictor::Callback(..) => "callback",
-        }
+        self.predictor.family()
     }
 
     /// `ln p(x | D, T)` of eq 1.25 for every row of `x`, and with `responsibilities` the

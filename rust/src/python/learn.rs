@@ -5,7 +5,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::models::{AnyModel, PyModelSpec, build_model};
+use super::models::{AnyModel, PyModelSpec, build_model, conjugate_families};
 use super::{parse_mixing, prepared_leaves};
 use crate::brt;
 use crate::error::RoseTreeError;
@@ -50,13 +50,16 @@ pub(crate) fn evidence_gradient<'py>(
     let mixing = parse_mixing(mixing, gamma, dp_alpha)?;
     let x = x.as_array();
     let topology = Topology::new(x.nrows(), internal)?;
-    let g = match build_model(&model.get().spec, x)? {
-        AnyModel::Bernoulli(m) => gradient_of(py, m, x, &mixing, &topology)?,
-        AnyModel::Gaussian(m) => gradient_of(py, m, x, &mixing, &topology)?,
-        AnyModel::Counts(m) => gradient_of(py, m, x, &mixing, &topology)?,
-        AnyModel::NormalGamma(m) => gradient_of(py, m, x, &mixing, &topology)?,
-        AnyModel::Callback(_) => return Err(not_differentiable()),
-    };
+    let model = build_model(&model.get().spec, x)?;
+    macro_rules! gradient {
+        ([] $($variant:ident: $t:ty = $name:literal;)*) => {
+            match model {
+                $(AnyModel::$variant(m) => gradient_of(py, m, x, &mixing, &topology)?,)*
+                AnyModel::Callback(_) => return Err(not_differentiable()),
+            }
+        };
+    }
+    let g = conjugate_families!(gradient,);
     Ok((g.log_evidence, g.model.into_pyarray(py), g.mixing))
 }
 

@@ -17,7 +17,7 @@ use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParam
 use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
 use crate::tree::Topology;
-use models::{AnyModel, PyModelSpec, build_model, with_model};
+use models::{AnyModel, PyModelSpec, build_model, with_model, with_model_arms};
 use tree::{PyRoseTree, PyTree};
 
 pub(crate) fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
@@ -124,29 +124,24 @@ fn fit_brt(
     let training = train.to_owned_data()?;
     let model = training.model(&model.get().spec)?;
     macro_rules! run {
-        ($variant:ident, $m:ident) => {{
-            let mut $m = $m;
-            let leaves = training.leaves(&mut $m)?;
-            let tree = py.detach(|| brt::fit_stats(&$m, params, leaves.clone(), &interrupted))?;
-            fit::PyBrtFit::new(
-                AnyModel::$variant($m),
-                tree,
-                training,
-                Some(fit::LeafStats::$variant(leaves)),
-            )
-        }};
+        ([] $($variant:ident: $t:ty = $name:literal;)*) => {
+            match model {
+                $(AnyModel::$variant(mut m) => {
+                    let leaves = training.leaves(&mut m)?;
+                    let tree =
+                        py.detach(|| brt::fit_stats(&m, params, leaves.clone(), &interrupted))?;
+                    let leaves = Some(fit::LeafStats::$variant(leaves));
+                    fit::PyBrtFit::new(AnyModel::$variant(m), tree, training, leaves)
+                })*
+                AnyModel::Callback(mut m) => {
+                    let leaves = training.leaves(&mut m)?;
+                    let tree = py.detach(|| brt::fit_stats(&m, params, leaves, &interrupted))?;
+                    fit::PyBrtFit::new(AnyModel::Callback(m), tree, training, None)
+                }
+            }
+        };
     }
-    match model {
-        AnyModel::Bernoulli(m) => run!(Bernoulli, m),
-        AnyModel::Gaussian(m) => run!(Gaussian, m),
-        AnyModel::Counts(m) => run!(Counts, m),
-        AnyModel::NormalGamma(m) => run!(NormalGamma, m),
-        AnyModel::Callback(mut m) => {
-            let leaves = training.leaves(&mut m)?;
-            let tree = py.detach(|| brt::fit_stats(&m, params, leaves, &interrupted))?;
-            fit::PyBrtFit::new(AnyModel::Callback(m), tree, training, None)
-        }
-    }
+    models::conjugate_families!(run,)
 }
 
 /// `ln p(D | T)` and the per-node quantities of a given tree, described by the child lists

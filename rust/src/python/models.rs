@@ -10,26 +10,48 @@ use crate::models::{
     NormalInverseWishart,
 };
 
-/// The cluster models the bindings can build.
-pub(crate) enum AnyModel {
-    Bernoulli(BetaBernoulli),
-    Gaussian(NormalInverseWishart),
-    Counts(DirichletMultinomial),
-    NormalGamma(NormalGamma),
-    Callback(super::callback::CallbackModel),
+/// The built-in conjugate families, listed once: the variant of [`AnyModel`] (and of a
+/// fit's predictor), the Rust model type and the family's name. Calls `$callback!` with the
+/// bracketed `$args` followed by the list; adding a family is one line here, its
+/// specification constructor and its arms in [`build_model`] and `resolved_model`.
+macro_rules! conjugate_families {
+    ($callback:ident, $($args:tt)*) => {
+        $callback! { [$($args)*]
+            Bernoulli: $crate::models::BetaBernoulli = "bernoulli";
+            Gaussian: $crate::models::NormalInverseWishart = "normal_inverse_wishart";
+            Counts: $crate::models::DirichletMultinomial = "dirichlet_multinomial";
+            NormalGamma: $crate::models::NormalGamma = "normal_gamma";
+        }
+    };
 }
+pub(crate) use conjugate_families;
 
-/// Runs `$body` with `$m` bound to the concrete model, so generic engine code is
-/// monomorphised once per family.
-macro_rules! with_model {
-    ($model:expr, $m:ident => $body:expr) => {
+macro_rules! any_model {
+    ([] $($variant:ident: $model:ty = $name:literal;)*) => {
+        /// The cluster models the bindings can build.
+        pub(crate) enum AnyModel {
+            $($variant($model),)*
+            Callback(super::callback::CallbackModel),
+        }
+    };
+}
+conjugate_families!(any_model,);
+
+macro_rules! with_model_arms {
+    ([$model:expr, $m:ident, $body:expr] $($variant:ident: $t:ty = $name:literal;)*) => {
         match $model {
-            $crate::python::models::AnyModel::Bernoulli(mut $m) => $body,
-            $crate::python::models::AnyModel::Gaussian(mut $m) => $body,
-            $crate::python::models::AnyModel::Counts(mut $m) => $body,
-            $crate::python::models::AnyModel::NormalGamma(mut $m) => $body,
+            $($crate::python::models::AnyModel::$variant(mut $m) => $body,)*
             $crate::python::models::AnyModel::Callback(mut $m) => $body,
         }
+    };
+}
+pub(crate) use with_model_arms;
+
+/// Runs `$body` with `$m` bound to the concrete model, so generic engine code is
+/// monomorphised once per family (callers import `with_model_arms` too).
+macro_rules! with_model {
+    ($model:expr, $m:ident => $body:expr) => {
+        $crate::python::models::conjugate_families!(with_model_arms, $model, $m, $body)
     };
 }
 pub(crate) use with_model;

@@ -7,6 +7,7 @@ use ndarray::{Array1, Array2, array};
 use super::*;
 use crate::brt::{BrtParams, Mixing, evaluate, fit};
 use crate::math::log_sum_exp;
+use crate::models::ClusterModel;
 use crate::models::{DirichletMultinomial, NormalInverseWishart};
 use crate::test_util::compositions;
 
@@ -17,7 +18,7 @@ fn never() -> bool {
 }
 
 /// The greedy tree of `x` under `mixing`.
-fn greedy_tree<M: ClusterModel>(model: &M, mixing: Mixing, x: &Array2<f64>) -> RoseTree {
+fn greedy_tree<M: RowQueries>(model: &M, mixing: Mixing, x: &Array2<f64>) -> RoseTree {
     fit(model, &BrtParams::new(mixing).check().unwrap(), x.view()).unwrap()
 }
 
@@ -148,7 +149,7 @@ fn missing_entries_of_new_rows_are_marginalised() {
 }
 
 /// `ln w_S + ln f(D_S ∪ {x}) − ln f(D_S)` from merged statistics, without queries.
-fn direct_terms<M: ClusterModel>(p: &Predictor<M>, model: &M, x: &M::Stats) -> Vec<f64> {
+fn direct_terms<M: RowQueries>(p: &Predictor<M>, model: &M, x: &M::Stats) -> Vec<f64> {
     p.node_stats()
         .iter()
         .zip(p.log_weights())
@@ -160,7 +161,7 @@ fn direct_terms<M: ClusterModel>(p: &Predictor<M>, model: &M, x: &M::Stats) -> V
 
 /// Checks responsibilities and scores against [`direct_terms`], and that they do not depend
 /// on the number of threads.
-fn check_responsibilities<M: ClusterModel + Clone>(model: &M, x: &Array2<f64>, new: &Array2<f64>) {
+fn check_responsibilities<M: RowQueries + Clone>(model: &M, x: &Array2<f64>, new: &Array2<f64>) {
     let tree = greedy_tree(model, Mixing::Brt { gamma: 0.5 }, x);
     let predictor = Predictor::new(
         model.clone(),
