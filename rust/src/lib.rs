@@ -7,6 +7,17 @@
 //! The crate is a plain Rust library; the Python package `rosetree` is built from it with the
 //! `python` feature.
 //!
+//! How it is put together:
+//!
+//! - [`models`]: conjugate cluster models `f(D)` behind [`models::ClusterModel`] (one file
+//!   per family), with the optional shortcuts of [`models::RowQueries`].
+//! - [`tree`]: the [`Tree`] every family returns (structure and optional heights), and the
+//!   mutable [`tree::Arena`] that MCMC moves edit.
+//! - [`agglomerate`]: the greedy engine, generic over a [`agglomerate::Linkage`] client.
+//! - [`brt`]: Bayesian rose trees and BHC, a client of the engine; [`RoseTree`] is the
+//!   shared tree with the rose-tree quantities beside it.
+//! - [`parallel`]: the thread pool and the one place where loops go parallel.
+//!
 //! ```
 //! use ndarray::array;
 //! use rosetree::brt::{self, BrtParams, Mixing};
@@ -17,7 +28,8 @@
 //!     [0., 0., 1., 1.], [0., 0., 1., 1.],
 //! ];
 //! let model = BetaBernoulli::new(&[1.0], &[1.0], 4)?;
-//! let tree = brt::fit(&model, &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?, x.view())?;
+//! let params = BrtParams::new(Mixing::Brt { gamma: 0.5 }).check()?;
+//! let tree = brt::fit(&model, &params, x.view())?;
 //! println!("{}  ln p(D|T) = {:.3}", tree.to_newick(None), tree.log_evidence());
 //! # Ok::<(), rosetree::RoseTreeError>(())
 //! ```
