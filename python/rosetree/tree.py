@@ -411,23 +411,12 @@ class Tree:
 class RoseTree(Tree):
     r"""A Bayesian rose tree over ``n_leaves`` data items.
 
-    A :class:`Tree` (same node ids, structure and conversions) whose nodes carry the
+    A :class:`Tree` (same node ids, structure and conversions; its attributes ``n_leaves``,
+    ``n_nodes``, ``root``, ``children``, ``parent`` and ``sizes``) whose nodes carry the
     quantities of the rose-tree mixture (BRT eqs 1.5 and 1.26).
 
     Attributes
     ----------
-    n_leaves : int
-        Number of data items.
-    n_nodes : int
-        Number of nodes, leaves included.
-    root : int
-        Id of the root node.
-    children : tuple of tuple of int
-        Child ids of every node (empty at leaves).
-    parent : ndarray of shape (n_nodes,)
-        Parent id of every node, -1 at the root.
-    sizes : ndarray of shape (n_nodes,)
-        Leaves below every node.
     log_f : ndarray of shape (n_nodes,)
         :math:`\ln f(\mathrm{leaves}(T))`, the cluster marginal likelihood of every node.
     log_p : ndarray of shape (n_nodes,)
