@@ -1,6 +1,7 @@
 """The public Python API: estimator contract, tree conversions, bad input."""
 
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -377,3 +378,21 @@ def test_partition_listing_has_a_limit(toy):
     tree = rt.BayesianRoseTree(binary=True).fit(toy.data).tree_
     with pytest.raises(rt.InvalidParameterError, match="limit"):
         tree.partitions(limit=1000)
+
+
+class _SlowModel(rt.ClusterModel):
+    """A cluster model whose every evaluation takes seconds (as one NIW pair score over
+    thousands of dimensions can)."""
+
+    def log_marginal(self, X):
+        time.sleep(3.0)
+        return -float(np.sum(X**2))
+
+
+def test_ctrl_c_returns_within_a_second_even_inside_one_long_step(ctrl_c):
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    ctrl_c(after=0.3)
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
+        rt.BayesianRoseTree(model=_SlowModel()).fit(X)
+    assert time.perf_counter() - start < 1.0

@@ -3,15 +3,17 @@
 //! new rows by eq 1.25, filled-in training data by eq 1.24, beta–Bernoulli missing entries)
 //! reads them there; Python sends only the new rows.
 
+use std::sync::Arc;
+
 use ndarray::{Array2, ArrayView2, Axis, concatenate, s};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use super::callback::CallbackModel;
-use super::interrupted;
 use super::models::{
     AnyModel, ModelSpec, PyModelSpec, build_model, build_model_csr, conjugate_families,
 };
+use super::run_interruptible;
 use super::tree::PyRoseTree;
 use crate::brt::{Predictor, RoseTree};
 use crate::error::RoseTreeError;
@@ -230,9 +232,9 @@ macro_rules! fit_types {
 conjugate_families!(fit_types,);
 
 macro_rules! predictor_arms {
-    ([$fit:expr, $p:ident, $body:expr, $object:ident, $tree:ident, $callback:expr]
+    ([$predictor:expr, $p:ident, $body:expr, $object:ident, $tree:ident, $callback:expr]
      $($variant:ident: $t:ty = $name:literal;)*) => {
-        match &$fit.predictor {
+        match $predictor {
             $(AnyPredictor::$variant($p) => $body,)*
             AnyPredictor::Callback($object, $tree) => $callback,
         }
@@ -242,15 +244,24 @@ macro_rules! predictor_arms {
 /// A fitted rose tree: `rosetree.BayesianRoseTree` keeps one after `fit`.
 #[pyclass(frozen, module = "rosetree._core", name = "BrtFit")]
 pub(crate) struct PyBrtFit {
-    predictor: AnyPredictor,
-    training: TrainingData,
+    // Shared with the worker thread of a prediction (see `run_interruptible`).
+    predictor: Arc<AnyPredictor>,
+    training: Arc<TrainingData>,
 }
 
 /// Runs `$body` with `$p` bound to the predictor of a built-in model, or `$callback` for a
 /// Python model.
 macro_rules! with_predictor {
-    ($fit:expr, $p:ident => $body:expr, $object:ident, $tree:ident => $callback:expr) => {
-        conjugate_families!(predictor_arms, $fit, $p, $body, $object, $tree, $callback)
+    ($predictor:expr, $p:ident => $body:expr, $object:ident, $tree:ident => $callback:expr) => {
+        conjugate_families!(
+            predictor_arms,
+            $predictor,
+            $p,
+            $body,
+            $object,
+            $tree,
+            $callback
+        )
     };
 }
 
@@ -264,13 +275,13 @@ impl PyBrtFit {
         leaves: Option<LeafStats>,
     ) -> PyResult<Self> {
         Ok(Self {
-            predictor: AnyPredictor::new(model, tree, &training, leaves)?,
-            training,
+            predictor: Arc::new(AnyPredictor::new(model, tree, &training, leaves)?),
+            training: Arc::new(training),
         })
     }
 
     fn tree_ref(&self) -> &RoseTree {
-        with_predictor!(self, p => p.tree(), _object, tree => tree)
+        with_predictor!(&*self.predictor, p => p.tree(), _object, tree => tree)
     }
 
     /// Checks that new rows have the training data's columns.
@@ -285,26 +296,25 @@ impl PyBrtFit {
         }
         .into())
     }
+}
 
-    /// A predictor for a Python model whose data are the training rows followed by
-    /// `extra`, and the index of the first extra row.
-    fn callback_predictor(
-        &self,
-        py: Python<'_>,
-        object: &Py<PyAny>,
-        tree: &RoseTree,
-        extra: ArrayView2<'_, f64>,
-    ) -> PyResult<(Predictor<CallbackModel>, usize)> {
-        let TrainingData::Dense(train) = &self.training else {
-            unreachable!("a Python model is only fitted to dense data");
-        };
-        let data = concatenate![Axis(0), train.view(), extra];
-        let model = CallbackModel::new(object.clone_ref(py), data);
-        let leaves = (0..train.nrows())
-            .map(|i| model.leaf_stats(train.row(i), i))
-            .collect::<crate::Result<Vec<_>>>()?;
-        Ok((Predictor::new(model, tree.clone(), leaves)?, train.nrows()))
-    }
+/// A predictor for a Python model whose data are the training rows followed by `extra`,
+/// and the index of the first extra row.
+fn callback_predictor(
+    training: &TrainingData,
+    object: &Py<PyAny>,
+    tree: &RoseTree,
+    extra: ArrayView2<'_, f64>,
+) -> crate::Result<(Predictor<CallbackModel>, usize)> {
+    let TrainingData::Dense(train) = training else {
+        unreachable!("a Python model is only fitted to dense data");
+    };
+    let data = concatenate![Axis(0), train.view(), extra];
+    let model = CallbackModel::new(Python::attach(|py| object.clone_ref(py)), data);
+    let leaves = (0..train.nrows())
+        .map(|i| model.leaf_stats(train.row(i), i))
+        .collect::<crate::Result<Vec<_>>>()?;
+    Ok((Predictor::new(model, tree.clone(), leaves)?, train.nrows()))
 }
 
 /// `ln p(x | D, T)` of eq 1.25 for every row of `rows` (statistics under `p`'s model), and
@@ -316,15 +326,16 @@ fn predict_with<M: RowQueries>(
     responsibilities: bool,
     clusters: Option<&[usize]>,
     threads: &Threads,
+    interrupt: &dyn Fn() -> bool,
 ) -> crate::Result<(Vec<f64>, Option<Array2<f64>>)> {
     if let Some(clusters) = clusters {
-        let (log_p, resp) = p.flat_responsibilities(clusters, rows, threads, &interrupted)?;
+        let (log_p, resp) = p.flat_responsibilities(clusters, rows, threads, interrupt)?;
         Ok((log_p, Some(resp)))
     } else if responsibilities {
-        let (log_p, resp) = p.responsibilities(rows, threads, &interrupted)?;
+        let (log_p, resp) = p.responsibilities(rows, threads, interrupt)?;
         Ok((log_p, Some(resp)))
     } else {
-        Ok((p.log_predictive(rows, threads, &interrupted)?, None))
+        Ok((p.log_predictive(rows, threads, interrupt)?, None))
     }
 }
 
@@ -373,15 +384,19 @@ impl PyBrtFit {
         let threads = Threads::new(n_jobs)?;
         let x = x.as_array();
         self.check_columns(x, "X")?;
-        let clusters = clusters.as_deref();
-        let (log_p, resp) = with_predictor!(self, p => {
-            let rows = row_stats(p.model(), x, 0)?;
-            py.detach(|| predict_with(p, &rows, responsibilities, clusters, &threads))?
-        }, object, tree => {
-            let (p, offset) = self.callback_predictor(py, object, tree, x)?;
-            let rows = row_stats(p.model(), x, offset)?;
-            py.detach(|| predict_with(&p, &rows, responsibilities, clusters, &threads))?
-        });
+        let x = x.to_owned();
+        let (predictor, training) = (Arc::clone(&self.predictor), Arc::clone(&self.training));
+        let (log_p, resp) = run_interruptible(py, move |interrupt| {
+            let clusters = clusters.as_deref();
+            with_predictor!(&*predictor, p => {
+                let rows = row_stats(p.model(), x.view(), 0)?;
+                predict_with(p, &rows, responsibilities, clusters, &threads, interrupt)
+            }, object, tree => {
+                let (p, offset) = callback_predictor(&training, object, tree, x.view())?;
+                let rows = row_stats(p.model(), x.view(), offset)?;
+                predict_with(&p, &rows, responsibilities, clusters, &threads, interrupt)
+            })
+        })?;
         Ok((log_p.into_pyarray(py), resp.map(|r| r.into_pyarray(py))))
     }
 
@@ -406,23 +421,27 @@ impl PyBrtFit {
             }
             .into());
         }
-        Ok(with_predictor!(self, p => {
-            let filled = rows
-                .iter()
-                .zip(filled.rows())
-                .map(|(&r, row)| Ok((r, p.model().leaf_stats(row, r)?)))
-                .collect::<crate::Result<Vec<_>>>()?;
-            py.detach(|| p.log_predictive_missing(&filled, &threads, &interrupted))?
-        }, object, tree => {
-            let (p, offset) = self.callback_predictor(py, object, tree, filled)?;
-            let filled = rows
-                .iter()
-                .zip(filled.rows())
-                .enumerate()
-                .map(|(k, (&r, row))| Ok((r, p.model().leaf_stats(row, offset + k)?)))
-                .collect::<crate::Result<Vec<_>>>()?;
-            py.detach(|| p.log_predictive_missing(&filled, &threads, &interrupted))?
-        }))
+        let filled = filled.to_owned();
+        let (predictor, training) = (Arc::clone(&self.predictor), Arc::clone(&self.training));
+        run_interruptible(py, move |interrupt| {
+            with_predictor!(&*predictor, p => {
+                let filled = rows
+                    .iter()
+                    .zip(filled.rows())
+                    .map(|(&r, row)| Ok((r, p.model().leaf_stats(row, r)?)))
+                    .collect::<crate::Result<Vec<_>>>()?;
+                p.log_predictive_missing(&filled, &threads, interrupt)
+            }, object, tree => {
+                let (p, offset) = callback_predictor(&training, object, tree, filled.view())?;
+                let filled = rows
+                    .iter()
+                    .zip(filled.rows())
+                    .enumerate()
+                    .map(|(k, (&r, row))| Ok((r, p.model().leaf_stats(row, offset + k)?)))
+                    .collect::<crate::Result<Vec<_>>>()?;
+                p.log_predictive_missing(&filled, &threads, interrupt)
+            })
+        })
     }
 
     /// `(rows, columns, P(x_ij = 1 | D_obs, T))` of every missing training entry, row-major;
@@ -439,14 +458,18 @@ impl PyBrtFit {
         Bound<'py, PyArray1<f64>>,
     )> {
         let threads = Threads::new(n_jobs)?;
-        let AnyPredictor::Bernoulli(p) = &self.predictor else {
+        if !matches!(*self.predictor, AnyPredictor::Bernoulli(_)) {
             return Err(RoseTreeError::param(
                 "model",
                 "missing-entry probabilities need the beta-Bernoulli model",
             )
             .into());
-        };
-        let found = py.detach(|| p.missing_probabilities(&threads, &interrupted))?;
+        }
+        let predictor = Arc::clone(&self.predictor);
+        let found = run_interruptible(py, move |interrupt| match &*predictor {
+            AnyPredictor::Bernoulli(p) => p.missing_probabilities(&threads, interrupt),
+            _ => unreachable!("checked above"),
+        })?;
         let rows: Vec<usize> = found.iter().map(|e| e.row).collect();
         let cols: Vec<usize> = found.iter().map(|e| e.column).collect();
         let probs: Vec<f64> = found.iter().map(|e| e.p_one).collect();
@@ -478,7 +501,7 @@ impl PyBrtFit {
     /// The training data as given to the fit: a dense array, or the CSR parts
     /// `(indptr, indices, data, n_cols)`.
     fn training<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(match &self.training {
+        Ok(match &*self.training {
             TrainingData::Dense(x) => x.clone().into_pyarray(py).into_any(),
             TrainingData::Csr {
                 indptr,

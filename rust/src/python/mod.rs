@@ -9,6 +9,11 @@ mod learn;
 mod models;
 mod tree;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
+
 use ndarray::ArrayView2;
 use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
@@ -105,9 +110,56 @@ fn prepared_leaves<M: ClusterModel>(
     m.leaf_stats_all(x)
 }
 
-/// Polls Python's signal handlers (Ctrl-C) from a detached thread.
-fn interrupted() -> bool {
-    Python::attach(|py| py.check_signals().is_err())
+/// How often the waiting thread looks for Ctrl-C while a worker computes.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// Runs `work` on a thread of its own while the calling thread waits, detached, and checks
+/// for Ctrl-C every 50 ms. On Ctrl-C the work is told to stop (its `interrupt` returns
+/// `true`, which every engine polls between steps) and the call raises `KeyboardInterrupt`
+/// at once: a single step can be long (one Normal–inverse-Wishart pair score over
+/// thousands of dimensions takes seconds to minutes), and the worker, which owns its data,
+/// ends at its next poll without anyone waiting for it.
+///
+/// # Errors
+/// The work's error; `KeyboardInterrupt` on Ctrl-C; a panic of the worker as an error.
+fn run_interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce(&dyn Fn() -> bool) -> crate::Result<T> + Send + 'static,
+) -> PyResult<T> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = mpsc::channel();
+    let flag = Arc::clone(&cancel);
+    std::thread::Builder::new()
+        .name("rosetree-worker".into())
+        .spawn(move || {
+            let result = work(&|| flag.load(Ordering::Relaxed));
+            // The receiver is gone only after an interrupt; nobody needs the result then.
+            let _ = sender.send(result);
+        })
+        .map_err(|e| RoseTreeError::Numerical(format!("cannot start a worker thread: {e}")))?;
+    let mut receiver = receiver;
+    loop {
+        // The receiver travels into the detached closure and back (it is `Send`, not `Sync`).
+        let (back, received) = py.detach(move || {
+            let received = receiver.recv_timeout(SIGNAL_POLL);
+            (receiver, received)
+        });
+        receiver = back;
+        match received {
+            Ok(result) => return Ok(result?),
+            Err(RecvTimeoutError::Timeout) => {
+                if py.check_signals().is_err() {
+                    cancel.store(true, Ordering::Relaxed);
+                    return Err(RoseTreeError::Interrupted.into());
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(pyo3::panic::PanicException::new_err(
+                    "the rosetree worker thread panicked",
+                ));
+            }
+        }
+    }
 }
 
 /// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `train` (a dense array,
@@ -120,7 +172,7 @@ fn fit_brt(
     model: &Bound<'_, PyModelSpec>,
     params: &Bound<'_, PyBrtParams>,
 ) -> PyResult<fit::PyBrtFit> {
-    let params = &params.get().params;
+    let params = params.get().params;
     let training = train.to_owned_data()?;
     let model = training.model(&model.get().spec)?;
     macro_rules! run {
@@ -128,14 +180,19 @@ fn fit_brt(
             match model {
                 $(AnyModel::$variant(mut m) => {
                     let leaves = training.leaves(&mut m)?;
-                    let tree =
-                        py.detach(|| brt::fit_stats(&m, params, leaves.clone(), &interrupted))?;
+                    let (m, tree, leaves) = run_interruptible(py, move |interrupt| {
+                        let tree = brt::fit_stats(&m, &params, leaves.clone(), interrupt)?;
+                        Ok((m, tree, leaves))
+                    })?;
                     let leaves = Some(fit::LeafStats::$variant(leaves));
                     fit::PyBrtFit::new(AnyModel::$variant(m), tree, training, leaves)
                 })*
                 AnyModel::Callback(mut m) => {
                     let leaves = training.leaves(&mut m)?;
-                    let tree = py.detach(|| brt::fit_stats(&m, params, leaves, &interrupted))?;
+                    let (m, tree) = run_interruptible(py, move |interrupt| {
+                        let tree = brt::fit_stats(&m, &params, leaves, interrupt)?;
+                        Ok((m, tree))
+                    })?;
                     fit::PyBrtFit::new(AnyModel::Callback(m), tree, training, None)
                 }
             }
