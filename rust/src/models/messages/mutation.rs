@@ -224,18 +224,6 @@ fn code(v: f64, k: usize, row: usize, column: usize) -> Result<Option<usize>> {
     ))
 }
 
-/// The first and second derivatives in `L` of one feature's `ln Z(L)`: with `E = e^{−λL}`
-/// and `u = 1 − s`, `Z = (1 − E) + E·s = 1 − uE`, `d ln Z/dL = λuE/Z` and
-/// `d² ln Z/dL² = −λ²uE/Z²`.
-#[inline]
-fn feature_terms(lambda: f64, s: f64, length: f64) -> (f64, f64) {
-    let e = (-lambda * length).exp();
-    let u = 1.0 - s;
-    let z = -(-lambda * length).exp_m1() + e * s;
-    let d1 = lambda * u * e / z;
-    (d1, -lambda * d1 / z)
-}
-
 /// The root of a function `f` that is positive at `lo` and negative at `hi`, by Newton
 /// steps kept inside the shrinking bracket (bisection when a step would leave it).
 /// `f` returns the value and the derivative.
@@ -389,8 +377,9 @@ impl MessageModel for MultinomialMutation {
     }
 
     /// The maximiser of `g(δ) = −rate·δ + Σ_d ln Z_d(L)`, `L = base_length + 2δ`, by Newton
-    /// steps on `g′(δ) = −rate + 2 Σ_d λ_d u_d E_d / Z_d` (`u_d = 1 − s_d`, `E_d = e^{−λ_d L}`)
-    /// kept inside a bracket; eq 14 has no closed-form maximiser.
+    /// steps on `g′(δ) = −rate + 2 Σ_d λ_d u_d E_d / Z_d` (`u_d = 1 − s_d`, `E_d = e^{−λ_d L}`,
+    /// `Z_d = 1 − u_d E_d`; `g″(δ) = −4 Σ_d λ_d² u_d E_d / Z_d²`) kept inside a bracket; eq 14
+    /// has no closed-form maximiser.
     ///
     /// - Features with `u_d ≤ 0` (the pair agrees at least as much as chance) only pull
     ///   towards `δ = 0`; if no feature has `u_d > 0`, `δ = 0`.
@@ -408,37 +397,46 @@ impl MessageModel for MultinomialMutation {
     ///   grid spacing (a factor 1.26) can be missed.
     fn optimal_duration(&self, pair: &MutationPair, base_length: f64, rate: f64) -> Result<f64> {
         check_duration_args(base_length, rate)?;
-        let active: Vec<(f64, f64)> = self
-            .rates
-            .iter()
-            .zip(&pair.overlap)
-            .filter(|&(_, &s)| s != 1.0)
-            .map(|(&l, &s)| (l, s))
-            .collect();
-        if !active.iter().any(|&(_, s)| s < 1.0) {
+        // The features that matter (s_d ≠ 1), grouped by rate so that each evaluation
+        // costs one `exp` per distinct rate and a division per feature.
+        let mut groups: Vec<(f64, Vec<f64>)> = Vec::new();
+        for (&lambda, &s) in self.rates.iter().zip(&pair.overlap) {
+            if s == 1.0 {
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == lambda) {
+                Some(g) => g.1.push(s),
+                None => groups.push((lambda, vec![s])),
+            }
+        }
+        if !groups.iter().any(|g| g.1.iter().any(|&s| s < 1.0)) {
             return Ok(0.0);
         }
         // g′(δ) and g″(δ), optionally counting only the features that push δ up.
         let slope = |delta: f64, only_disagreeing: bool| -> (f64, f64) {
             let length = base_length + 2.0 * delta;
             let (mut d1, mut d2) = (-rate, 0.0);
-            for &(lambda, s) in &active {
-                if only_disagreeing && s >= 1.0 {
-                    continue;
+            for (lambda, overlaps) in &groups {
+                let e = (-lambda * length).exp();
+                let moved = -(-lambda * length).exp_m1();
+                for &s in overlaps {
+                    if only_disagreeing && s >= 1.0 {
+                        continue;
+                    }
+                    let z = moved + e * s;
+                    let a = lambda * (1.0 - s) * e / z;
+                    d1 += 2.0 * a;
+                    d2 -= 4.0 * lambda * a / z;
                 }
-                let (a, b) = feature_terms(lambda, s, length);
-                d1 += 2.0 * a;
-                d2 += 4.0 * b;
             }
             (d1, d2)
         };
-        let fastest = active.iter().map(|a| a.0).fold(0.0, f64::max);
+        let fastest = groups.iter().map(|g| g.0).fold(0.0, f64::max);
         let mut hi = 1.0 / fastest;
         while slope(hi, true).0 >= 0.0 && hi < f64::MAX / 4.0 {
             hi *= 2.0;
         }
-        let one_rate = active.iter().all(|a| a.0 == active[0].0);
-        if one_rate {
+        if groups.len() == 1 {
             if slope(0.0, false).0 <= 0.0 {
                 return Ok(0.0);
             }
