@@ -17,7 +17,7 @@
 use nalgebra::{DMatrix, DVector};
 use ndarray::{ArrayView1, ArrayView2};
 
-use super::{MessageModel, check_duration_args};
+use super::{MessageModel, check_duration_args, check_row};
 use crate::error::{Result, RoseTreeError};
 use crate::models::per_feature;
 
@@ -263,13 +263,7 @@ impl MessageModel for BrownianDiffusion {
         index: usize,
     ) -> Result<(GaussianMessage, f64)> {
         let d = self.n_features();
-        if row.len() != d {
-            return Err(RoseTreeError::ShapeMismatch {
-                what: format!("row {index}"),
-                expected: format!("{d} values"),
-                found: format!("{} values", row.len()),
-            });
-        }
+        check_row(row, d, index)?;
         if let Some(c) = row.iter().position(|v| !v.is_finite()) {
             let reason = if row[c].is_nan() {
                 "missing values (NaN) are not supported by Brownian diffusion".to_string()

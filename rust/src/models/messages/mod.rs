@@ -177,6 +177,21 @@ pub trait MessageModel: Sync {
     fn optimal_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
 }
 
+/// Checks that a data row has the model's `d` values.
+///
+/// # Errors
+/// [`RoseTreeError::ShapeMismatch`] naming row `index` otherwise.
+pub(crate) fn check_row(row: ArrayView1<'_, f64>, d: usize, index: usize) -> Result<()> {
+    if row.len() == d {
+        return Ok(());
+    }
+    Err(RoseTreeError::ShapeMismatch {
+        what: format!("row {index}"),
+        expected: format!("{d} values"),
+        found: format!("{} values", row.len()),
+    })
+}
+
 /// Checks the arguments of [`MessageModel::optimal_duration`].
 pub(crate) fn check_duration_args(base_length: f64, rate: f64) -> Result<()> {
     if !(rate.is_finite() && rate > 0.0) {
@@ -218,13 +233,6 @@ pub fn tree_log_likelihood<M: MessageModel>(
     tree: &Tree,
     root_branch: f64,
 ) -> Result<f64> {
-    if x.nrows() != tree.n_leaves() {
-        return Err(RoseTreeError::InvalidTree(format!(
-            "the tree has {} leaves but X has {} rows",
-            tree.n_leaves(),
-            x.nrows()
-        )));
-    }
     let leaves = model.leaf_messages(x)?;
     tree_log_likelihood_from_leaves(model, &leaves, tree, root_branch)
 }
@@ -245,7 +253,7 @@ pub fn tree_log_likelihood_from_leaves<M: MessageModel>(
 ) -> Result<f64> {
     if leaves.len() != tree.n_leaves() {
         return Err(RoseTreeError::InvalidTree(format!(
-            "the tree has {} leaves but {} leaf messages were given",
+            "the tree has {} leaves but {} rows (leaf messages) were given",
             tree.n_leaves(),
             leaves.len()
         )));

@@ -15,7 +15,7 @@
 
 use ndarray::{ArrayView1, ArrayView2};
 
-use super::{MessageModel, check_duration_args};
+use super::{MessageModel, check_duration_args, check_row};
 use crate::error::{Result, RoseTreeError};
 use crate::models::per_feature;
 
@@ -141,22 +141,13 @@ impl MultinomialMutation {
                 "the data have no columns",
             ));
         }
-        let n_states = match n_states.len() {
-            1 => vec![n_states[0]; d],
-            n if n == d => n_states.to_vec(),
-            n => {
-                return Err(RoseTreeError::param(
-                    "n_states",
-                    format!("expected a scalar or {d} values (one per feature), got {n}"),
-                ));
-            }
-        };
-        if let Some(f) = n_states.iter().position(|&k| k == 0) {
-            return Err(RoseTreeError::param(
-                "n_states",
-                format!("feature {f} has no states"),
-            ));
-        }
+        // State counts are small whole numbers: as floats they are exact, and `per_feature`
+        // broadcasts them and rejects a zero.
+        let as_float: Vec<f64> = n_states.iter().map(|&k| k as f64).collect();
+        let n_states: Vec<usize> = per_feature("n_states", &as_float, d)?
+            .into_iter()
+            .map(|k| k as usize)
+            .collect();
         let mut counts: Vec<Vec<f64>> = n_states.iter().map(|&k| vec![1.0; k]).collect();
         for (i, row) in x.rows().into_iter().enumerate() {
             for (f, &v) in row.iter().enumerate() {
@@ -269,13 +260,7 @@ impl MessageModel for MultinomialMutation {
         index: usize,
     ) -> Result<(MutationMessage, f64)> {
         let d = self.n_features();
-        if row.len() != d {
-            return Err(RoseTreeError::ShapeMismatch {
-                what: format!("row {index}"),
-                expected: format!("{d} values"),
-                found: format!("{} values", row.len()),
-            });
-        }
+        check_row(row, d, index)?;
         let mut values = vec![1.0; self.equilibrium.len()];
         let mut log_z = 0.0;
         for (f, (_, block)) in self.blocks().enumerate() {

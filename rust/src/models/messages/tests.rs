@@ -60,6 +60,13 @@ pub(crate) fn caterpillar(n: usize, step: f64) -> Tree {
     Tree::new(&Topology::new(n, internal).unwrap(), Some(heights)).unwrap()
 }
 
+/// `((0, 1), 2)` with leaves 0 and 1 merged at time 0, a branch of length zero: leaves 0
+/// and 1 must then be equal.
+pub(crate) fn cherry_at_zero() -> Tree {
+    let shape = Topology::new(3, vec![vec![0, 1], vec![3, 2]]).unwrap();
+    Tree::new(&shape, Some(vec![0.0, 0.0, 0.0, 0.0, -1.0])).unwrap()
+}
+
 /// `C[i][j] = |h(lca(i, j)) − h(root)|`: the length of the path that leaves `i` and `j`
 /// share below the root node (`C[i][i]` is the root-to-leaf length). Computed from the
 /// ancestor lists, independently of the message passing.
@@ -86,6 +93,14 @@ pub(crate) fn shared_lengths(tree: &Tree) -> Vec<Vec<f64>> {
                 .collect()
         })
         .collect()
+}
+
+/// Asserts that `r` is an [`RoseTreeError::InvalidParameter`] naming `want`.
+pub(crate) fn invalid_parameter<T: std::fmt::Debug>(r: Result<T>, want: &str) {
+    match r {
+        Err(RoseTreeError::InvalidParameter { name, .. }) => assert_eq!(name, want),
+        other => panic!("expected InvalidParameter({want}), got {other:?}"),
+    }
 }
 
 /// The maximiser of a unimodal `f` on `[lo, hi]` by golden-section search.

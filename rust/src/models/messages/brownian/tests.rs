@@ -9,10 +9,10 @@ use rand::Rng;
 
 use super::*;
 use crate::models::messages::tests::{
-    caterpillar, golden_max, normal, random_tree, rng, shared_lengths,
+    caterpillar, cherry_at_zero, golden_max, invalid_parameter, normal, random_tree, rng,
+    shared_lengths,
 };
 use crate::models::messages::{tree_log_likelihood, tree_log_likelihood_from_leaves};
-use crate::tree::{Topology, Tree};
 
 /// `ln N(x; 0, cov)` by a dense Cholesky factor.
 fn mvn_log_density(x: &DVector<f64>, cov: &DMatrix<f64>) -> f64 {
@@ -335,8 +335,7 @@ fn point_masses_and_empty_products() {
         .unwrap()
         .with_root(Root::Gaussian { s0: 1.0 })
         .unwrap();
-    let shape = Topology::new(3, vec![vec![0, 1], vec![3, 2]]).unwrap();
-    let tree = Tree::new(&shape, Some(vec![0.0, 0.0, 0.0, 0.0, -1.0])).unwrap();
+    let tree = cherry_at_zero();
     // Duplicates merged at zero length: the density of a point mass, +∞.
     let dup = array![[0.5], [0.5], [2.0]];
     assert_eq!(
@@ -381,10 +380,7 @@ fn point_masses_and_empty_products() {
 
 #[test]
 fn bad_parameters_and_data_are_rejected() {
-    let param = |r: Result<BrownianDiffusion>, want: &str| match r {
-        Err(RoseTreeError::InvalidParameter { name, .. }) => assert_eq!(name, want),
-        other => panic!("expected InvalidParameter({want}), got {other:?}"),
-    };
+    let param = invalid_parameter;
     param(BrownianDiffusion::isotropic(0.0, 2), "lambda");
     param(BrownianDiffusion::isotropic(-1.0, 2), "lambda");
     param(BrownianDiffusion::isotropic(f64::NAN, 2), "lambda");

@@ -8,7 +8,9 @@ use rand::Rng;
 
 use super::*;
 use crate::math::log_sum_exp;
-use crate::models::messages::tests::{caterpillar, golden_max, random_tree, rng};
+use crate::models::messages::tests::{
+    caterpillar, cherry_at_zero, golden_max, invalid_parameter, random_tree, rng,
+};
 use crate::models::messages::tree_log_likelihood;
 use crate::tree::{Topology, Tree};
 
@@ -397,8 +399,7 @@ fn a_wide_node_does_not_overflow() {
 #[test]
 fn contradictions_at_zero_length_are_impossible_not_nan() {
     let model = MultinomialMutation::new(&[vec![0.5, 0.5]], &[1.0]).unwrap();
-    let shape = Topology::new(3, vec![vec![0, 1], vec![3, 2]]).unwrap();
-    let tree = Tree::new(&shape, Some(vec![0.0, 0.0, 0.0, 0.0, -1.0])).unwrap();
+    let tree = cherry_at_zero();
     let x = array![[0.0], [1.0], [1.0]];
     assert_eq!(
         tree_log_likelihood(&model, x.view(), &tree, 0.0).unwrap(),
@@ -433,10 +434,7 @@ fn equilibrium_from_data_is_smoothed_frequencies() {
 
 #[test]
 fn bad_parameters_and_data_are_rejected() {
-    let param = |r: Result<MultinomialMutation>, want: &str| match r {
-        Err(RoseTreeError::InvalidParameter { name, .. }) => assert_eq!(name, want),
-        other => panic!("expected InvalidParameter({want}), got {other:?}"),
-    };
+    let param = invalid_parameter;
     let q = vec![vec![0.5, 0.5], vec![0.2, 0.8]];
     param(MultinomialMutation::new(&[], &[1.0]), "equilibrium");
     param(MultinomialMutation::new(&[vec![]], &[1.0]), "equilibrium");
