@@ -15,6 +15,8 @@ mod gaussian;
 mod multinomial;
 mod normal_gamma;
 
+pub mod messages;
+
 pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli, DEFAULT_PRIOR_STRENGTH};
 pub use gaussian::{DEFAULT_KAPPA0, GaussianQuery, GaussianStats, NormalInverseWishart};
 pub use multinomial::{CountQuery, CountStats, DirichletMultinomial};

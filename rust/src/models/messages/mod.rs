@@ -1,0 +1,296 @@
+//! Message models: clusters summarised by messages propagated along a timed tree.
+//!
+//! The second model seam, beside [`ClusterModel`](super::ClusterModel). Kingman's coalescent
+//! (Teh, Daumé & Roy 2007, §3–4) and the Pitman–Yor diffusion tree (Knowles & Ghahramani,
+//! eq 10) put a Markov process on the branches of a tree and observe it at the leaves. The
+//! latent values at the internal nodes are integrated out by one upward pass of belief
+//! propagation (Teh et al. eqs 4–6):
+//!
+//! - a leaf sends the message `M(y) ∝ p(x_leaf | y)` ([`leaf_message`]);
+//! - along a branch of length `δ` the message becomes `∫ k_δ(y, y′) M(y′) dy′`
+//!   ([`propagate`]);
+//! - at a node the incoming (propagated) messages are multiplied and normalised,
+//!   `M_i(y) = Z_i⁻¹ Π_b M_b(y)`, and the normaliser `Z_i` is the local likelihood of the
+//!   merge ([`combine`]; eq 4);
+//! - at the root, `Z_−∞ = ∫ q(z) k(z, y) M_root(y) dz dy` ([`root_log_z`]; eq 5);
+//! - `p(x | π) = Z_−∞ · Π_i Z_i · Π_leaves Z_leaf` (eq 6), which
+//!   [`tree_log_likelihood`] evaluates for a whole timed tree.
+//!
+//! Messages are always stored normalised, so their entries stay of order one however deep
+//! the tree, and every normaliser is returned as a logarithm: that running log scale is what
+//! keeps chains of thousands of merges from underflowing.
+//!
+//! # Time and branch lengths
+//! A message model only sees durations `δ ≥ 0`. Trees are the crate's [`Tree`] with
+//! heights: a branch's length is `|h_parent − h_child|`. For Kingman's coalescent the leaves
+//! are at time 0 and the merge times are negative, growing more negative towards the root
+//! (Teh et al. §2), so a branch has length `t_child − t_parent`. For the Pitman–Yor diffusion
+//! tree the root is at time 0, the leaves at time 1 and the branch points in between; its
+//! root node is the first branch point, and the branch from the origin to it is the
+//! `root_branch` argument of [`tree_log_likelihood`].
+//!
+//! # The merge of a pair as a function of the branch lengths
+//! The agglomerative algorithms of Teh et al. §4 score a pair of subtrees `l, r` that would
+//! merge after branch lengths `δ_l, δ_r`: `ln Z(δ_l, δ_r)` ([`merge_log_z`]). Both models
+//! here are reversible with respect to their root measure `q` (the flat measure for Brownian
+//! motion, the equilibrium for the mutation process), so `Z` depends on the two lengths only
+//! through their sum `L = δ_l + δ_r`: the evidence that the two messages come from one point
+//! after a path of length `L` between them. [`pair`] precomputes what does not depend on
+//! `L` once per pair, so that SMC-PostPost's integral over the duration (Teh et al. eq 10)
+//! or a Newton iteration costs `O(d)` or less per evaluation; [`optimal_duration`] maximises
+//! Greedy-Rate1's objective `−rate · δ + ln Z(L₀ + 2δ)` over `δ ≥ 0` (eq 12 with the
+//! coalescent rate replaced by `rate`).
+//!
+//! The two models are [`BrownianDiffusion`] (Teh et al. eqs 11–13; Knowles & Ghahramani
+//! eq 10) and [`MultinomialMutation`] (Teh et al. eqs 14–15).
+//!
+//! [`leaf_message`]: MessageModel::leaf_message
+//! [`propagate`]: MessageModel::propagate
+//! [`combine`]: MessageModel::combine
+//! [`root_log_z`]: MessageModel::root_log_z
+//! [`merge_log_z`]: MessageModel::merge_log_z
+//! [`pair`]: MessageModel::pair
+//! [`optimal_duration`]: MessageModel::optimal_duration
+
+use ndarray::{ArrayView1, ArrayView2};
+
+use crate::error::{Result, RoseTreeError};
+use crate::tree::Tree;
+
+mod brownian;
+mod mutation;
+
+pub use brownian::{BrownianDiffusion, GaussianMessage, GaussianPair, Root};
+pub use mutation::{MultinomialMutation, MutationMessage, MutationPair};
+
+/// A Markov process on the branches of a tree, integrated out by upward message passing
+/// (Teh, Daumé & Roy 2007, eqs 4–7; see the [module docs](self)).
+///
+/// # Examples
+/// Two points in one dimension under Brownian motion with `Λ = 1`, merging one time unit
+/// before the present: `Z` is the density of their difference under `N(0, 2Λ)` (eq 11).
+/// ```
+/// use ndarray::array;
+/// use rosetree::models::messages::{BrownianDiffusion, MessageModel};
+///
+/// let model = BrownianDiffusion::isotropic(1.0, 1)?;
+/// let (a, _) = model.leaf_message(array![0.5].view(), 0)?;
+/// let (b, _) = model.leaf_message(array![-0.5].view(), 1)?;
+/// let (_, log_z) = model.combine(&[model.propagate(&a, 1.0), model.propagate(&b, 1.0)]);
+/// let expected = -0.5 * (2.0 * std::f64::consts::PI * 2.0).ln() - 1.0 / 4.0;
+/// assert!((log_z - expected).abs() < 1e-14);
+/// assert_eq!(log_z, model.merge_log_z(&a, &b, 1.0, 1.0));
+///
+/// // Greedy-Rate1's optimal duration (eq 12 with rate 1): ((4 + 1)^½ − 1) / 4.
+/// let delta = model.optimal_duration(&model.pair(&a, &b), 0.0, 1.0)?;
+/// assert!((delta - (5f64.sqrt() - 1.0) / 4.0).abs() < 1e-15);
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
+pub trait MessageModel: Sync {
+    /// A normalised message `M(y)` from a node to its parent.
+    type Message: Clone + Send + Sync;
+
+    /// What [`pair_log_z`](MessageModel::pair_log_z) needs of two messages, computed once
+    /// per pair by [`pair`](MessageModel::pair).
+    type Pair: Clone + Send + Sync;
+
+    /// The number of columns a data row must have.
+    fn n_features(&self) -> usize;
+
+    /// The message of the data row `row` (row `index` of the data, for errors) and its log
+    /// normaliser: `p(x_row | y) = exp(log_z) · M(y)`. NaN marks a missing entry where the
+    /// model supports it (the uninformative message for that feature).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::ShapeMismatch`] for a row of the wrong length,
+    /// [`RoseTreeError::InvalidData`] naming the row and column of a value outside the
+    /// model's support.
+    fn leaf_message(&self, row: ArrayView1<'_, f64>, index: usize) -> Result<(Self::Message, f64)>;
+
+    /// The messages of every row of `x`, with their log normalisers.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::ShapeMismatch`] for a wrong number of columns, and whatever
+    /// [`leaf_message`](MessageModel::leaf_message) reports for a row.
+    fn leaf_messages(&self, x: ArrayView2<'_, f64>) -> Result<Vec<(Self::Message, f64)>> {
+        if x.ncols() != self.n_features() {
+            return Err(RoseTreeError::ShapeMismatch {
+                what: "X".into(),
+                expected: format!("{} columns", self.n_features()),
+                found: format!("{} columns", x.ncols()),
+            });
+        }
+        x.rows()
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| self.leaf_message(row, i))
+            .collect()
+    }
+
+    /// The message after running the process for a time `duration ≥ 0` along a branch,
+    /// `M′(y) = ∫ k_duration(y, y′) M(y′) dy′`; it stays normalised. A negative or NaN
+    /// `duration` is a caller error (the result is then meaningless but no panic occurs).
+    fn propagate(&self, msg: &Self::Message, duration: f64) -> Self::Message;
+
+    /// The product of the messages arriving at a node (each already propagated to the
+    /// node's time), normalised, and the log of its normaliser `ln Z` (Teh et al. eq 4).
+    /// Any number of messages may arrive (rose-tree nodes have more than two children);
+    /// an empty product is the uninformative message with `ln Z = 0`. Where the messages
+    /// contradict each other outright, `ln Z = −∞` and the returned message is a placeholder
+    /// that keeps later sums at `−∞` rather than NaN.
+    fn combine(&self, msgs: &[Self::Message]) -> (Self::Message, f64);
+
+    /// `ln Z_−∞`, the log normaliser at the root (Teh et al. eq 5): the message at the root
+    /// node integrated against the root's prior.
+    fn root_log_z(&self, msg: &Self::Message) -> f64;
+
+    /// Precomputes the parts of the merge normaliser of `left` and `right` that do not
+    /// depend on the branch lengths.
+    fn pair(&self, left: &Self::Message, right: &Self::Message) -> Self::Pair;
+
+    /// `ln Z` of merging the pair after a total branch length `length = δ_l + δ_r ≥ 0`
+    /// between the two messages (see the [module docs](self) for why the sum suffices).
+    fn pair_log_z(&self, pair: &Self::Pair, length: f64) -> f64;
+
+    /// `ln Z` of merging `left` and `right` at a node that lies `delta_left` and
+    /// `delta_right` above them: `combine(&[propagate(left, δ_l), propagate(right, δ_r)]).1`,
+    /// computed through [`pair_log_z`](MessageModel::pair_log_z).
+    fn merge_log_z(
+        &self,
+        left: &Self::Message,
+        right: &Self::Message,
+        delta_left: f64,
+        delta_right: f64,
+    ) -> f64 {
+        self.pair_log_z(&self.pair(left, right), delta_left + delta_right)
+    }
+
+    /// The duration `δ ≥ 0` that maximises `−rate · δ + ln Z(base_length + 2δ)` for the
+    /// pair: the most probable merge time under an exponential waiting time of rate `rate`
+    /// when both branches grow by `δ` from lengths summing to `base_length` (Teh et al.
+    /// §4.2; Greedy-Rate1 uses `rate = 1`). Clamped at `δ = 0` when the maximum lies at
+    /// negative durations.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] for `rate` not finite and `> 0`, or
+    /// `base_length` not finite and `≥ 0`.
+    fn optimal_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
+}
+
+/// Checks that a data row has the model's `d` values.
+///
+/// # Errors
+/// [`RoseTreeError::ShapeMismatch`] naming row `index` otherwise.
+pub(crate) fn check_row(row: ArrayView1<'_, f64>, d: usize, index: usize) -> Result<()> {
+    if row.len() == d {
+        return Ok(());
+    }
+    Err(RoseTreeError::ShapeMismatch {
+        what: format!("row {index}"),
+        expected: format!("{d} values"),
+        found: format!("{} values", row.len()),
+    })
+}
+
+/// Checks the arguments of [`MessageModel::optimal_duration`].
+pub(crate) fn check_duration_args(base_length: f64, rate: f64) -> Result<()> {
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(RoseTreeError::param(
+            "rate",
+            format!("must be finite and > 0, got {rate}"),
+        ));
+    }
+    if !(base_length.is_finite() && base_length >= 0.0) {
+        return Err(RoseTreeError::param(
+            "base_length",
+            format!("must be finite and ≥ 0, got {base_length}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `ln p(x | π, times)`, the log likelihood of the data `x` given a timed tree, by one
+/// upward pass of message passing (Teh et al. eq 6; Knowles & Ghahramani eq 10 for
+/// Brownian motion).
+///
+/// Row `i` of `x` is leaf `i` of `tree`, which must have heights; a branch has length
+/// `|h_parent − h_child|` (see the [module docs](self) for the coalescent's and the
+/// diffusion tree's time conventions). The message at the root node is propagated along a
+/// further branch of length `root_branch` before [`MessageModel::root_log_z`]: 0 for the
+/// coalescent, whose root prior is on the root node itself, and the root node's divergence
+/// time for the Pitman–Yor diffusion tree, whose process starts at the origin at time 0
+/// ([`BrownianDiffusion`] with [`Root::Gaussian`] `{ s0: 0.0 }`).
+///
+/// The coalescent's `ln p(x, π)` (eq 7) adds the prior on the tree to this value.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidTree`] if the tree has no heights or its number of leaves is not
+/// the number of rows, [`RoseTreeError::InvalidParameter`] for a negative or non-finite
+/// `root_branch`, and whatever [`MessageModel::leaf_messages`] reports.
+pub fn tree_log_likelihood<M: MessageModel>(
+    model: &M,
+    x: ArrayView2<'_, f64>,
+    tree: &Tree,
+    root_branch: f64,
+) -> Result<f64> {
+    let leaves = model.leaf_messages(x)?;
+    tree_log_likelihood_from_leaves(model, &leaves, tree, root_branch)
+}
+
+/// [`tree_log_likelihood`] from leaf messages already computed (one per leaf, with its log
+/// normaliser, as [`MessageModel::leaf_messages`] returns them).
+///
+/// The pass visits the nodes in id order (children before parents, see [`Tree`]), so it
+/// needs no recursion and keeps only the messages still waiting for their parent.
+///
+/// # Errors
+/// As [`tree_log_likelihood`].
+pub fn tree_log_likelihood_from_leaves<M: MessageModel>(
+    model: &M,
+    leaves: &[(M::Message, f64)],
+    tree: &Tree,
+    root_branch: f64,
+) -> Result<f64> {
+    if leaves.len() != tree.n_leaves() {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "the tree has {} leaves but {} rows (leaf messages) were given",
+            tree.n_leaves(),
+            leaves.len()
+        )));
+    }
+    if !(root_branch.is_finite() && root_branch >= 0.0) {
+        return Err(RoseTreeError::param(
+            "root_branch",
+            format!("must be finite and ≥ 0, got {root_branch}"),
+        ));
+    }
+    let heights = tree
+        .heights()
+        .ok_or_else(|| RoseTreeError::InvalidTree("the tree has no heights".into()))?;
+    let nodes = tree.nodes();
+    let mut log_p: f64 = leaves.iter().map(|(_, z)| z).sum();
+    let mut waiting: Vec<Option<M::Message>> = Vec::with_capacity(nodes.len());
+    waiting.extend(leaves.iter().map(|(m, _)| Some(m.clone())));
+    waiting.resize(nodes.len(), None);
+    let mut incoming = Vec::new();
+    for (id, node) in nodes.iter().enumerate().skip(tree.n_leaves()) {
+        incoming.clear();
+        for &c in &node.children {
+            // `Tree` guarantees each child comes before its parent and has one parent.
+            let msg = waiting[c].take().ok_or_else(|| {
+                RoseTreeError::InvalidTree(format!("node {c} has no message for node {id}"))
+            })?;
+            incoming.push(model.propagate(&msg, (heights[id] - heights[c]).abs()));
+        }
+        let (msg, log_z) = model.combine(&incoming);
+        log_p += log_z;
+        waiting[id] = Some(msg);
+    }
+    let root = waiting[tree.root()]
+        .take()
+        .ok_or_else(|| RoseTreeError::InvalidTree("the root has no message".into()))?;
+    Ok(log_p + model.root_log_z(&model.propagate(&root, root_branch)))
+}
+
+#[cfg(test)]
+mod tests;

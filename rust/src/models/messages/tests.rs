@@ -1,0 +1,197 @@
+//! Shared tree generators for the message-model tests, and the checks of
+//! [`tree_log_likelihood`]'s arguments.
+
+use ndarray::{Array2, array};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::*;
+use crate::tree::Topology;
+
+/// A seeded generator.
+pub(crate) fn rng(seed: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+/// A standard normal draw (Box–Muller).
+pub(crate) fn normal(rng: &mut impl Rng) -> f64 {
+    let (u, v): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random());
+    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+/// A random coalescent-style tree over `n` leaves at time 0: lineages merge two at a time,
+/// or three at a time with probability `p_triple`, each merge `Exp(1)`-ish earlier than the
+/// last (times negative, as in Teh et al.). Returns the tree.
+pub(crate) fn random_tree(n: usize, p_triple: f64, rng: &mut impl Rng) -> Tree {
+    let mut alive: Vec<usize> = (0..n).collect();
+    let mut heights = vec![0.0; n];
+    let mut internal = Vec::new();
+    let mut t = 0.0;
+    while alive.len() > 1 {
+        let k = if alive.len() >= 3 && rng.random::<f64>() < p_triple {
+            3
+        } else {
+            2
+        };
+        let mut children = Vec::new();
+        for _ in 0..k {
+            let i = rng.random_range(0..alive.len());
+            children.push(alive.swap_remove(i));
+        }
+        t -= 0.05 + rng.random::<f64>();
+        let id = n + internal.len();
+        internal.push(children);
+        heights.push(t);
+        alive.push(id);
+    }
+    Tree::new(&Topology::new(n, internal).unwrap(), Some(heights)).unwrap()
+}
+
+/// A caterpillar over `n` leaves at time 0: leaf `k + 1` joins the subtree of leaves
+/// `0..=k` at time `−(k + 1)·step`.
+pub(crate) fn caterpillar(n: usize, step: f64) -> Tree {
+    let internal: Vec<Vec<usize>> = (1..n)
+        .map(|k| vec![if k == 1 { 0 } else { n + k - 2 }, k])
+        .collect();
+    let heights = (0..n)
+        .map(|_| 0.0)
+        .chain((1..n).map(|k| -(k as f64) * step))
+        .collect();
+    Tree::new(&Topology::new(n, internal).unwrap(), Some(heights)).unwrap()
+}
+
+/// `((0, 1), 2)` with leaves 0 and 1 merged at time 0, a branch of length zero: leaves 0
+/// and 1 must then be equal.
+pub(crate) fn cherry_at_zero() -> Tree {
+    let shape = Topology::new(3, vec![vec![0, 1], vec![3, 2]]).unwrap();
+    Tree::new(&shape, Some(vec![0.0, 0.0, 0.0, 0.0, -1.0])).unwrap()
+}
+
+/// `C[i][j] = |h(lca(i, j)) − h(root)|`: the length of the path that leaves `i` and `j`
+/// share below the root node (`C[i][i]` is the root-to-leaf length). Computed from the
+/// ancestor lists, independently of the message passing.
+pub(crate) fn shared_lengths(tree: &Tree) -> Vec<Vec<f64>> {
+    let h = tree.heights().unwrap();
+    let ancestors = |mut v: usize| {
+        let mut out = vec![v];
+        while let Some(p) = tree.node(v).parent {
+            out.push(p);
+            v = p;
+        }
+        out
+    };
+    let n = tree.n_leaves();
+    let paths: Vec<Vec<usize>> = (0..n).map(ancestors).collect();
+    let root = h[tree.root()];
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    let lca = *paths[i].iter().find(|a| paths[j].contains(a)).unwrap();
+                    (h[lca] - root).abs()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Asserts that `r` is an [`RoseTreeError::InvalidParameter`] naming `want`.
+pub(crate) fn invalid_parameter<T: std::fmt::Debug>(r: Result<T>, want: &str) {
+    match r {
+        Err(RoseTreeError::InvalidParameter { name, .. }) => assert_eq!(name, want),
+        other => panic!("expected InvalidParameter({want}), got {other:?}"),
+    }
+}
+
+/// The maximiser of a unimodal `f` on `[lo, hi]` by golden-section search.
+pub(crate) fn golden_max(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64) -> f64 {
+    let g = 0.5 * (5f64.sqrt() - 1.0);
+    let (mut a, mut b) = (hi - g * (hi - lo), lo + g * (hi - lo));
+    let (mut fa, mut fb) = (f(a), f(b));
+    while hi - lo > 1e-13 * (1.0 + hi.abs()) {
+        if fa < fb {
+            lo = a;
+            a = b;
+            fa = fb;
+            b = lo + g * (hi - lo);
+            fb = f(b);
+        } else {
+            hi = b;
+            b = a;
+            fb = fa;
+            a = hi - g * (hi - lo);
+            fa = f(a);
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+#[test]
+fn arguments_are_checked() {
+    let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    let tree = caterpillar(3, 1.0);
+    let x = array![[0.0, 1.0], [1.0, 2.0], [0.5, 0.5]];
+    assert!(tree_log_likelihood(&model, x.view(), &tree, 0.0).is_ok());
+    assert!(matches!(
+        tree_log_likelihood(&model, x.slice(ndarray::s![..2, ..]), &tree, 0.0),
+        Err(RoseTreeError::InvalidTree(_))
+    ));
+    assert!(matches!(
+        tree_log_likelihood(&model, Array2::zeros((3, 3)).view(), &tree, 0.0),
+        Err(RoseTreeError::ShapeMismatch { .. })
+    ));
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            tree_log_likelihood(&model, x.view(), &tree, bad),
+            Err(RoseTreeError::InvalidParameter { name, .. }) if name == "root_branch"
+        ));
+    }
+    let bare = Tree::new(&tree.topology(), None).unwrap();
+    assert!(matches!(
+        tree_log_likelihood(&model, x.view(), &bare, 0.0),
+        Err(RoseTreeError::InvalidTree(_))
+    ));
+    let mut with_nan = x.clone();
+    with_nan[[2, 1]] = f64::NAN;
+    assert!(matches!(
+        tree_log_likelihood(&model, with_nan.view(), &tree, 0.0),
+        Err(RoseTreeError::InvalidData {
+            row: 2,
+            column: Some(1),
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_single_leaf_is_its_own_root() {
+    // One point under a Gaussian root N(0, s0Λ): its density, with the root branch added.
+    let model = BrownianDiffusion::isotropic(2.0, 1)
+        .unwrap()
+        .with_root(Root::Gaussian { s0: 0.5 })
+        .unwrap();
+    let tree = Tree::new(&Topology::new(1, vec![]).unwrap(), Some(vec![0.0])).unwrap();
+    let got = tree_log_likelihood(&model, array![[1.5]].view(), &tree, 0.25).unwrap();
+    let var = 2.0 * (0.5 + 0.25);
+    let want = -0.5 * (std::f64::consts::TAU * var).ln() - 1.5 * 1.5 / (2.0 * var);
+    assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+}
+
+#[test]
+fn optimal_duration_arguments_are_checked() {
+    let model = BrownianDiffusion::isotropic(1.0, 1).unwrap();
+    let (a, _) = model.leaf_message(array![0.0].view(), 0).unwrap();
+    let pair = model.pair(&a, &a);
+    for (base, rate, name) in [
+        (0.0, 0.0, "rate"),
+        (0.0, -1.0, "rate"),
+        (0.0, f64::NAN, "rate"),
+        (-1.0, 1.0, "base_length"),
+        (f64::INFINITY, 1.0, "base_length"),
+    ] {
+        assert!(matches!(
+            model.optimal_duration(&pair, base, rate),
+            Err(RoseTreeError::InvalidParameter { name: n, .. }) if n == name
+        ));
+    }
+}
