@@ -92,18 +92,7 @@ pub trait ClusterModel: Sync {
     /// [`RoseTreeError::ShapeMismatch`] for a wrong number of columns, and whatever
     /// [`leaf_stats`](ClusterModel::leaf_stats) reports for a row.
     fn leaf_stats_all(&self, x: ArrayView2<'_, f64>) -> Result<Vec<Self::Stats>> {
-        if x.ncols() != self.n_features() {
-            return Err(RoseTreeError::ShapeMismatch {
-                what: "X".into(),
-                expected: format!("{} columns", self.n_features()),
-                found: format!("{} columns", x.ncols()),
-            });
-        }
-        x.rows()
-            .into_iter()
-            .enumerate()
-            .map(|(i, row)| self.leaf_stats(row, i))
-            .collect()
+        map_rows(x, self.n_features(), |row, i| self.leaf_stats(row, i))
     }
 }
 
@@ -173,6 +162,29 @@ pub trait Differentiable: ClusterModel {
     /// # Errors
     /// [`RoseTreeError::Numerical`] where `ln f` itself cannot be computed.
     fn add_gradient(&self, s: &Self::Stats, weight: f64, grad: &mut [f64]) -> Result<()>;
+}
+
+/// `f(row, i)` for every row `i` of `x`, after checking that `x` has `n_features` columns.
+///
+/// # Errors
+/// [`RoseTreeError::ShapeMismatch`] for a wrong number of columns; the first error of `f`.
+pub(crate) fn map_rows<T>(
+    x: ArrayView2<'_, f64>,
+    n_features: usize,
+    f: impl Fn(ArrayView1<'_, f64>, usize) -> Result<T>,
+) -> Result<Vec<T>> {
+    if x.ncols() != n_features {
+        return Err(RoseTreeError::ShapeMismatch {
+            what: "X".into(),
+            expected: format!("{n_features} columns"),
+            found: format!("{} columns", x.ncols()),
+        });
+    }
+    x.rows()
+        .into_iter()
+        .enumerate()
+        .map(|(i, row)| f(row, i))
+        .collect()
 }
 
 /// Checks that a hyperparameter vector has the model's length.

@@ -113,18 +113,7 @@ pub trait MessageModel: Sync {
     /// [`RoseTreeError::ShapeMismatch`] for a wrong number of columns, and whatever
     /// [`leaf_message`](MessageModel::leaf_message) reports for a row.
     fn leaf_messages(&self, x: ArrayView2<'_, f64>) -> Result<Vec<(Self::Message, f64)>> {
-        if x.ncols() != self.n_features() {
-            return Err(RoseTreeError::ShapeMismatch {
-                what: "X".into(),
-                expected: format!("{} columns", self.n_features()),
-                found: format!("{} columns", x.ncols()),
-            });
-        }
-        x.rows()
-            .into_iter()
-            .enumerate()
-            .map(|(i, row)| self.leaf_message(row, i))
-            .collect()
+        super::map_rows(x, self.n_features(), |row, i| self.leaf_message(row, i))
     }
 
     /// The message after running the process for a time `duration ≥ 0` along a branch,
