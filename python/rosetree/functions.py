@@ -111,4 +111,4 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
         raise InvalidParameterError(
             f"n_items must be a positive integer, got {n_items!r}", "n_items"
         )
-    return float(np.sum(opt - got) / np.log(2.0) / (n_items * opt.size))
+    return float(_core.excess_bits(opt.tolist(), got.tolist(), int(n_items)))

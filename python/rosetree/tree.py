@@ -78,10 +78,7 @@ class Tree:
         self.sizes = np.asarray(structure.sizes(), dtype=np.int64)
         heights = structure.heights()
         self.heights = None if heights is None else np.asarray(heights)
-        parent = np.full(self.n_nodes, -1, dtype=np.int64)
-        for node, kids in enumerate(self.children):
-            parent[list(kids)] = node
-        self.parent = parent
+        self.parent = np.asarray(structure.parents(), dtype=np.int64)
         for arr in (self.sizes, self.parent, self.heights):
             if arr is not None:
                 arr.flags.writeable = False
@@ -100,30 +97,16 @@ class Tree:
     def leaves(self, node: int | None = None) -> list[int]:
         """Data rows below ``node`` (default: the root), in increasing order."""
         node = self.root if node is None else self._check_node(node)
-        out: list[int] = []
-        stack = [node]
-        while stack:
-            v = stack.pop()
-            if v < self.n_leaves:
-                out.append(v)
-            else:
-                stack.extend(self.children[v])
-        return sorted(out)
+        return list(self._structure.leaves_of(node))
 
     def depth(self) -> int:
         """Number of edges on the longest root-to-leaf path."""
-        return int(self._depths()[self.root])
+        return int(self._structure.depth())
 
     def _check_node(self, node: int) -> int:
         if not 0 <= int(node) < self.n_nodes:
             raise IndexError(f"node {node} is not in the tree (0 .. {self.n_nodes - 1})")
         return int(node)
-
-    def _depths(self) -> np.ndarray:
-        h = np.zeros(self.n_nodes, dtype=np.int64)
-        for v in self.internal_nodes:
-            h[v] = 1 + max(h[c] for c in self.children[v])
-        return h
 
     def n_partitions(self, log10: bool = False) -> int | float:
         r"""Number of tree-consistent partitions :math:`|\Phi(T)|` (eq 1.3).
@@ -136,10 +119,7 @@ class Tree:
         """
         if log10:
             return float(self._structure.n_partitions_log10())
-        count = [1] * self.n_nodes
-        for v in self.internal_nodes:
-            count[v] = 1 + math.prod(count[c] for c in self.children[v])
-        return count[self.root]
+        return int(self._structure.n_partitions())
 
     def max_clusters(self, n_clusters: int) -> np.ndarray:
         r"""At most ``n_clusters`` flat clusters: the lowest cut of the heights that gives
@@ -460,7 +440,7 @@ class RoseTree(Tree):
         self.log_pi = np.asarray(core.log_pi())
         self.log_1m_pi = np.asarray(core.log_1m_pi())
         self.log_evidence: float = float(core.log_evidence)
-        self._log_r = np.minimum(self.log_pi + self.log_f - self.log_p, 0.0)
+        self._log_r = np.asarray(core.log_r())
         for arr in (self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self._log_r):
             arr.flags.writeable = False
 

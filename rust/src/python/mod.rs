@@ -264,6 +264,14 @@ fn log_marginal(x: PyReadonlyArray2<'_, f64>, model: &Bound<'_, PyModelSpec>) ->
     })
 }
 
+/// `Δ_l` of BRT eq 1.31 from the log evidences of optimal and found trees of data sets
+/// with `l` items each.
+#[pyfunction]
+fn excess_bits(optimal: Vec<f64>, found: Vec<f64>, l: usize) -> f64 {
+    let pairs: Vec<(f64, f64)> = optimal.into_iter().zip(found).collect();
+    brt::excess_bits(&pairs, l)
+}
+
 /// The compiled core of rosetree.
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -275,6 +283,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate_tree, m)?)?;
     m.add_function(wrap_pyfunction!(optimal_tree, m)?)?;
     m.add_function(wrap_pyfunction!(log_marginal, m)?)?;
+    m.add_function(wrap_pyfunction!(excess_bits, m)?)?;
     m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
     fit::register(m)?;

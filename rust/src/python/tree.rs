@@ -79,6 +79,41 @@ impl PyTree {
         self.inner.n_partitions_log10()
     }
 
+    /// The number of tree-consistent partitions, exactly.
+    fn n_partitions(&self) -> num_bigint::BigUint {
+        self.inner.n_partitions_exact()
+    }
+
+    /// The parent of every node, `-1` at the root.
+    fn parents<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        self.inner
+            .nodes()
+            .iter()
+            .map(|n| n.parent.map_or(-1, |p| p as i64))
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+    }
+
+    /// The data rows below `node`, in increasing order.
+    fn leaves_of(&self, node: usize) -> PyResult<Vec<usize>> {
+        if node >= self.inner.nodes().len() {
+            return Err(crate::RoseTreeError::param(
+                "node",
+                format!(
+                    "node {node} is not in the tree (0 .. {})",
+                    self.inner.nodes().len() - 1
+                ),
+            )
+            .into());
+        }
+        Ok(self.inner.leaves_of(node))
+    }
+
+    /// The number of edges on the longest root-to-leaf path.
+    fn depth(&self) -> usize {
+        self.inner.depth()
+    }
+
     /// Newick string, leaves named by `labels` or by row index; with `lengths`, branch
     /// lengths from the heights.
     #[pyo3(signature = (labels=None, lengths=false))]
@@ -209,6 +244,11 @@ impl PyRoseTree {
     /// `ln π_T` of every node (0 at leaves).
     fn log_pi<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
         self.column(py, |v| v.log_pi)
+    }
+
+    /// `ln r_T` of every node (eq 1.26; 0 at leaves).
+    fn log_r<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        self.column(py, NodeValues::log_r)
     }
 
     /// `ln(1 − π_T)` of every node (−inf at leaves).

@@ -308,6 +308,34 @@ impl Tree {
         ln_count[self.root()] / std::f64::consts::LN_10
     }
 
+    /// `|Φ(T)|` exactly, however large.
+    pub fn n_partitions_exact(&self) -> num_bigint::BigUint {
+        let mut count: Vec<num_bigint::BigUint> = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let below: num_bigint::BigUint = node.children.iter().map(|&c| &count[c]).product();
+            count.push(if node.is_leaf() {
+                1_u32.into()
+            } else {
+                below + 1_u32
+            });
+        }
+        count.pop().expect("a tree has a root")
+    }
+
+    /// The number of edges on the longest path from the root to a leaf.
+    pub fn depth(&self) -> usize {
+        let mut depth = vec![0_usize; self.nodes.len()];
+        for (v, node) in self.nodes.iter().enumerate() {
+            depth[v] = node
+                .children
+                .iter()
+                .map(|&c| depth[c] + 1)
+                .max()
+                .unwrap_or(0);
+        }
+        depth[self.root()]
+    }
+
     /// `|Φ(T)|` exactly, or `None` if it does not fit in a `u128`.
     pub fn n_partitions(&self) -> Option<u128> {
         let mut count = vec![1_u128; self.nodes.len()];
