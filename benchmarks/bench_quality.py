@@ -211,8 +211,12 @@ class Source:
 
 # --------------------------------------------------------------------------- systems
 def rosetree_tree(X: np.ndarray, kind: str, options: dict[str, Any]) -> rt.RoseTree:
-    """The tree of ``BayesianRoseTree(model, **options)`` with the default model for ``kind``
-    (or ``rt.NormalGamma()`` where ``options["model"]`` says ``"normal_gamma"``)."""
+    """Fit ``BayesianRoseTree(model, **options)`` and return its tree.
+
+    The model is the default one for ``kind`` (``BetaBernoulli()`` for binary data,
+    ``NormalInverseWishart()`` otherwise), or ``rt.NormalGamma()`` where ``options["model"]``
+    says ``"normal_gamma"``.
+    """
     options = dict(options)
     if options.pop("model", None) == "normal_gamma":
         model: rt.ClusterModel = rt.NormalGamma()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which data-driven default prior should ``rt.NormalInverseWishart()`` use?
+"""Compare candidate data-driven default priors for ``rt.NormalInverseWishart()``.
 
 For candidate default rules this script fits a greedy Bayesian rose tree
 (``rt.BayesianRoseTree(model, mixing="brt", gamma=0.5)``) to labelled continuous data and
@@ -18,10 +18,10 @@ are floored at 10⁻⁶ times the mean variance): ``Ψ0 = s (ν0 − d − 1) C`
 ``s (ν0 − d − 1) V`` ("diag"), so that the prior mean of Σ is ``s C`` or ``s V``;
 ``μ0`` = the data mean; ``ν0 ∈ {d + 2, …}``; ``κ0 ∈ {0.01, 1, …}``.
 
-Data (``shared/data`` beside the checkout, or ``--data``): MNIST, three draws of 20 images per digit from
-``mnist5k.npz`` (seeds 1–3, pixels scaled to [0, 1]), each projected on its own first 20
-principal components; optdigits, three draws of 12 images per digit (seeds 1–3) with the raw
-0–16 values (d = 64); ``digits024`` (120 × 64, raw 0–255 values, digits 0/2/4); five
+Data (``shared/data`` beside the checkout, or ``--data``): MNIST, three draws of 20 images per
+digit from ``mnist5k.npz`` (seeds 1–3, pixels scaled to [0, 1]), each projected on its own
+first 20 principal components; optdigits, three draws of 12 images per digit (seeds 1–3) with
+the raw 0–16 values (d = 64); ``digits024`` (120 × 64, raw 0–255 values, digits 0/2/4); five
 Gaussian blobs in d = 8 (three seeds: 20 rows each, means ~ N(0, 4² I), unit covariance).
 Average over the data sets of one family, then over families.
 
@@ -43,14 +43,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import rosetree as rt
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import pdist
 
-import rosetree as rt
-
 # ``shared/data`` beside the checkout or beside any folder above it.
 DATA = next(
-    (p / "shared" / "data" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
+    (
+        p / "shared" / "data"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared" / "data").is_dir()
+    ),
     Path("shared/data"),
 )
 
@@ -135,13 +138,16 @@ def rose_children(tree: rt.RoseTree) -> list[list[int]]:
 
 
 def linkage_purity(X: np.ndarray, y: np.ndarray) -> float:
+    """Dendrogram purity of SciPy's average linkage on Euclidean distances."""
     Z = linkage(pdist(X), "average")
     n = X.shape[0]
     return dendrogram_purity([[int(a), int(b)] for a, b in Z[:, :2]], n, y)
 
 
 # ---------------------------------------------------------------------------- candidate rules
-def prior(X: np.ndarray, form: str, s: float, nu_extra: float, kappa0: float) -> rt.NormalInverseWishart:
+def prior(
+    X: np.ndarray, form: str, s: float, nu_extra: float, kappa0: float
+) -> rt.NormalInverseWishart:
     """``Ψ0 = s (ν0 − d − 1) · (C or diag C)``, ``ν0 = d + 1 + nu_extra``, ``μ0`` = the mean."""
     d = X.shape[1]
     C = np.atleast_2d(np.cov(X, rowvar=False))
@@ -158,21 +164,32 @@ def prior(X: np.ndarray, form: str, s: float, nu_extra: float, kappa0: float) ->
 
 
 def evaluate(X: np.ndarray, y: np.ndarray, model: rt.ClusterModel) -> tuple[float, int]:
+    """Fit BRT (``gamma=0.5``) with ``model``: (dendrogram purity, number of flat clusters)."""
     est = rt.BayesianRoseTree(model=model, mixing="brt", gamma=0.5).fit(X)
     return dendrogram_purity(rose_children(est.tree_), X.shape[0], y), len(np.unique(est.labels_))
 
 
 def main() -> int:
+    """Fit every candidate rule to every data set and print purity and clusters per family."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--quick", action="store_true", help="one data set per family")
     ap.add_argument("--forms", nargs="+", default=["full", "diag"])
     ap.add_argument("--scales", nargs="+", type=float, default=[1.0, 0.5, 0.2, 0.1, 0.05])
-    ap.add_argument("--nu-extra", nargs="+", type=float, default=[1.0],
-                    help="ν0 − d − 1 values (1 is ν0 = d + 2)")
+    ap.add_argument(
+        "--nu-extra",
+        nargs="+",
+        type=float,
+        default=[1.0],
+        help="ν0 − d − 1 values (1 is ν0 = d + 2)",
+    )
     ap.add_argument("--kappa0", nargs="+", type=float, default=[0.01])
-    ap.add_argument("--seed-offset", type=int, default=0,
-                    help="add to every draw's seed: fresh draws to confirm a choice on")
+    ap.add_argument(
+        "--seed-offset",
+        type=int,
+        default=0,
+        help="add to every draw's seed: fresh draws to confirm a choice on",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -182,8 +199,10 @@ def main() -> int:
             seed += args.seed_offset if load is not digits024 else 0
             X, y = load(seed, args.data)
             sets.append((fam, seed, X, y))
-    print(f"rosetree {rt.__version__}; data sets: "
-          + ", ".join(f"{f}#{s} {X.shape}" for f, s, X, _ in sets))
+    print(
+        f"rosetree {rt.__version__}; data sets: "
+        + ", ".join(f"{f}#{s} {X.shape}" for f, s, X, _ in sets)
+    )
 
     rows: list[dict[str, Any]] = []
     base = {(f, s): linkage_purity(X, y) for f, s, X, y in sets}
@@ -193,11 +212,14 @@ def main() -> int:
     fams = list(FAMILIES)
     print(f"\n{'rule':34s} " + " ".join(f"{f:>16s}" for f in fams) + f" {'mean':>6s}  time")
     line = " ".join(
-        f"{np.mean([base[k] for k in base if k[0] == f]):6.3f} /{np.mean([classes[k] for k in classes if k[0] == f]):4.1f} cl"
+        f"{np.mean([base[k] for k in base if k[0] == f]):6.3f}"
+        f" /{np.mean([classes[k] for k in classes if k[0] == f]):4.1f} cl"
         for f in fams
     )
-    print(f"{'average linkage (purity / classes)':34s} {line}"
-          f" {np.mean([np.mean([base[k] for k in base if k[0] == f]) for f in fams]):6.3f}")
+    print(
+        f"{'average linkage (purity / classes)':34s} {line}"
+        f" {np.mean([np.mean([base[k] for k in base if k[0] == f]) for f in fams]):6.3f}"
+    )
     for form, s, nu_extra, kappa0 in configs:
         t0 = time.perf_counter()
         per: dict[str, list[tuple[float, int]]] = {f: [] for f in fams}
@@ -209,10 +231,24 @@ def main() -> int:
             )
             pur, k = evaluate(X, y, model)
             per[fam].append((pur, k))
-            rows.append(dict(rule=form, s=s, nu_extra=nu_extra, kappa0=kappa0, family=fam,
-                             seed=seed, purity=pur, clusters=k, linkage_purity=base[(fam, seed)]))
-        name = "current default" if form == "current" else (
-            f"{form} s={s:g} ν0=d+{1 + nu_extra:g} κ0={kappa0:g}")
+            rows.append(
+                dict(
+                    rule=form,
+                    s=s,
+                    nu_extra=nu_extra,
+                    kappa0=kappa0,
+                    family=fam,
+                    seed=seed,
+                    purity=pur,
+                    clusters=k,
+                    linkage_purity=base[(fam, seed)],
+                )
+            )
+        name = (
+            "current default"
+            if form == "current"
+            else (f"{form} s={s:g} ν0=d+{1 + nu_extra:g} κ0={kappa0:g}")
+        )
         cells = " ".join(
             f"{np.mean([p for p, _ in per[f]]):6.3f} /{np.mean([k for _, k in per[f]]):4.1f} cl"
             for f in fams

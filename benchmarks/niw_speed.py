@@ -19,17 +19,18 @@ import argparse
 import time
 
 import numpy as np
-
 import rosetree as rt
 
 
 def make_gauss(n: int, d: int, k: int = 10, seed: int = 20240601) -> np.ndarray:
+    """``n`` rows from ``k`` unit-variance Gaussians in ``d`` dimensions, means ~ N(0, 8² I)."""
     rng = np.random.default_rng(seed)
     means = rng.normal(scale=8.0, size=(k, d))
     return means[rng.integers(k, size=n)] + rng.normal(size=(n, d))
 
 
 def prior(X: np.ndarray, scale: str) -> rt.NormalInverseWishart:
+    """The explicit prior fitted to ``X``; ``scale`` is ``"full"`` or ``"diag"`` (see above)."""
     d = X.shape[1]
     C = np.atleast_2d(np.cov(X, rowvar=False))
     ridge = 1e-6 * np.trace(C) / d
@@ -38,9 +39,11 @@ def prior(X: np.ndarray, scale: str) -> rt.NormalInverseWishart:
 
 
 def main() -> None:
+    """Time each case and prior, printing the best of ``--repeat`` fits."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--cases", nargs="+", default=["1000x10", "500x64", "200x200"],
-                    help="n x d of each case")
+    ap.add_argument(
+        "--cases", nargs="+", default=["1000x10", "500x64", "200x200"], help="n x d of each case"
+    )
     ap.add_argument("--scale", nargs="+", default=["full", "diag"], choices=["full", "diag"])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()

@@ -8,8 +8,9 @@ Ghahramani 2005: the mean, over pairs of leaves of one class, of the fraction of
 among the leaves under their lowest common ancestor, taken in the rose tree itself). For
 reference: SciPy's average linkage (Euclidean) and ``rt.NormalInverseWishart()``.
 
-Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``): MNIST 20 per digit, PCA to 20 dimensions (the shipped subset
-and four more draws from the 5000 images, PCA fitted on each draw as the shipped one was);
+Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``): MNIST 20 per digit, PCA to
+20 dimensions (the shipped subset and four more draws from the 5000 images, PCA fitted on each
+draw as the shipped one was);
 optdigits 12 per class, raw 0–16 counts (the shipped 120-row subset's rows and four more
 draws); digits024 (BHC's 0/2/4 set, 120 × 64 raw grey levels).
 
@@ -66,18 +67,21 @@ def purity_rose(children: list[list[int]], n: int, y: np.ndarray) -> float:
 
 
 def purity_linkage(Z: np.ndarray, y: np.ndarray) -> float:
+    """Dendrogram purity of the binary tree of a SciPy linkage matrix ``Z``."""
     n = len(y)
     children = [[] for _ in range(n)] + [[int(a), int(b)] for a, b in Z[:, :2]]
     return purity_rose(children, n, y)
 
 
 def pca(X: np.ndarray, k: int) -> np.ndarray:
+    """Project the centred rows of ``X`` on their first ``k`` principal components."""
     centred = X - X.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     return centred @ vt[:k].T
 
 
 def datasets() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The labelled data sets as ``(name, X, y)``; the family is the name's first word."""
     out = []
     m200 = np.loadtxt(DATA / "mnist/mnist200_pca20.csv", delimiter=",", skiprows=1)
     out.append(("mnist-pca20 #0", m200[:, 2:], m200[:, 1]))
@@ -104,12 +108,14 @@ def datasets() -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 
 def fit_purity(X: np.ndarray, y: np.ndarray, model: rt.ClusterModel) -> tuple[float, float]:
+    """Fit the default BRT search with ``model``: (dendrogram purity, ln p(D | T))."""
     est = rt.BayesianRoseTree(model=model).fit(X)
     tree = est.tree_
     return purity_rose([list(c) for c in tree.children], tree.n_leaves, y), est.log_evidence_
 
 
 def main() -> None:
+    """Score every candidate rule, print the table and write it to ``results/``."""
     start = time.time()
     data = datasets()
     names = [name for name, _, _ in data]
@@ -118,7 +124,7 @@ def main() -> None:
 
     def record(label: str, scores: list[tuple[float, float]]) -> None:
         by_family = {
-            f: float(np.mean([s[0] for n, s in zip(names, scores) if n.startswith(f)]))
+            f: float(np.mean([s[0] for n, s in zip(names, scores, strict=True) if n.startswith(f)]))
             for f in families
         }
         rows.append((label, by_family, float(np.mean([s[1] for s in scores]))))

@@ -3,9 +3,9 @@
 A slow reference of the greedy search (BRT Figure 1.4; Heller & Ghahramani's BHC for
 ``merge_rule="posterior"``) is written here from the equations with mpmath at 300 digits,
 from the double ``ln f`` values of an independent Beta-Bernoulli marginal (SciPy's
-``betaln``, per-feature pseudo-counts). On well-separated clusters the top merges are hopeless: their likelihood ratios
-round to the same double, ``ln(1 - pi)``, and only exact arithmetic orders them. The core's
-trees must be the reference's, merge for merge.
+``betaln``, per-feature pseudo-counts). On well-separated clusters the top merges are
+hopeless: their likelihood ratios round to the same double, ``ln(1 - pi)``, and only exact
+arithmetic orders them. The core's trees must be the reference's, merge for merge.
 """
 
 from __future__ import annotations
@@ -115,13 +115,11 @@ class Reference:
                 if (i, j) not in scores:
                     scores[(i, j)] = self.best_merge(i, j, trees)
             # Highest key, then the lowest pair of ids.
-            (i, j), (key, op, children) = max(
+            (i, j), (key, _, children) = max(
                 scores.items(), key=lambda kv: (kv[1][0], -kv[0][0], -kv[0][1])
             )
             rounded = float(key)
-            if any(
-                float(s[0]) == rounded and p < (i, j) for p, s in scores.items() if p != (i, j)
-            ):
+            if any(float(s[0]) == rounded and p < (i, j) for p, s in scores.items() if p != (i, j)):
                 self.rounding_decided += 1
             m = max(trees) + 1
             trees[m], _ = self.node(trees[i].leaves + trees[j].leaves, children, trees)
@@ -206,7 +204,9 @@ def test_the_data_exercise_rounding():
         for binary in (False, True):
             decided = 0
             for seed in SEEDS:
-                ref = Reference(separated_clusters(seed), "brt", 0.5, 1.0, binary, "likelihood_ratio")
+                ref = Reference(
+                    separated_clusters(seed), "brt", 0.5, 1.0, binary, "likelihood_ratio"
+                )
                 ref.fit()
                 decided += ref.rounding_decided
             assert decided >= 3
@@ -227,7 +227,9 @@ def reference_contraction(tree, X, mixing, gamma):
             return ref.lf([v])
         kids = kids_of[v]
         log_pi, log_1m_pi, _ = ref.prior(len(kids), len(leaves[v]), 0)
-        return logaddexp(log_pi + ref.lf(leaves[v]), log_1m_pi + sum(log_p(c, kids_of) for c in kids))
+        return logaddexp(
+            log_pi + ref.lf(leaves[v]), log_1m_pi + sum(log_p(c, kids_of) for c in kids)
+        )
 
     improved = True
     while improved:

@@ -151,8 +151,13 @@ def test_estimator_rules_and_their_parameters():
     for e in (est, three):
         for k, v in enumerate(e.cluster_nodes_):
             assert tree.leaves(v) == np.flatnonzero(e.labels_ == k).tolist()
-    for name, value in [("flat_clusters", "top"), ("n_clusters", 0), ("n_clusters", 2.5),
-                        ("cut_threshold", 2.0), ("cut_threshold", "half")]:
+    for name, value in [
+        ("flat_clusters", "top"),
+        ("n_clusters", 0),
+        ("n_clusters", 2.5),
+        ("cut_threshold", 2.0),
+        ("cut_threshold", "half"),
+    ]:
         with pytest.raises(rt.InvalidParameterError, match=name):
             rt.BayesianRoseTree(**{name: value}).fit(X)
 
@@ -189,8 +194,10 @@ def test_predict_proba_with_gaussian_clusters_is_a_student_t_mixture():
     xs = np.array([-3.0, -1.0, 0.4, 2.0, 5.0])
     terms = np.array(
         [
-            [np.log(len(c)) + niw_predictive_1d(c, x, **prior) for c in
-             (X[est.tree_.leaves(v), 0] for v in est.cluster_nodes_)]
+            [
+                np.log(len(c)) + niw_predictive_1d(c, x, **prior)
+                for c in (X[est.tree_.leaves(v), 0] for v in est.cluster_nodes_)
+            ]
             for x in xs
         ]
     )
@@ -199,7 +206,7 @@ def test_predict_proba_with_gaussian_clusters_is_a_student_t_mixture():
 
 
 def test_predict_reproduces_the_labels_of_separated_training_rows():
-    X, y = load_bench().blobs(300, seed=1)
+    X, _ = load_bench().blobs(300, seed=1)
     est = rt.BayesianRoseTree(rt.NormalInverseWishart()).fit(X)
     assert np.mean(est.predict(X) == est.labels_) > 0.95
     assert len(np.unique(est.predict(X))) == len(est.cluster_nodes_)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 
 import mpmath as mp
 import numpy as np
 import pytest
-
 import rosetree as rt
 
 mp.mp.dps = 50
@@ -63,7 +63,7 @@ def spd(rng, d):
 def leaf_sets(tree):
     out = []
     for v in range(tree.n_nodes):
-        out.append([v] if not tree.children[v] else sorted(sum((out[c] for c in tree.children[v]), [])))
+        out.append(sorted(itertools.chain.from_iterable(out[c] for c in tree.children[v])) or [v])
     return out
 
 
@@ -176,7 +176,7 @@ class TestFarRows:
         )
         got = est.score_samples(new)
         assert np.all(np.isfinite(got))
-        for x, g in zip(new, got):
+        for x, g in zip(new, got, strict=True):
             # Ψ_n has entries up to 1e600 beside ones of order 1: enough digits for the
             # determinant's eliminations to cancel them exactly.
             with mp.workdps(700):

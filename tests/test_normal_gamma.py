@@ -43,7 +43,9 @@ def student_t_chain(X, m0, kappa0, a0, b0):
         for v in X[:, j]:
             if np.isnan(v):
                 continue
-            total += stats.t.logpdf(v, df=2 * a, loc=mu, scale=np.sqrt(b * (kappa + 1) / (a * kappa)))
+            total += stats.t.logpdf(
+                v, df=2 * a, loc=mu, scale=np.sqrt(b * (kappa + 1) / (a * kappa))
+            )
             b += kappa * (v - mu) ** 2 / (2 * (kappa + 1))
             mu = (kappa * mu + v) / (kappa + 1)
             kappa, a = kappa + 1, a + 0.5
@@ -71,7 +73,7 @@ def test_closed_form_matches_quadrature_over_mean_and_precision(x, m0, kappa0, a
         return math.exp(log)
 
     # Inner: μ within 15 posterior standard deviations; outer: λ up to far in the tail.
-    n, kn = len(x), kappa0 + len(x)
+    kn = kappa0 + len(x)
     centre = (kappa0 * m0 + x.sum()) / kn
     half = lambda lam: 15 / math.sqrt(kn * lam)  # noqa: E731
     value, _ = integrate.dblquad(

@@ -1,12 +1,29 @@
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
+
+__all__ = [
+    "BrtFit",
+    "BrtParams",
+    "ModelSpec",
+    "RoseTree",
+    "Tree",
+    "__version__",
+    "brt_fit_for_tree",
+    "evaluate_tree",
+    "evidence_gradient",
+    "fit_brt",
+    "log_marginal",
+    "optimal_tree",
+    "resolved_model",
+]
 
 __version__: str
 
 _Csr = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], int]
 
+@final  # a #[pyclass] without `subclass`
 class Tree:
     def __new__(
         cls,
@@ -31,6 +48,7 @@ class Tree:
     def labels(self, clusters: list[int]) -> npt.NDArray[np.uintp]: ...
     def to_linkage(self) -> npt.NDArray[np.float64]: ...
 
+@final
 class RoseTree:
     def __new__(
         cls,
@@ -58,6 +76,7 @@ class RoseTree:
     def remix(self, mixing: str, gamma: float, dp_alpha: float) -> RoseTree: ...
     def map_partition(self) -> list[int]: ...
 
+@final
 class ModelSpec:
     @staticmethod
     def beta_bernoulli(
@@ -85,6 +104,7 @@ class ModelSpec:
     @staticmethod
     def callback(object: Any) -> ModelSpec: ...
 
+@final
 class BrtParams:
     def __new__(
         cls,
@@ -99,6 +119,7 @@ class BrtParams:
         approx: tuple[int, int, int] | None = None,
     ) -> BrtParams: ...
 
+@final
 class BrtFit:
     def tree(self) -> RoseTree: ...
     @property

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 import numpy as np
@@ -69,9 +69,7 @@ class Tree:
 
     def _set_structure(self, structure: Any) -> None:
         self._structure = structure
-        self.children: tuple[tuple[int, ...], ...] = tuple(
-            tuple(c) for c in structure.children()
-        )
+        self.children: tuple[tuple[int, ...], ...] = tuple(tuple(c) for c in structure.children())
         self.n_leaves: int = int(structure.n_leaves)
         self.n_nodes: int = len(self.children)
         self.root: int = self.n_nodes - 1
@@ -122,8 +120,9 @@ class Tree:
         return int(self._structure.n_partitions())
 
     def max_clusters(self, n_clusters: int) -> np.ndarray:
-        r"""At most ``n_clusters`` flat clusters: the lowest cut of the heights that gives
-        no more (SciPy's ``fcluster(self.to_linkage(), n_clusters, "maxclust")``).
+        r"""At most ``n_clusters`` flat clusters: the lowest cut of the heights giving no more.
+
+        This is SciPy's ``fcluster(self.to_linkage(), n_clusters, "maxclust")``.
 
         The number of clusters changes only where the cut passes the height of an internal
         node, and a node with *m* children (or several nodes at one height) splits into all
