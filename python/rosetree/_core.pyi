@@ -13,6 +13,7 @@ __all__ = [
     "brt_fit_for_tree",
     "evaluate_tree",
     "evidence_gradient",
+    "excess_bits",
     "fit_brt",
     "log_marginal",
     "optimal_tree",
