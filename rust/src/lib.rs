@@ -10,7 +10,9 @@
 //! How it is put together:
 //!
 //! - [`models`]: conjugate cluster models `f(D)` behind [`models::ClusterModel`] (one file
-//!   per family), with the optional shortcuts of [`models::RowQueries`].
+//!   per family), with the optional shortcuts of [`models::RowQueries`]; and, in
+//!   [`models::messages`], models whose clusters are messages propagated over time
+//!   (Brownian diffusion, multinomial mutation) behind [`models::messages::MessageModel`].
 //! - [`tree`]: the [`Tree`] every family returns (structure and optional heights), and the
 //!   mutable [`tree::Arena`] that MCMC moves edit.
 //! - [`agglomerate`]: the greedy engine, generic over a [`agglomerate::Linkage`] client.
