@@ -227,6 +227,28 @@ impl Terms {
         }
     }
 
+    /// `best`, a `(ln L, log odds, operation)`, or this merge by `op` (dissolving
+    /// `dissolved`) if its `ln L` ranks strictly higher, so that ties keep the earlier
+    /// operation. A merge that [loses to](Self::loses_to) `join` is not scored.
+    #[inline(always)]
+    fn better(
+        &self,
+        best: (Score, f64, MergeOp),
+        op: MergeOp,
+        join: &Self,
+        dissolved: &[&Summary],
+    ) -> (Score, f64, MergeOp) {
+        if self.loses_to(join, dissolved) {
+            return best;
+        }
+        let s = self.score(dissolved);
+        if s.total_cmp(&best.0).is_gt() {
+            (s, self.log_odds, op)
+        } else {
+            best
+        }
+    }
+
     /// Whether this absorb or collapse (`self`, dissolving `dissolved`) has a lower `ln L`
     /// than `join`, decided without computing it: a cheap, sound test (`false` says
     /// nothing).
@@ -323,31 +345,20 @@ fn best_rose_merge(
     log_f: f64,
 ) -> (Score, MergeOp) {
     let pair = pair_totals(a, b);
-    let terms =
-        |op: MergeOp, dissolved: &[&Summary]| Terms::of(mixing, op, (a, b), pair, log_f, dissolved);
-    let join = terms(MergeOp::Join, &[]);
-    // Each candidate replaces the best so far only if it ranks strictly higher.
+    let join = Terms::of(mixing, MergeOp::Join, (a, b), pair, log_f, &[]);
+    // Plain calls rather than closures, so that the best so far stays in registers.
     let mut best = (join.score(&[]), join.log_odds, MergeOp::Join);
-    let consider = |best: (Score, f64, MergeOp), op: MergeOp, dissolved: &[&Summary]| {
-        let t = terms(op, dissolved);
-        if t.loses_to(&join, dissolved) {
-            return best;
-        }
-        let s = t.score(dissolved);
-        if s.total_cmp(&best.0).is_gt() {
-            (s, t.log_odds, op)
-        } else {
-            best
-        }
-    };
     if a.is_internal() {
-        best = consider(best, MergeOp::Absorb, &[a]);
+        let t = Terms::of(mixing, MergeOp::Absorb, (a, b), pair, log_f, &[a]);
+        best = t.better(best, MergeOp::Absorb, &join, &[a]);
     }
     if b.is_internal() {
-        best = consider(best, MergeOp::AbsorbReverse, &[b]);
+        let t = Terms::of(mixing, MergeOp::AbsorbReverse, (a, b), pair, log_f, &[b]);
+        best = t.better(best, MergeOp::AbsorbReverse, &join, &[b]);
     }
     if a.is_internal() && b.is_internal() {
-        best = consider(best, MergeOp::Collapse, &[a, b]);
+        let t = Terms::of(mixing, MergeOp::Collapse, (a, b), pair, log_f, &[a, b]);
+        best = t.better(best, MergeOp::Collapse, &join, &[a, b]);
     }
     let (score, log_odds, op) = best;
     match rule {
