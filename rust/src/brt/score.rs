@@ -202,6 +202,12 @@ impl Score {
         Self::from_sum(base, td)
     }
 
+    /// The bits of both parts, for tests that require two paths to agree exactly.
+    #[cfg(test)]
+    pub(crate) fn to_bits(self) -> (u64, u64) {
+        (self.hi.to_bits(), self.lo.to_bits())
+    }
+
     /// The value rounded to a double.
     #[inline]
     pub fn value(self) -> f64 {
