@@ -26,7 +26,7 @@ def _lambda(Lambda: Any) -> np.ndarray:
         ) from None
     if arr.ndim > 2:
         raise InvalidParameterError(f"Lambda must have at most 2 dimensions, got {arr.ndim}", "Lambda")
-    return np.ascontiguousarray(arr)
+    return np.array(arr, dtype=np.float64, order="C")
 
 
 def _root(root: Any) -> float | None:
