@@ -8,9 +8,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 import rosetree as rt
+from scipy import stats
 
 
 def random_timed_tree(n, rng):
@@ -34,7 +33,7 @@ def leaf_paths(tree):
     while stack:
         node, above = stack.pop()
         if isinstance(node, dict):
-            here = [(id(node), node["t"])] + above
+            here = [(id(node), node["t"]), *above]
             stack.extend((c, here) for c in node["children"])
         else:
             paths[node] = above
@@ -83,7 +82,9 @@ def test_brownian_log_joint_matches_scipy_with_a_proper_root(d):
         cov = np.kron(covariance(tree, n, s0), 0.7 * np.eye(d))
         want = stats.multivariate_normal(np.zeros(n * d), cov).logpdf(X.ravel())
         assert got == pytest.approx(want + log_prior(times, n), rel=1e-10)
-        assert rt.coalescent_log_joint(X, tree, Lambda=0.7, root=s0) == pytest.approx(got, rel=1e-12)
+        assert rt.coalescent_log_joint(X, tree, Lambda=0.7, root=s0) == pytest.approx(
+            got, rel=1e-12
+        )
 
 
 def test_multinomial_log_joint_matches_the_sum_over_internal_states():

@@ -13,7 +13,13 @@ from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
 _INFERENCES = ("greedy-rate1",)
-_PLANNED = ("greedy-maxprob", "greedy-minduration", "smc-priorprior", "smc-priorpost", "smc-postpost")
+_PLANNED = (
+    "greedy-maxprob",
+    "greedy-minduration",
+    "smc-priorprior",
+    "smc-priorpost",
+    "smc-postpost",
+)
 
 
 def _lambda(Lambda: Any) -> np.ndarray:
@@ -25,7 +31,9 @@ def _lambda(Lambda: Any) -> np.ndarray:
             f"Lambda must be a number, a (d,) vector or a (d, d) matrix, got {Lambda!r}", "Lambda"
         ) from None
     if arr.ndim > 2:
-        raise InvalidParameterError(f"Lambda must have at most 2 dimensions, got {arr.ndim}", "Lambda")
+        raise InvalidParameterError(
+            f"Lambda must have at most 2 dimensions, got {arr.ndim}", "Lambda"
+        )
     return np.array(arr, dtype=np.float64, order="C")
 
 
@@ -34,9 +42,13 @@ def _root(root: Any) -> float | None:
     if isinstance(root, str):
         if root == "flat":
             return None
-        raise InvalidParameterError(f'root must be "flat" or a number s0 >= 0, got {root!r}', "root")
+        raise InvalidParameterError(
+            f'root must be "flat" or a number s0 >= 0, got {root!r}', "root"
+        )
     if isinstance(root, bool) or not isinstance(root, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f'root must be "flat" or a number s0 >= 0, got {root!r}', "root")
+        raise InvalidParameterError(
+            f'root must be "flat" or a number s0 >= 0, got {root!r}', "root"
+        )
     return float(root)
 
 

@@ -70,7 +70,10 @@ fn build_model(
     match likelihood {
         "brownian" => {
             let model = match lambda.ndim() {
-                0 => BrownianDiffusion::isotropic(lambda.iter().copied().next().unwrap_or(f64::NAN), d),
+                0 => BrownianDiffusion::isotropic(
+                    lambda.iter().copied().next().unwrap_or(f64::NAN),
+                    d,
+                ),
                 1 if shape[0] == d => {
                     let v = lambda.into_dimensionality::<Ix1>().expect("1-D").to_vec();
                     BrownianDiffusion::diagonal(&v, d)
