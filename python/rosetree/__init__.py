@@ -69,3 +69,7 @@ __all__ = [
     "plot",
     "subtree_score",
 ]
+
+from .coalescent import KingmanCoalescent, coalescent_log_joint  # noqa: E402
+
+__all__ += ["KingmanCoalescent", "coalescent_log_joint"]

@@ -182,3 +182,20 @@ def evidence_gradient(
 # (dirichlet_multinomial), "mu0"/"kappa0"/"nu0"/"psi0" (normal_inverse_wishart) or
 # "m0"/"kappa0"/"a0"/"b0" (normal_gamma), plus the flat "hyperparameters" of the gradient.
 def resolved_model(x: npt.NDArray[np.float64], model: ModelSpec) -> dict[str, Any]: ...
+def fit_coalescent(
+    x: npt.NDArray[np.float64],
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    inference: str,
+    n_jobs: int | None,
+) -> tuple[Tree, float]: ...
+def coalescent_log_joint(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+) -> float: ...

@@ -3,6 +3,7 @@
 //! search, and converts the result back.
 
 mod callback;
+mod coalescent;
 mod errors;
 mod fit;
 mod learn;
@@ -287,6 +288,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
     fit::register(m)?;
+    coalescent::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

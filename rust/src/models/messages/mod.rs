@@ -282,4 +282,4 @@ pub fn tree_log_likelihood_from_leaves<M: MessageModel>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

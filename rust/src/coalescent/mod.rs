@@ -1,0 +1,70 @@
+//! Hierarchical clustering with Kingman's coalescent (Teh, Daumé & Roy 2007).
+//!
+//! The tree is a draw from Kingman's n-coalescent ([`kingman`]: leaves at time 0,
+//! coalescence times negative, eq 2), and the data are a Markov process run along its
+//! branches and observed at the leaves, integrated out by message passing
+//! ([`crate::models::messages`]: Brownian diffusion or independent-sites mutation).
+//! [`log_joint`] evaluates `ln p(x, π)` (eq 7) for any timed binary tree; [`fit`] finds a
+//! tree by Greedy-Rate1 ([`greedy_rate1`], §4.2).
+//!
+//! # Examples
+//! ```
+//! use ndarray::array;
+//! use rosetree::coalescent::{self, CoalescentParams};
+//! use rosetree::models::messages::BrownianDiffusion;
+//!
+//! let x = array![[0.0, 0.1], [0.1, 0.0], [3.0, 3.1], [3.1, 3.0]];
+//! let model = BrownianDiffusion::isotropic(1.0, 2)?;
+//! let fit = coalescent::fit(&model, &CoalescentParams::new().check()?, x.view())?;
+//! assert_eq!(fit.tree.leaves_of(4).len(), 2);
+//! let again = coalescent::log_joint(&model, x.view(), &fit.tree)?;
+//! assert!((fit.log_joint - again).abs() < 1e-12);
+//! # Ok::<(), rosetree::RoseTreeError>(())
+//! ```
+
+pub mod greedy;
+pub mod kingman;
+pub mod params;
+
+pub use greedy::{CoalescentFit, greedy_rate1};
+pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};
+pub use params::{CoalescentParams, Inference, ValidCoalescentParams};
+
+use ndarray::ArrayView2;
+
+use crate::error::Result;
+use crate::models::messages::MessageModel;
+use crate::parallel::Threads;
+
+/// A coalescent tree for the rows of `x` under `model`, by the inference `params` names.
+///
+/// # Errors
+/// Whatever [`MessageModel::leaf_messages`] reports for the data, and the errors of the
+/// inference ([`greedy_rate1`]).
+pub fn fit<M: MessageModel>(
+    model: &M,
+    params: &ValidCoalescentParams,
+    x: ArrayView2<'_, f64>,
+) -> Result<CoalescentFit> {
+    fit_leaves(model, params, model.leaf_messages(x)?, &|| false)
+}
+
+/// [`fit`] from leaf messages already computed; `interrupt` is polled every 50 ms or so and
+/// stops the search with [`crate::RoseTreeError::Interrupted`] when it returns `true`.
+///
+/// # Errors
+/// As [`fit`], plus [`crate::RoseTreeError::Interrupted`].
+pub fn fit_leaves<M: MessageModel>(
+    model: &M,
+    params: &ValidCoalescentParams,
+    leaves: Vec<(M::Message, f64)>,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<CoalescentFit> {
+    let threads = Threads::new(params.n_threads)?;
+    match params.inference {
+        Inference::GreedyRate1 => greedy_rate1(model, leaves, &threads, interrupt),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+//! Options of a coalescent fit, checked once ([`CoalescentParams::check`]) into a
+//! [`ValidCoalescentParams`] that the inference trusts.
+
+use std::ops::Deref;
+
+use crate::error::{Result, RoseTreeError};
+
+/// How the tree is inferred (Teh et al. §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inference {
+    /// Greedy-Rate1 (§4.2): `O(n²)` pair scores, each pair's time fixed under rate 1.
+    GreedyRate1,
+}
+
+/// Options of a coalescent fit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CoalescentParams {
+    /// The inference algorithm.
+    pub inference: Inference,
+    /// Worker threads for pair scoring; `None` uses rayon's global pool.
+    pub n_threads: Option<usize>,
+}
+
+impl Default for CoalescentParams {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CoalescentParams {
+    /// Greedy-Rate1 on rayon's global pool.
+    pub fn new() -> Self {
+        Self {
+            inference: Inference::GreedyRate1,
+            n_threads: None,
+        }
+    }
+
+    /// The inference algorithm.
+    #[must_use]
+    pub fn inference(mut self, inference: Inference) -> Self {
+        self.inference = inference;
+        self
+    }
+
+    /// The number of worker threads (`None`: rayon's global pool).
+    #[must_use]
+    pub fn n_threads(mut self, n_threads: Option<usize>) -> Self {
+        self.n_threads = n_threads;
+        self
+    }
+
+    /// Checks every option once and returns the options as a type that the inference trusts.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] naming the option at fault.
+    pub fn check(self) -> Result<ValidCoalescentParams> {
+        if self.n_threads == Some(0) {
+            return Err(RoseTreeError::param("n_jobs", "must be at least 1"));
+        }
+        Ok(ValidCoalescentParams(self))
+    }
+}
+
+/// [`CoalescentParams`] that have passed [`CoalescentParams::check`]: the only way to get
+/// one, so code that receives it need not check again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValidCoalescentParams(CoalescentParams);
+
+impl Deref for ValidCoalescentParams {
+    type Target = CoalescentParams;
+
+    fn deref(&self) -> &CoalescentParams {
+        &self.0
+    }
+}

@@ -1,0 +1,187 @@
+//! Kingman's coalescent from Python: the message model named by `likelihood` and `Lambda`,
+//! Greedy-Rate1 on a worker thread (Ctrl-C works), and `ln p(x, π)` of a given timed tree.
+
+use ndarray::{ArrayView2, Ix1, Ix2};
+use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn};
+use pyo3::prelude::*;
+
+use super::run_interruptible;
+use super::tree::PyTree;
+use crate::coalescent::{self, CoalescentParams, Inference};
+use crate::error::{Result, RoseTreeError};
+use crate::models::messages::{BrownianDiffusion, MessageModel, MultinomialMutation, Root};
+
+/// The message models the bindings can build.
+enum AnyMessageModel {
+    Brownian(BrownianDiffusion),
+    Mutation(MultinomialMutation),
+}
+
+/// The core's name for `Λ` (and the mutation rates) is `lambda`; Python's is `Lambda`.
+fn as_lambda(err: RoseTreeError) -> RoseTreeError {
+    match err {
+        RoseTreeError::InvalidParameter { name, reason } if name == "lambda" || name == "rates" => {
+            RoseTreeError::param("Lambda", reason)
+        }
+        other => other,
+    }
+}
+
+/// `K_d = max(2, 1 + the largest code in column d)`, checking that every entry is NaN or a
+/// whole number `≥ 0`.
+fn n_states(x: ArrayView2<'_, f64>) -> Result<Vec<usize>> {
+    let mut k = vec![2usize; x.ncols()];
+    for (i, row) in x.rows().into_iter().enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            if v.is_nan() {
+                continue;
+            }
+            if !(v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 1e6) {
+                return Err(RoseTreeError::data(
+                    i,
+                    Some(c),
+                    format!(
+                        "value {v} is not a category: the multinomial likelihood needs whole \
+                         numbers 0, 1, 2, … (NaN for missing)"
+                    ),
+                ));
+            }
+            k[c] = k[c].max(v as usize + 1);
+        }
+    }
+    Ok(k)
+}
+
+fn build_model(
+    likelihood: &str,
+    lambda: &PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    x: ArrayView2<'_, f64>,
+) -> Result<AnyMessageModel> {
+    let d = x.ncols();
+    let lambda = lambda.as_array();
+    let shape = lambda.shape().to_vec();
+    let wrong_shape = |allowed: &str| {
+        RoseTreeError::param(
+            "Lambda",
+            format!("must be {allowed} for {d} features, got shape {shape:?}"),
+        )
+    };
+    match likelihood {
+        "brownian" => {
+            let model = match lambda.ndim() {
+                0 => BrownianDiffusion::isotropic(
+                    lambda.iter().copied().next().unwrap_or(f64::NAN),
+                    d,
+                ),
+                1 if shape[0] == d => {
+                    let v = lambda.into_dimensionality::<Ix1>().expect("1-D").to_vec();
+                    BrownianDiffusion::diagonal(&v, d)
+                }
+                2 if shape == [d, d] => {
+                    BrownianDiffusion::full(lambda.into_dimensionality::<Ix2>().expect("2-D"))
+                }
+                _ => return Err(wrong_shape("a scalar, (d,) or (d, d)")),
+            }
+            .map_err(as_lambda)?;
+            let root = match root {
+                None => Root::Flat,
+                Some(s0) => Root::Gaussian { s0 },
+            };
+            Ok(AnyMessageModel::Brownian(model.with_root(root)?))
+        }
+        "multinomial" => {
+            if root.is_some() {
+                return Err(RoseTreeError::param(
+                    "root",
+                    "the multinomial likelihood's root is its equilibrium: use root=\"flat\"",
+                ));
+            }
+            let rates = match lambda.ndim() {
+                0 | 1 => lambda.iter().copied().collect::<Vec<f64>>(),
+                _ => return Err(wrong_shape("a scalar or (d,) rates")),
+            };
+            let k = n_states(x)?;
+            Ok(AnyMessageModel::Mutation(
+                MultinomialMutation::from_data(x, &k, &rates).map_err(as_lambda)?,
+            ))
+        }
+        other => Err(RoseTreeError::param(
+            "likelihood",
+            format!("must be \"brownian\" or \"multinomial\", got {other:?}"),
+        )),
+    }
+}
+
+fn fit_with<M: MessageModel + Send + 'static>(
+    py: Python<'_>,
+    model: M,
+    x: ArrayView2<'_, f64>,
+    params: coalescent::ValidCoalescentParams,
+) -> PyResult<(PyTree, f64)>
+where
+    M::Message: 'static,
+{
+    let leaves = model.leaf_messages(x)?;
+    let fit = run_interruptible(py, move |interrupt| {
+        coalescent::fit_leaves(&model, &params, leaves, interrupt)
+    })?;
+    Ok((fit.tree.into(), fit.log_joint))
+}
+
+/// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`.
+#[pyfunction]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs))]
+fn fit_coalescent(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    inference: &str,
+    n_jobs: Option<usize>,
+) -> PyResult<(PyTree, f64)> {
+    let inference = match inference {
+        "greedy-rate1" => Inference::GreedyRate1,
+        other => {
+            return Err(RoseTreeError::param(
+                "inference",
+                format!("{other:?} is not available yet; available: \"greedy-rate1\""),
+            )
+            .into());
+        }
+    };
+    let params = CoalescentParams::new()
+        .inference(inference)
+        .n_threads(n_jobs)
+        .check()?;
+    let x = x.as_array();
+    match build_model(likelihood, &lambda_, root, x)? {
+        AnyMessageModel::Brownian(m) => fit_with(py, m, x, params),
+        AnyMessageModel::Mutation(m) => fit_with(py, m, x, params),
+    }
+}
+
+/// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
+fn coalescent_log_joint(
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+) -> PyResult<f64> {
+    let x = x.as_array();
+    let tree = &tree.get().inner;
+    Ok(match build_model(likelihood, &lambda_, root, x)? {
+        AnyMessageModel::Brownian(m) => coalescent::log_joint(&m, x, tree)?,
+        AnyMessageModel::Mutation(m) => coalescent::log_joint(&m, x, tree)?,
+    })
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
+    Ok(())
+}

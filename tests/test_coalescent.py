@@ -1,0 +1,208 @@
+"""Kingman's coalescent: ln p(x, pi) against SciPy's multivariate normal and brute-force
+sums, the prior against exponential densities, and the estimator's contract."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import rosetree as rt
+from scipy import stats
+
+
+def random_timed_tree(n, rng):
+    """Nested dicts of a random binary coalescent tree and its merge times in order."""
+    alive = list(range(n))
+    t = 0.0
+    times = []
+    while len(alive) > 1:
+        i, j = sorted(rng.choice(len(alive), size=2, replace=False))
+        t -= rng.exponential(1.0) + 0.05
+        times.append(t)
+        node = {"t": t, "children": [alive[i], alive[j]]}
+        alive = [a for k, a in enumerate(alive) if k not in (i, j)] + [node]
+    return alive[0], times
+
+
+def leaf_paths(tree):
+    """For each leaf, the list of (node id, time) from the leaf up to the root."""
+    paths = {}
+    stack = [(tree, [])]
+    while stack:
+        node, above = stack.pop()
+        if isinstance(node, dict):
+            here = [(id(node), node["t"]), *above]
+            stack.extend((c, here) for c in node["children"])
+        else:
+            paths[node] = above
+    return paths
+
+
+def covariance(tree, n, s0):
+    """(s0 + shared path length below the root) for every pair of leaves."""
+    paths = leaf_paths(tree)
+    root_t = tree["t"]
+    c = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            ids_j = {k for k, _ in paths[j]}
+            lca_t = next(t for k, t in paths[i] if k in ids_j) if i != j else 0.0
+            c[i, j] = s0 + lca_t - root_t
+    return c
+
+
+def log_prior(times, n):
+    """Kingman's prior as exponential waiting times times the uniform choice of a pair."""
+    total, prev = 0.0, 0.0
+    for i, t in enumerate(sorted(times, reverse=True)):
+        rate = math.comb(n - i, 2)
+        total += stats.expon.logpdf(prev - t, scale=1.0 / rate) - math.log(rate)
+        prev = t
+    return total
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_brownian_log_joint_matches_scipy_with_a_proper_root(d):
+    rng = np.random.default_rng(d)
+    for n in (2, 3, 5, 7):
+        tree, times = random_timed_tree(n, rng)
+        X = rng.normal(size=(n, d)) * 1.5
+        a = rng.normal(size=(d, d))
+        Lam = a @ a.T + 0.3 * np.eye(d)
+        s0 = 0.5 + rng.random()
+        cov = np.kron(covariance(tree, n, s0), Lam)
+        want = stats.multivariate_normal(np.zeros(n * d), cov).logpdf(X.ravel())
+        want += log_prior(times, n)
+        got = rt.coalescent_log_joint(X, tree, likelihood="brownian", Lambda=Lam, root=s0)
+        assert got == pytest.approx(want, rel=1e-10, abs=1e-10)
+        # Isotropic and diagonal forms of the same Lambda.
+        got = rt.coalescent_log_joint(X, tree, Lambda=np.full(d, 0.7), root=s0)
+        cov = np.kron(covariance(tree, n, s0), 0.7 * np.eye(d))
+        want = stats.multivariate_normal(np.zeros(n * d), cov).logpdf(X.ravel())
+        assert got == pytest.approx(want + log_prior(times, n), rel=1e-10)
+        assert rt.coalescent_log_joint(X, tree, Lambda=0.7, root=s0) == pytest.approx(
+            got, rel=1e-12
+        )
+
+
+def test_multinomial_log_joint_matches_the_sum_over_internal_states():
+    # ((0, 1) at -0.4, 2) at -1.1 with two features of 2 and 3 states; row 2 misses one.
+    X = np.array([[0, 2], [1, 2], [0, np.nan], [1, 1]], dtype=float)[:3]
+    tree = {"t": -1.1, "children": [{"t": -0.4, "children": [0, 1]}, 2]}
+    rate = 0.8
+    # The equilibrium the model uses: smoothed frequencies (count + 1) / (observed + K).
+    q = [np.array([3, 2]) / 5, np.array([1, 1, 3]) / 5]
+    total = 0.0
+    for f, qf in enumerate(q):
+        k = len(qf)
+
+        def p(a, b, delta, qf=qf):
+            e = math.exp(-rate * delta)
+            return e * (a == b) + (1 - e) * qf[b]
+
+        s = 0.0
+        for y_root, y_mid in itertools.product(range(k), repeat=2):
+            term = qf[y_root] * p(y_root, y_mid, 1.1 - 0.4)
+            term *= p(y_mid, int(X[0, f]), 0.4) * p(y_mid, int(X[1, f]), 0.4)
+            if not np.isnan(X[2, f]):
+                term *= p(y_root, int(X[2, f]), 1.1)
+            s += term
+        total += math.log(s)
+    want = total + log_prior([-0.4, -1.1], 3)
+    got = rt.coalescent_log_joint(X, tree, likelihood="multinomial", Lambda=rate)
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_fit_returns_a_timed_tree_with_its_log_joint():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 0.3, (10, 4)), rng.normal(4, 0.3, (10, 4))])
+    est = rt.KingmanCoalescent(Lambda=1.0).fit(X)
+    tree = est.tree_
+    assert isinstance(tree, rt.Tree)
+    assert np.all(tree.heights <= 0) and np.all(tree.heights[:20] == 0)
+    top = tree.children[tree.root]
+    assert sorted(sorted(tree.leaves(c)) for c in top) == [list(range(10)), list(range(10, 20))]
+    assert est.log_marginal_ is None
+    assert est.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, tree, Lambda=1.0), rel=1e-12)
+    newick = tree.to_newick(lengths=True)
+    assert newick.endswith(";") and ":" in newick
+    codes = rng.integers(0, 3, size=(15, 8)).astype(float)
+    codes[rng.random(codes.shape) < 0.3] = np.nan
+    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=np.linspace(0.5, 2, 8)).fit(codes)
+    again = rt.coalescent_log_joint(
+        codes, est.tree_, likelihood="multinomial", Lambda=np.linspace(0.5, 2, 8)
+    )
+    assert est.log_joint_ == pytest.approx(again, rel=1e-12)
+
+
+def test_greedy_rate1_matches_a_hand_computed_three_point_tree():
+    # 1-D, Lambda = 1: the pair (0, 1) at distance 1 merges first at t = -v/2 with
+    # v = (sqrt(1 + 4 S) - 1) / 2 (eq 12 with rate 1), before the far point 2.
+    X = np.array([[0.0], [1.0], [5.0]])
+    est = rt.KingmanCoalescent().fit(X)
+    v = (math.sqrt(5) - 1) / 2
+    assert est.tree_.children[3] == (0, 1)
+    assert est.tree_.heights[3] == pytest.approx(-v / 2, rel=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "parameter"),
+    [
+        ({"Lambda": -1.0}, "Lambda"),
+        ({"Lambda": 0.0}, "Lambda"),
+        ({"Lambda": np.ones(3)}, "Lambda"),
+        ({"Lambda": np.array([[1.0, 2.0], [2.0, 1.0]])}, "Lambda"),
+        ({"Lambda": np.ones((2, 3))}, "Lambda"),
+        ({"likelihood": "poisson"}, "likelihood"),
+        ({"inference": "smc-postpost"}, "inference"),
+        ({"inference": "nope"}, "inference"),
+        ({"root": "sharp"}, "root"),
+        ({"root": -1.0}, "s0"),
+        ({"n_jobs": 0}, "n_jobs"),
+    ],
+)
+def test_bad_parameters_are_named(kwargs, parameter):
+    X = np.zeros((4, 2)) + np.arange(4)[:, None]
+    with pytest.raises(rt.InvalidParameterError) as info:
+        rt.KingmanCoalescent(**kwargs).fit(X)
+    assert info.value.parameter == parameter
+
+
+def test_unavailable_inference_says_so():
+    with pytest.raises(rt.InvalidParameterError, match="not available yet"):
+        rt.KingmanCoalescent(inference="greedy-maxprob").fit(np.eye(3))
+
+
+def test_bad_data_names_row_and_column():
+    X = np.arange(8.0).reshape(4, 2)
+    X[2, 1] = np.nan
+    with pytest.raises(rt.InvalidDataError) as info:
+        rt.KingmanCoalescent().fit(X)
+    assert (info.value.row, info.value.column) == (2, 1)
+    codes = np.array([[0, 1], [1, 0.5], [1, 1]])
+    with pytest.raises(rt.InvalidDataError) as info:
+        rt.KingmanCoalescent(likelihood="multinomial").fit(codes)
+    assert (info.value.row, info.value.column) == (1, 1)
+    with pytest.raises(rt.InvalidDataError):
+        rt.KingmanCoalescent(likelihood="multinomial").fit(-np.ones((3, 2)))
+
+
+def test_bad_trees_are_rejected():
+    X = np.zeros((3, 1))
+    with pytest.raises(rt.InvalidTreeError, match="binary"):
+        rt.coalescent_log_joint(X, {"t": -1.0, "children": [0, 1, 2]})
+    with pytest.raises(rt.InvalidTreeError):
+        rt.coalescent_log_joint(X, {"t": 1.0, "children": [{"t": 0.5, "children": [0, 1]}, 2]})
+    with pytest.raises(rt.InvalidTreeError):
+        rt.coalescent_log_joint(X, {"t": -1.0, "children": [{"t": -2.0, "children": [0, 1]}, 2]})
+    with pytest.raises(rt.InvalidTreeError):
+        rt.coalescent_log_joint(X, {"t": -1.0, "children": [0, 1]})
+    with pytest.raises(rt.InvalidTreeError):
+        rt.coalescent_log_joint(X, [0, [1, 2]])
+    deep = 0
+    for k in range(1, 3000):
+        deep = {"t": -float(k), "children": [deep, k]}
+    value = rt.coalescent_log_joint(np.zeros((3000, 1)), deep)
+    assert np.isfinite(value)
