@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from . import datasets, plot
 from ._core import __version__
+from .coalescent import KingmanCoalescent, coalescent_log_joint
 from .config import (
     BetaBernoulli,
     ClusterModel,
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidDataError",
     "InvalidParameterError",
     "InvalidTreeError",
+    "KingmanCoalescent",
     "LearningResult",
     "NormalGamma",
     "NormalInverseWishart",
@@ -57,6 +59,7 @@ __all__ = [
     "RoseTreeError",
     "Tree",
     "__version__",
+    "coalescent_log_joint",
     "datasets",
     "dendrogram_purity",
     "evaluate_tree",
@@ -69,7 +72,3 @@ __all__ = [
     "plot",
     "subtree_score",
 ]
-
-from .coalescent import KingmanCoalescent, coalescent_log_joint  # noqa: E402
-
-__all__ += ["KingmanCoalescent", "coalescent_log_joint"]
