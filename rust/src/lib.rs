@@ -36,6 +36,7 @@
 
 pub mod agglomerate;
 pub mod brt;
+pub mod coalescent;
 pub mod error;
 pub mod math;
 pub mod models;
