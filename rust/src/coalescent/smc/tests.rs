@@ -20,6 +20,34 @@ fn one_thread() -> Threads {
     Threads::new(Some(1)).unwrap()
 }
 
+/// One run on one thread, never interrupted.
+fn fit<M: DurationPosterior>(
+    model: &M,
+    x: &Array2<f64>,
+    proposal: Proposal,
+    s: usize,
+    seed: u64,
+) -> Result<SmcResult> {
+    run(
+        model,
+        x.view(),
+        &SmcParams::new(proposal, s, seed),
+        &one_thread(),
+        &|| false,
+    )
+}
+
+/// The weight of node `i` of `0..=k` in composite Simpson's rule (`k` even), times 3/h.
+fn simpson_weight(i: usize, k: usize) -> f64 {
+    if i == 0 || i == k {
+        1.0
+    } else if i % 2 == 1 {
+        4.0
+    } else {
+        2.0
+    }
+}
+
 /// `ln ∫_0^∞ e^{−rate·δ} Z(base + 2δ) dδ` by composite Simpson in `y = ln δ` over
 /// `[−60, 16]`, from [`MessageModel::pair_log_z`] alone.
 fn brute_log_integral(model: &BrownianDiffusion, pair: &GaussianPair, rate: f64) -> f64 {
@@ -35,13 +63,7 @@ fn brute_log_integral(model: &BrownianDiffusion, pair: &GaussianPair, rate: f64)
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            let c = if i == 0 || i == k {
-                1.0
-            } else if i % 2 == 1 {
-                4.0
-            } else {
-                2.0
-            };
+            let c = simpson_weight(i, k);
             c * (v - max).exp()
         })
         .sum();
@@ -136,13 +158,7 @@ fn duration_draws_follow_the_posterior() {
             let h = q / m as f64;
             let cdf: f64 = (0..=m)
                 .map(|i| {
-                    let c = if i == 0 || i == m {
-                        1.0
-                    } else if i % 2 == 1 {
-                        4.0
-                    } else {
-                        2.0
-                    };
+                    let c = simpson_weight(i, m);
                     let delta = i as f64 * h;
                     c * (-rate * delta + model.pair_log_z(&pair, 2.0 * delta) - log_i).exp()
                 })
@@ -394,14 +410,7 @@ fn ess_is_bounded_and_resampling_follows_it() {
     let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
     for proposal in ALL {
         let s = 20;
-        let fit = run(
-            &model,
-            x.view(),
-            &SmcParams::new(proposal, s, 3),
-            &one_thread(),
-            &|| false,
-        )
-        .unwrap();
+        let fit = fit(&model, &x, proposal, s, 3).unwrap();
         assert_eq!(fit.ess.len(), 29);
         for (step, (&e, &r)) in fit.ess.iter().zip(&fit.resampled).enumerate() {
             assert!(
@@ -439,13 +448,7 @@ fn errors_are_reported() {
     let params = SmcParams::new(Proposal::PostPost, 4, 0);
     let interrupted = run(&model, x.view(), &params, &one_thread(), &|| true);
     assert!(matches!(interrupted, Err(RoseTreeError::Interrupted)));
-    let zero = run(
-        &model,
-        x.view(),
-        &SmcParams::new(Proposal::PriorPost, 0, 0),
-        &one_thread(),
-        &|| false,
-    );
+    let zero = fit(&model, &x, Proposal::PriorPost, 0, 0);
     assert!(
         matches!(zero, Err(RoseTreeError::InvalidParameter { ref name, .. }) if name == "n_particles")
     );
@@ -460,13 +463,7 @@ fn errors_are_reported() {
         Err(RoseTreeError::Numerical(_))
     ));
     // PriorPost copes with duplicates: the first merge is a.s. after time 0.
-    let ok = run(
-        &model,
-        dup.view(),
-        &SmcParams::new(Proposal::PriorPost, 4, 0),
-        &one_thread(),
-        &|| false,
-    );
+    let ok = fit(&model, &dup, Proposal::PriorPost, 4, 0);
     assert!(ok.unwrap().log_marginal.is_finite());
 
     let mutation = MultinomialMutation::new(&[vec![0.5, 0.5]], &[1.0]).unwrap();
@@ -475,13 +472,7 @@ fn errors_are_reported() {
     assert!(
         matches!(post, Err(RoseTreeError::InvalidParameter { ref name, .. }) if name == "inference")
     );
-    let prior = run(
-        &mutation,
-        bits.view(),
-        &SmcParams::new(Proposal::PriorPost, 4, 0),
-        &one_thread(),
-        &|| false,
-    );
+    let prior = fit(&mutation, &bits, Proposal::PriorPost, 4, 0);
     assert!(prior.unwrap().log_marginal.is_finite());
 }
 
@@ -492,14 +483,7 @@ fn one_row_is_its_own_tree() {
         .with_root(Gaussian { s0: 2.0 })
         .unwrap();
     let x = array![[0.5]];
-    let fit = run(
-        &model,
-        x.view(),
-        &SmcParams::new(Proposal::PostPost, 3, 0),
-        &one_thread(),
-        &|| false,
-    )
-    .unwrap();
+    let fit = fit(&model, &x, Proposal::PostPost, 3, 0).unwrap();
     let expected = -0.5 * (LN_2PI + 2f64.ln() + 0.25 / 2.0);
     assert!((fit.log_marginal - expected).abs() < 1e-14);
     assert!(fit.ess.is_empty());
