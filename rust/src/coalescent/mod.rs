@@ -5,7 +5,9 @@
 //! branches and observed at the leaves, integrated out by message passing
 //! ([`crate::models::messages`]: Brownian diffusion or independent-sites mutation).
 //! [`log_joint`] evaluates `ln p(x, π)` (eq 7) for any timed binary tree; [`fit`] finds a
-//! tree by Greedy-Rate1 ([`greedy_rate1`], §4.2).
+//! tree by Greedy-Rate1 ([`greedy_rate1`], §4.2); [`smc`] samples weighted trees by
+//! sequential Monte Carlo (SMC-PriorPrior, -PriorPost, -PostPost, §4.1) with an unbiased
+//! estimate of `p(x)`.
 //!
 //! # Examples
 //! ```
@@ -25,6 +27,7 @@
 pub mod greedy;
 pub mod kingman;
 pub mod params;
+pub mod smc;
 
 pub use greedy::{CoalescentFit, greedy_rate1};
 pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};
