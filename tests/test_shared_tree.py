@@ -84,3 +84,27 @@ def test_a_rose_tree_is_a_tree_with_its_own_heights():
     shared = rt.Tree(tree.n_leaves, [list(c) for c in tree.children[tree.n_leaves :]], tree.heights)
     np.testing.assert_array_equal(shared.to_linkage(), tree.to_linkage())
     assert shared.to_newick(lengths=True) == tree.to_newick(lengths=True)
+
+
+def test_a_coalescent_tree_plots_cuts_and_converts_like_a_rose_tree():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rosetree.plot import dendrogram_layout, plot_tree
+
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(0, 0.1, (5, 2)), rng.normal(5, 0.1, (5, 2))])
+    tree = rt.KingmanCoalescent(Lambda=1.0).fit(X).tree_
+    assert isinstance(tree, rt.Tree) and tree.heights[-1] < 0
+    np.testing.assert_array_equal(tree.distances, -tree.heights)
+    _, h = dendrogram_layout(tree, heights="tree")
+    np.testing.assert_array_equal(h, tree.distances)
+    plot_tree(tree, heights="tree", clusters=tree.max_clusters_nodes(2))
+    # The two groups are the two clusters at any height between their merge and the root's.
+    cut = 0.5 * (tree.distances[-1] + max(tree.distances[list(tree.children[-1])]))
+    labels = tree.labels_at_height(cut)
+    assert sorted(np.bincount(labels)) == [5, 5]
+    np.testing.assert_array_equal(labels, tree.max_clusters(2))
+    with pytest.raises(rt.InvalidParameterError, match="needs a RoseTree"):
+        plot_tree(tree, clusters="cut")

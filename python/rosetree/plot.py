@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .exceptions import InvalidParameterError
-from .tree import RoseTree
+from .tree import Tree
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -44,11 +44,11 @@ def _import_pyplot() -> Any:
     return plt
 
 
-def leaf_order(tree: RoseTree) -> list[int]:
+def leaf_order(tree: Tree) -> list[int]:
     """Data rows in the left-to-right order of the tree.
 
-    Children are visited in the order of :attr:`RoseTree.children` (the order of
-    :meth:`RoseTree.to_nested`), depth first.
+    Children are visited in the order of :attr:`Tree.children` (the order of
+    :meth:`Tree.to_nested`), depth first.
     """
     order: list[int] = []
     stack = [tree.root]
@@ -61,21 +61,26 @@ def leaf_order(tree: RoseTree) -> list[int]:
     return order
 
 
-def _node_heights(tree: RoseTree, heights: Any) -> np.ndarray:
+def _node_heights(tree: Tree, heights: Any) -> np.ndarray:
     if isinstance(heights, str):
         if heights == "depth":
             h = np.zeros(tree.n_nodes)
             for v in tree.internal_nodes:
                 h[v] = 1.0 + max(h[c] for c in tree.children[v])
             return h
-        if heights == "posterior":
-            return np.array(tree.heights, dtype=np.float64)
+        if heights in ("posterior", "tree"):
+            if tree.distances is None:
+                raise InvalidParameterError(
+                    f"heights={heights!r} needs a tree with heights", "heights"
+                )
+            return np.array(tree.distances, dtype=np.float64)
         if heights == "size":
             h = tree.sizes.astype(np.float64)
             h[: tree.n_leaves] = 0.0
             return h
         raise InvalidParameterError(
-            "heights must be 'depth', 'size', 'posterior' or an array of one value per node, "
+            "heights must be 'depth', 'size', 'tree', 'posterior' or an array of one value per "
+            "node, "
             f"got {heights!r}",
             "heights",
         )
@@ -95,7 +100,7 @@ def _node_heights(tree: RoseTree, heights: Any) -> np.ndarray:
     return h
 
 
-def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarray, np.ndarray]:
+def dendrogram_layout(tree: Tree, heights: Any = "depth") -> tuple[np.ndarray, np.ndarray]:
     r"""Position and height of every node in the drawing of :func:`plot_tree`.
 
     Leaf *k* of :func:`leaf_order` sits at position *k*; an internal node sits midway between
@@ -103,13 +108,17 @@ def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarra
 
     Parameters
     ----------
-    tree : RoseTree
-    heights : {"depth", "size", "posterior"} or array_like of shape (n_nodes,), default="depth"
+    tree : Tree
+        A :class:`~rosetree.RoseTree` or any :class:`~rosetree.Tree` (a coalescent's).
+    heights : {"depth", "size", "tree", "posterior"} or array_like of shape (n_nodes,), \
+default="depth"
         ``"depth"``: a node's number of edges to its deepest leaf (leaves at 0);
-        ``"size"``: its number of leaves (leaves at 0); ``"posterior"``:
-        :attr:`RoseTree.heights`, the heights of :meth:`RoseTree.to_linkage`
-        (:math:`-\max \ln r` from the root down, so the cut at threshold *t* is the
-        level :math:`-\ln t`); or any per-node quantity, e.g. ``tree.log_p``.
+        ``"size"``: its number of leaves (leaves at 0); ``"tree"``: the tree's own heights
+        as distances from the leaves (:attr:`Tree.distances`, those of
+        :meth:`Tree.to_linkage`; a coalescent's merge times, say); ``"posterior"``: the same
+        for a :class:`~rosetree.RoseTree`, whose heights are :math:`-\max \ln r` from the
+        root down, so the cut at threshold *t* is the level :math:`-\ln t`; or any per-node
+        quantity, e.g. ``tree.log_p``.
 
     Returns
     -------
@@ -124,13 +133,19 @@ def dendrogram_layout(tree: RoseTree, heights: Any = "depth") -> tuple[np.ndarra
     return pos, h
 
 
-def _marked_nodes(tree: RoseTree, clusters: Any, threshold: float) -> list[int]:
+def _marked_nodes(tree: Tree, clusters: Any, threshold: float) -> list[int]:
     if clusters is None:
         return []
     if isinstance(clusters, str):
         if clusters != "cut":
             raise InvalidParameterError(
                 f"clusters must be None, 'cut' or a sequence of node ids, got {clusters!r}",
+                "clusters",
+            )
+        if not hasattr(tree, "cut_nodes"):
+            raise InvalidParameterError(
+                "clusters='cut' needs a RoseTree (the cut is by its posterior r); give node "
+                "ids, e.g. tree.clusters_at_height(h)",
                 "clusters",
             )
         # Single leaves are clusters of the cut too, but there is nothing to colour.
@@ -148,7 +163,7 @@ def _marked_nodes(tree: RoseTree, clusters: Any, threshold: float) -> list[int]:
 
 
 def plot_tree(
-    tree: RoseTree,
+    tree: Tree,
     labels: Sequence[Any] | None = None,
     *,
     ax: Axes | None = None,
@@ -172,8 +187,9 @@ def plot_tree(
 
     Parameters
     ----------
-    tree : RoseTree
-        A fitted or evaluated tree, e.g. ``BayesianRoseTree().fit(X).tree_``.
+    tree : Tree
+        A fitted or evaluated tree, e.g. ``BayesianRoseTree().fit(X).tree_`` or
+        ``KingmanCoalescent().fit(X).tree_``.
     labels : sequence of length n_leaves, optional
         Leaf names (default: row indices).
     ax : matplotlib.axes.Axes, optional
@@ -182,9 +198,11 @@ def plot_tree(
         Where the root is. ``"left"``: root on the left, leaves on the right with their names
         on the right-hand axis, the first leaf at the top; ``"top"``: root at the top, leaves
         at the bottom with vertical names (as in :func:`scipy.cluster.hierarchy.dendrogram`).
-    heights : {"depth", "size", "posterior"} or array_like of shape (n_nodes,), default="depth"
+    heights : {"depth", "size", "tree", "posterior"} or array_like of shape (n_nodes,), \
+default="depth"
         Node heights, see :func:`dendrogram_layout`. The default is edges to the deepest
-        leaf; ``"posterior"`` gives the heights of :meth:`RoseTree.to_linkage`.
+        leaf; ``"tree"`` (or, for a rose tree, ``"posterior"``) gives the heights of
+        :meth:`Tree.to_linkage`.
     clusters : None, "cut" or sequence of int, optional
         Nodes whose subtrees are coloured, each in its own colour: ``"cut"`` takes the
         internal nodes of the cut :meth:`RoseTree.cut_nodes` (posterior :math:`r_T \ge`
@@ -216,8 +234,10 @@ def plot_tree(
     ImportError
         If matplotlib is not installed.
     """
-    if not isinstance(tree, RoseTree):
-        raise InvalidParameterError(f"tree must be a RoseTree, got {type(tree).__name__}", "tree")
+    if not isinstance(tree, Tree):
+        raise InvalidParameterError(
+            f"tree must be a rosetree Tree or RoseTree, got {type(tree).__name__}", "tree"
+        )
     if orientation not in _ORIENTATIONS:
         raise InvalidParameterError(
             f"orientation must be one of {_ORIENTATIONS}, got {orientation!r}", "orientation"

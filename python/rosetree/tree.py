@@ -53,9 +53,11 @@ class Tree:
     sizes : ndarray of shape (n_nodes,)
         Leaves below every node.
     heights : ndarray of shape (n_nodes,) or None
-        The height of every node, if the tree has heights. :meth:`to_linkage`, the branch
-        lengths of ``to_newick(lengths=True)``, :meth:`clusters_at_height` and
-        :meth:`max_clusters` use the distances ``|heights - heights[0]|`` from the leaves.
+        The height of every node, if the tree has heights.
+    distances : ndarray of shape (n_nodes,) or None
+        Every node's distance ``|heights - heights[0]|`` from the leaves' height: what
+        :meth:`to_linkage`, the branch lengths of ``to_newick(lengths=True)``,
+        :meth:`clusters_at_height`, :meth:`labels_at_height` and :meth:`max_clusters` use.
     """
 
     def __init__(
@@ -76,8 +78,10 @@ class Tree:
         self.sizes = np.asarray(structure.sizes(), dtype=np.int64)
         heights = structure.heights()
         self.heights = None if heights is None else np.asarray(heights)
+        distances = structure.distances()
+        self.distances = None if distances is None else np.asarray(distances)
         self.parent = np.asarray(structure.parents(), dtype=np.int64)
-        for arr in (self.sizes, self.parent, self.heights):
+        for arr in (self.sizes, self.parent, self.heights, self.distances):
             if arr is not None:
                 arr.flags.writeable = False
 
@@ -179,6 +183,14 @@ class Tree:
         if any(v < 0 for v in ids):
             raise InvalidParameterError("nodes must hold non-negative node ids", "nodes")
         return np.asarray(self._structure.labels(ids), dtype=np.int64)
+
+    def labels_at_height(self, height: float) -> np.ndarray:
+        """Flat cluster labels of the cut at distance ``height`` from the leaves.
+
+        The clusters of :meth:`clusters_at_height`, numbered by the first row of each, as
+        SciPy's ``fcluster(self.to_linkage(), height, "distance")`` (up to numbering).
+        """
+        return self.labels_of(self.clusters_at_height(height))
 
     def clusters_at_height(self, height: float) -> list[int]:
         """The maximal nodes at distance at most ``height`` from the leaves, in id order.

@@ -79,6 +79,11 @@ impl PyTree {
         self.inner.n_partitions_log10()
     }
 
+    /// Every node's distance from the leaves' height, or `None` without heights.
+    fn distances<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<f64>>> {
+        self.inner.distances().ok().map(|d| d.into_pyarray(py))
+    }
+
     /// The number of tree-consistent partitions, exactly.
     fn n_partitions(&self) -> num_bigint::BigUint {
         self.inner.n_partitions_exact()
