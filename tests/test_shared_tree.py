@@ -108,3 +108,13 @@ def test_a_coalescent_tree_plots_cuts_and_converts_like_a_rose_tree():
     np.testing.assert_array_equal(labels, tree.max_clusters(2))
     with pytest.raises(rt.InvalidParameterError, match="needs a RoseTree"):
         plot_tree(tree, clusters="cut")
+
+
+def test_tree_scores_accept_any_family_s_tree():
+    # ((0, 1), (2, 3)) with classes a a b b is pure; ((0, 2), (1, 3)) is not.
+    pure = rt.Tree(4, INTERNAL, -DISTANCES)
+    mixed = rt.Tree(4, [[0, 2], [1, 3], [4, 5]], -DISTANCES)
+    y = ["a", "a", "b", "b"]
+    assert rt.dendrogram_purity(pure, y) == 1.0
+    # Each same-class pair meets only at the root, whose 4 leaves hold 2 of its class.
+    assert rt.dendrogram_purity(mixed, y) == 0.5

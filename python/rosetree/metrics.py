@@ -1,8 +1,9 @@
 r"""Quality of a hierarchy against known class labels.
 
 Three scores from the hierarchical-clustering literature, for any rooted tree over labelled
-items: a fitted :class:`~rosetree.RoseTree` (nodes with any number of children), a SciPy
-linkage matrix ``Z`` (binary), or nested lists of row indices such as ``[[0, 1, 2], [3, 4]]``.
+items: any :class:`~rosetree.Tree` (a fitted rose tree with nodes of any number of children,
+a coalescent's tree), a SciPy linkage matrix ``Z`` (binary), or nested lists of row indices
+such as ``[[0, 1, 2], [3, 4]]``.
 All three lie in [0, 1], higher is better, and a tree that keeps every class in a subtree of
 its own scores 1 on each.
 
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exceptions import InvalidParameterError, InvalidTreeError
-from .tree import RoseTree, nested_to_internal
+from .tree import Tree, nested_to_internal
 
 __all__ = ["dendrogram_purity", "leave_one_out_accuracy", "subtree_score"]
 
@@ -46,14 +47,15 @@ class _Labelled(NamedTuple):
 
 def _parent_array(tree: Any, n_labels: int) -> np.ndarray:
     """The parent of every node of ``tree`` (-1 at the root), ids as in :class:`_Labelled`."""
-    if isinstance(tree, RoseTree):
+    if isinstance(tree, Tree):
         return np.asarray(tree.parent, dtype=np.int64)
     if isinstance(tree, np.ndarray):
         return _linkage_parents(tree)
     if isinstance(tree, (list, tuple)):
         return _nested_parents(tree, n_labels)
     raise InvalidParameterError(
-        "tree must be a rosetree.RoseTree, a SciPy linkage matrix (ndarray of shape "
+        "tree must be a rosetree.Tree (a RoseTree, a coalescent's tree), a SciPy linkage "
+        "matrix (ndarray of shape "
         f"(n - 1, 4)) or nested lists of row indices; got {type(tree).__name__}",
         "tree",
     )
@@ -188,9 +190,10 @@ def dendrogram_purity(tree: Any, y: Any) -> float:
 
     Parameters
     ----------
-    tree : RoseTree, ndarray of shape (n - 1, 4), or nested lists
-        A fitted :class:`RoseTree`, a SciPy linkage matrix ``Z``, or nested lists of row
-        indices ``0 .. n - 1`` (a list of one element stands for that element).
+    tree : Tree, ndarray of shape (n - 1, 4), or nested lists
+        A :class:`Tree` (e.g. a fitted :class:`RoseTree`), a SciPy linkage matrix ``Z``, or
+        nested lists of row indices ``0 .. n - 1`` (a list of one element stands for that
+        element).
     y : array_like of shape (n,)
         Class label of every leaf (row), integers or strings.
 
