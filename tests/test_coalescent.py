@@ -3,6 +3,7 @@ sums, the prior against exponential densities, and the estimator's contract."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -156,7 +157,7 @@ def test_greedy_rate1_matches_a_hand_computed_three_point_tree():
         ({"Lambda": np.array([[1.0, 2.0], [2.0, 1.0]])}, "Lambda"),
         ({"Lambda": np.ones((2, 3))}, "Lambda"),
         ({"likelihood": "poisson"}, "likelihood"),
-        ({"inference": "smc-postpost"}, "inference"),
+        ({"inference": "greedy-maxprob"}, "inference"),
         ({"inference": "nope"}, "inference"),
         ({"root": "sharp"}, "root"),
         ({"root": -1.0}, "s0"),
@@ -206,3 +207,73 @@ def test_bad_trees_are_rejected():
         deep = {"t": -float(k), "children": [deep, k]}
     value = rt.coalescent_log_joint(np.zeros((3000, 1)), deep)
     assert np.isfinite(value)
+
+
+# ------------------------------------------------------------------------------ SMC
+SMC = ["smc-priorprior", "smc-priorpost", "smc-postpost"]
+
+
+@functools.cache
+def _exact_p3(x, lam, s0):
+    """p(x) of three 1-D points under the coalescent with Brownian diffusion and the root
+    N(0, s0·lam): the three first pairs, each with probability 1/3, integrated over the
+    waiting times δ1 ~ Exp(3) and δ2 ~ Exp(1) with the leaves' covariance form."""
+    from scipy import integrate
+    from scipy.stats import multivariate_normal
+
+    total = 0.0
+    for a, b, c in [(0, 1, 2), (0, 2, 1), (1, 2, 0)]:
+
+        def density(d2, d1, a=a, b=b, c=c):
+            cov = np.full((3, 3), s0)
+            cov += (d1 + d2) * np.eye(3)
+            cov[a, b] = cov[b, a] = s0 + d2
+            return np.exp(-3 * d1 - d2) * multivariate_normal(np.zeros(3), lam * cov).pdf(x)
+
+        value, _ = integrate.dblquad(density, 0, np.inf, 0, np.inf, epsabs=1e-10)
+        total += value  # (1/3 for the pair) × (3 for δ1's rate)
+    return total
+
+
+@pytest.mark.parametrize("inference", SMC)
+def test_smc_estimates_p_of_x_without_bias(inference):
+    x = np.array([-0.4, 0.3, 1.1])
+    exact = _exact_p3(tuple(x), 1.0, 2.0)
+    estimates = [
+        np.exp(
+            rt.KingmanCoalescent(inference=inference, n_particles=3, root=2.0, random_state=s)
+            .fit(x[:, None])
+            .log_marginal_
+        )
+        for s in range(300)
+    ]
+    mean, se = np.mean(estimates), np.std(estimates, ddof=1) / np.sqrt(len(estimates))
+    assert abs(mean - exact) < 4 * se + 1e-3 * exact, (mean, se, exact)
+
+
+@pytest.mark.parametrize("inference", SMC)
+def test_smc_fits_are_reproducible_and_report_their_heaviest_particle(inference):
+    X = np.random.default_rng(5).normal(size=(15, 2))
+    a = rt.KingmanCoalescent(inference=inference, n_particles=8, random_state=4).fit(X)
+    b = rt.KingmanCoalescent(inference=inference, n_particles=8, random_state=4, n_jobs=1)
+    b.fit(X)
+    assert a.log_marginal_ == b.log_marginal_ and np.isfinite(a.log_marginal_)
+    np.testing.assert_array_equal(a.particle_log_weights_, b.particle_log_weights_)
+    assert len(a.particles_) == 8 and np.all(a.ess_ <= 8 + 1e-9)
+    best = int(np.argmax(a.particle_log_weights_))
+    assert a.tree_ is a.particles_[best]
+    assert a.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, a.tree_), rel=1e-12)
+    np.testing.assert_allclose(np.exp(a.particle_log_weights_).sum(), 1.0)
+
+
+def test_smc_parameters_are_checked():
+    X = np.random.default_rng(6).normal(size=(5, 2))
+    with pytest.raises(rt.InvalidParameterError, match="n_particles"):
+        rt.KingmanCoalescent(inference="smc-priorpost", n_particles=0).fit(X)
+    with pytest.raises(rt.InvalidParameterError, match="random_state"):
+        rt.KingmanCoalescent(inference="smc-priorpost", random_state=-1).fit(X)
+    counts = np.random.default_rng(7).integers(0, 3, size=(6, 4)).astype(float)
+    with pytest.raises(rt.InvalidParameterError, match="inference"):
+        rt.KingmanCoalescent("multinomial", inference="smc-postpost").fit(counts)
+    est = rt.KingmanCoalescent("multinomial", inference="smc-priorpost", n_particles=4)
+    assert np.isfinite(est.fit(counts).log_marginal_)

@@ -12,6 +12,7 @@ __all__ = [
     "__version__",
     "brt_fit_for_tree",
     "coalescent_log_joint",
+    "coalescent_smc",
     "evaluate_tree",
     "evidence_gradient",
     "excess_bits",
@@ -194,6 +195,17 @@ def fit_coalescent(
     inference: str,
     n_jobs: int | None,
 ) -> tuple[Tree, float]: ...
+def coalescent_smc(
+    x: npt.NDArray[np.float64],
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    proposal: str,
+    n_particles: int,
+    seed: int,
+    n_jobs: int | None,
+) -> tuple[list[Tree], list[float], float, list[float], int, float]: ...
 def coalescent_log_joint(
     x: npt.NDArray[np.float64],
     tree: Tree,

@@ -12,14 +12,9 @@ from .exceptions import InvalidParameterError, InvalidTreeError, NotFittedError
 from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
-_INFERENCES = ("greedy-rate1",)
-_PLANNED = (
-    "greedy-maxprob",
-    "greedy-minduration",
-    "smc-priorprior",
-    "smc-priorpost",
-    "smc-postpost",
-)
+_SMC = ("smc-priorprior", "smc-priorpost", "smc-postpost")
+_INFERENCES = ("greedy-rate1", *_SMC)
+_PLANNED = ("greedy-maxprob", "greedy-minduration")
 
 
 def _lambda(Lambda: Any) -> np.ndarray:
@@ -50,6 +45,22 @@ def _root(root: Any) -> float | None:
             f'root must be "flat" or a number s0 >= 0, got {root!r}', "root"
         )
     return float(root)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
+    return int(value)
+
+
+def _seed(random_state: Any) -> int:
+    seed = 0 if random_state is None else random_state
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+        raise InvalidParameterError(
+            f"random_state must be None or an integer in [0, 2**64), got {random_state!r}",
+            "random_state",
+        )
+    return int(seed)
 
 
 def _likelihood(likelihood: Any) -> str:
@@ -90,12 +101,19 @@ class KingmanCoalescent:
     inference : str, default="greedy-rate1"
         ``"greedy-rate1"`` (§4.2): each pair's most probable coalescence time with the
         pairwise rate 1, the pair coalescing soonest first; :math:`O(n^2)` time, :math:`O(nd)`
-        memory. The other algorithms of the paper are not available yet.
+        memory. ``"smc-priorprior"``, ``"smc-priorpost"``, ``"smc-postpost"`` (§4.1):
+        sequential Monte Carlo with ``n_particles`` particles, proposing the next merge's
+        duration and pair from the local prior or posterior, resampling when the effective
+        sample size falls below half; it estimates :math:`\ln p(x)` without bias (in
+        :math:`p`). PostPost costs :math:`O(n^3)` per particle and needs the Brownian
+        likelihood. Greedy-MaxProb and Greedy-MinDuration are not available yet.
     root : "flat" or float, default="flat"
         Brownian: the flat (improper) root, or a proper root :math:`N(0, s_0 \Lambda)` given
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
+    n_particles : int, default=50
+        SMC particles (unused by greedy inference).
     random_state : int, default=None
-        Unused by greedy inference; kept for the sampling algorithms.
+        Seed of the SMC (``None`` means 0); results are the same for any ``n_jobs``.
     n_jobs : int, default=None
         Threads for scoring pairs (``None`` or -1: all cores).
 
@@ -106,8 +124,14 @@ class KingmanCoalescent:
         above), and ``to_newick(lengths=True)`` gives branch lengths.
     log_joint_ : float
         :math:`\ln p(x, \pi)` of ``tree_`` (eq 7, the true rates in the prior).
-    log_marginal_ : None
+    log_marginal_ : float or None
         The SMC estimate of :math:`\ln p(x)`; ``None`` for greedy inference.
+    particles_ : list of Tree or None
+        SMC: every particle's tree (``tree_`` is the heaviest, the first on a tie).
+    particle_log_weights_ : ndarray of shape (n_particles,) or None
+        SMC: the particles' normalised log weights.
+    ess_ : ndarray or None
+        SMC: the effective sample size before each step's resampling decision.
 
     Examples
     --------
@@ -123,6 +147,7 @@ class KingmanCoalescent:
         likelihood: str = "brownian",
         Lambda: Any = 1.0,
         inference: str = "greedy-rate1",
+        n_particles: int = 50,
         root: Any = "flat",
         random_state: int | None = None,
         n_jobs: int | None = None,
@@ -130,6 +155,7 @@ class KingmanCoalescent:
         self.likelihood = likelihood
         self.Lambda = Lambda
         self.inference = inference
+        self.n_particles = n_particles
         self.root = root
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -166,24 +192,41 @@ class KingmanCoalescent:
                 "inference",
             )
         X = check_array(X, min_rows=1)
-        structure, log_joint = _core.fit_coalescent(
-            X,
+        options = dict(
             likelihood=likelihood,
             lambda_=_lambda(self.Lambda),
             root=_root(self.root),
-            inference=self.inference,
             n_jobs=check_n_jobs(self.n_jobs),
         )
-        self.tree_ = _wrap(structure)
-        self.log_joint_ = float(log_joint)
         self.log_marginal_: float | None = None
+        self.particles_: list[Tree] | None = None
+        self.particle_log_weights_: np.ndarray | None = None
+        self.ess_: np.ndarray | None = None
+        if self.inference in _SMC:
+            trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
+                X,
+                proposal=self.inference.removeprefix("smc-"),
+                n_particles=_positive_int(self.n_particles, "n_particles"),
+                seed=_seed(self.random_state),
+                **options,
+            )
+            self.particles_ = [_wrap(t) for t in trees]
+            self.particle_log_weights_ = np.asarray(log_w)
+            self.ess_ = np.asarray(ess)
+            self.log_marginal_ = float(log_marginal)
+            self.tree_ = self.particles_[best]
+        else:
+            structure, log_joint = _core.fit_coalescent(X, inference=self.inference, **options)
+            self.tree_ = _wrap(structure)
+        self.log_joint_ = float(log_joint)
         self.n_features_in_ = X.shape[1]
         return self
 
     def __repr__(self) -> str:
         return (
             f"KingmanCoalescent(likelihood={self.likelihood!r}, Lambda={self.Lambda!r}, "
-            f"inference={self.inference!r}, root={self.root!r})"
+            f"inference={self.inference!r}, n_particles={self.n_particles!r}, "
+            f"root={self.root!r})"
         )
 
     def _check_fitted(self) -> None:

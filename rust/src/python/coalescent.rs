@@ -7,9 +7,11 @@ use pyo3::prelude::*;
 
 use super::run_interruptible;
 use super::tree::PyTree;
+use crate::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use crate::coalescent::{self, CoalescentParams, Inference};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::{BrownianDiffusion, MessageModel, MultinomialMutation, Root};
+use crate::parallel::Threads;
 
 /// The message models the bindings can build.
 enum AnyMessageModel {
@@ -162,6 +164,96 @@ fn fit_coalescent(
     }
 }
 
+/// What an SMC fit returns to Python: the particle trees, their normalised log weights, the
+/// estimate of `ln p(x)`, the effective sample size per step, and the index and `ln p(x, π)`
+/// of the heaviest particle.
+type SmcOutput = (Vec<PyTree>, Vec<f64>, f64, Vec<f64>, usize, f64);
+
+fn smc_with<M: DurationPosterior + Send + 'static>(
+    py: Python<'_>,
+    model: M,
+    x: ArrayView2<'_, f64>,
+    params: SmcParams,
+    threads: Threads,
+) -> PyResult<SmcOutput>
+where
+    M::Message: 'static,
+{
+    let leaves = model.leaf_messages(x)?;
+    let x = x.to_owned();
+    run_interruptible(py, move |interrupt| {
+        let result = smc::run_from_leaves(&model, &leaves, &params, &threads, interrupt)?;
+        // The heaviest particle, the first on a tie.
+        let best = (0..result.trees.len())
+            .max_by(|&a, &b| {
+                result.log_weights[a]
+                    .total_cmp(&result.log_weights[b])
+                    .then(b.cmp(&a))
+            })
+            .expect("at least one particle");
+        let log_joint = coalescent::log_joint(&model, x.view(), &result.trees[best])?;
+        Ok((
+            result.trees.into_iter().map(PyTree::from).collect(),
+            result.log_weights,
+            result.log_marginal,
+            result.ess,
+            best,
+            log_joint,
+        ))
+    })
+}
+
+/// Sequential Monte Carlo over coalescent trees of the rows of `x` (Teh et al. §4.1) with
+/// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`.
+#[pyfunction]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_smc(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    proposal: &str,
+    n_particles: usize,
+    seed: u64,
+    n_jobs: Option<usize>,
+) -> PyResult<SmcOutput> {
+    let proposal = match proposal {
+        "priorprior" => Proposal::PriorPrior,
+        "priorpost" => Proposal::PriorPost,
+        "postpost" => Proposal::PostPost,
+        other => {
+            return Err(RoseTreeError::param(
+                "inference",
+                format!("unknown SMC proposal {other:?}"),
+            )
+            .into());
+        }
+    };
+    if n_particles == 0 {
+        return Err(RoseTreeError::param("n_particles", "must be at least 1").into());
+    }
+    let params = SmcParams::new(proposal, n_particles, seed);
+    let threads = Threads::new(n_jobs)?;
+    let x = x.as_array();
+    match build_model(likelihood, &lambda_, root, x)? {
+        AnyMessageModel::Brownian(m) => smc_with(py, m, x, params, threads),
+        AnyMessageModel::Mutation(m) => {
+            if proposal == Proposal::PostPost {
+                return Err(RoseTreeError::param(
+                    "inference",
+                    "smc-postpost is available for the Brownian likelihood only (the \
+                     multinomial duration posterior has no tractable integral); use \
+                     smc-priorpost",
+                )
+                .into());
+            }
+            smc_with(py, m, x, params, threads)
+        }
+    }
+}
+
 /// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
@@ -183,5 +275,6 @@ fn coalescent_log_joint(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
     Ok(())
 }
