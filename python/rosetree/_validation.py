@@ -107,6 +107,17 @@ def check_n_jobs(n_jobs: Any) -> int | None:
     return int(n_jobs)
 
 
+def check_seed(random_state: Any) -> int:
+    """The seed of ``random_state`` (``None`` means 0), an integer in [0, 2**64)."""
+    seed = 0 if random_state is None else random_state
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+        raise InvalidParameterError(
+            f"random_state must be None or an integer in [0, 2**64), got {random_state!r}",
+            "random_state",
+        )
+    return int(seed)
+
+
 def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
     """Keyword arguments of the core functions for a mixing rule, checked for type."""
     if mixing not in _MIXINGS:

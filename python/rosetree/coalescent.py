@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_n_jobs
+from ._validation import check_array, check_n_jobs, check_seed
 from .exceptions import InvalidParameterError, InvalidTreeError, NotFittedError
 from .tree import Tree
 
@@ -51,16 +51,6 @@ def _positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
     return int(value)
-
-
-def _seed(random_state: Any) -> int:
-    seed = 0 if random_state is None else random_state
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
-        raise InvalidParameterError(
-            f"random_state must be None or an integer in [0, 2**64), got {random_state!r}",
-            "random_state",
-        )
-    return int(seed)
 
 
 def _likelihood(likelihood: Any) -> str:
@@ -207,7 +197,7 @@ class KingmanCoalescent:
                 X,
                 proposal=self.inference.removeprefix("smc-"),
                 n_particles=_positive_int(self.n_particles, "n_particles"),
-                seed=_seed(self.random_state),
+                seed=check_seed(self.random_state),
                 **options,
             )
             self.particles_ = [_wrap(t) for t in trees]

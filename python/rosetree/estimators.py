@@ -8,7 +8,14 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_csr, check_n_jobs, is_sparse, mixing_args
+from ._validation import (
+    check_array,
+    check_csr,
+    check_n_jobs,
+    check_seed,
+    is_sparse,
+    mixing_args,
+)
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .learning import learn_hyperparameters
@@ -338,17 +345,7 @@ class BayesianRoseTree(_ParamsMixin):
         return tree.cut_nodes(float(self.cut_threshold))
 
     def _seed(self) -> int:
-        seed = 0 if self.random_state is None else self.random_state
-        if (
-            isinstance(seed, bool)
-            or not isinstance(seed, (int, np.integer))
-            or not 0 <= seed < 2**64
-        ):
-            raise InvalidParameterError(
-                f"random_state must be None or an integer in [0, 2**64), got {seed!r}",
-                "random_state",
-            )
-        return int(seed)
+        return check_seed(self.random_state)
 
     def _approx_args(self) -> tuple[int, int, int] | None:
         if not self.approximate:
