@@ -125,7 +125,8 @@ def test_fit_returns_a_timed_tree_with_its_log_joint():
     assert np.all(tree.heights <= 0) and np.all(tree.heights[:20] == 0)
     top = tree.children[tree.root]
     assert sorted(sorted(tree.leaves(c)) for c in top) == [list(range(10)), list(range(10, 20))]
-    assert est.log_marginal_ is None
+    assert est.log_marginal_ is None and est.particles_ is None and est.ess_ is None
+    assert est.particle_log_weights_ is None
     assert est.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, tree, Lambda=1.0), rel=1e-12)
     newick = tree.to_newick(lengths=True)
     assert newick.endswith(";") and ":" in newick
@@ -254,12 +255,18 @@ def test_smc_estimates_p_of_x_without_bias(inference):
 @pytest.mark.parametrize("inference", SMC)
 def test_smc_fits_are_reproducible_and_report_their_heaviest_particle(inference):
     X = np.random.default_rng(5).normal(size=(15, 2))
-    a = rt.KingmanCoalescent(inference=inference, n_particles=8, random_state=4).fit(X)
-    b = rt.KingmanCoalescent(inference=inference, n_particles=8, random_state=4, n_jobs=1)
-    b.fit(X)
+    a, b, c = (
+        rt.KingmanCoalescent(inference=inference, n_particles=8, random_state=seed, n_jobs=jobs)
+        for seed, jobs in [(4, 2), (4, 1), (5, 2)]
+    )
+    a.fit(X), b.fit(X), c.fit(X)
     assert a.log_marginal_ == b.log_marginal_ and np.isfinite(a.log_marginal_)
     np.testing.assert_array_equal(a.particle_log_weights_, b.particle_log_weights_)
-    assert len(a.particles_) == 8 and np.all(a.ess_ <= 8 + 1e-9)
+    np.testing.assert_array_equal(a.ess_, b.ess_)
+    newick = [t.to_newick(lengths=True) for t in a.particles_]
+    assert newick == [t.to_newick(lengths=True) for t in b.particles_]
+    assert c.log_marginal_ != a.log_marginal_  # the seed is used
+    assert len(a.particles_) == 8 and a.ess_.shape == (14,) and np.all(a.ess_ <= 8 + 1e-9)
     best = int(np.argmax(a.particle_log_weights_))
     assert a.tree_ is a.particles_[best]
     assert a.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, a.tree_), rel=1e-12)
@@ -268,8 +275,9 @@ def test_smc_fits_are_reproducible_and_report_their_heaviest_particle(inference)
 
 def test_smc_parameters_are_checked():
     X = np.random.default_rng(6).normal(size=(5, 2))
-    with pytest.raises(rt.InvalidParameterError, match="n_particles"):
-        rt.KingmanCoalescent(inference="smc-priorpost", n_particles=0).fit(X)
+    for bad in (0, -3, 2.0, True, "8"):
+        with pytest.raises(rt.InvalidParameterError, match="n_particles"):
+            rt.KingmanCoalescent(inference="smc-priorpost", n_particles=bad).fit(X)
     with pytest.raises(rt.InvalidParameterError, match="random_state"):
         rt.KingmanCoalescent(inference="smc-priorpost", random_state=-1).fit(X)
     counts = np.random.default_rng(7).integers(0, 3, size=(6, 4)).astype(float)

@@ -105,23 +105,25 @@ class KingmanCoalescent:
     random_state : int, default=None
         Seed of the SMC (``None`` means 0); results are the same for any ``n_jobs``.
     n_jobs : int, default=None
-        Threads for scoring pairs (``None`` or -1: all cores).
+        Threads for scoring pairs or moving particles (``None`` or -1: all cores).
 
     Attributes
     ----------
     tree_ : Tree
-        The fitted tree; ``heights`` are the coalescence times (0 at the leaves, negative
-        above), and ``to_newick(lengths=True)`` gives branch lengths.
+        The fitted tree (SMC: the heaviest particle); ``heights`` are the coalescence times
+        (0 at the leaves, negative above), and ``to_newick(lengths=True)`` gives branch
+        lengths.
     log_joint_ : float
         :math:`\ln p(x, \pi)` of ``tree_`` (eq 7, the true rates in the prior).
     log_marginal_ : float or None
         The SMC estimate of :math:`\ln p(x)`; ``None`` for greedy inference.
     particles_ : list of Tree or None
-        SMC: every particle's tree (``tree_`` is the heaviest, the first on a tie).
+        SMC: every particle's tree (``tree_`` is the heaviest, the first on a tie);
+        ``None`` for greedy inference, like the next two.
     particle_log_weights_ : ndarray of shape (n_particles,) or None
         SMC: the particles' normalised log weights.
-    ess_ : ndarray or None
-        SMC: the effective sample size before each step's resampling decision.
+    ess_ : ndarray of shape (n_samples - 1,) or None
+        SMC: the effective sample size before each merge step's resampling decision.
 
     Examples
     --------
