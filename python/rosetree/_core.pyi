@@ -13,6 +13,7 @@ __all__ = [
     "brt_fit_for_tree",
     "coalescent_log_joint",
     "coalescent_smc",
+    "coalescent_subtree_evidence",
     "evaluate_tree",
     "evidence_gradient",
     "excess_bits",
@@ -214,3 +215,11 @@ def coalescent_log_joint(
     lambda_: npt.NDArray[np.float64],
     root: float | None,
 ) -> float: ...
+def coalescent_subtree_evidence(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+) -> list[float]: ...

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _core
 from ._validation import check_array, check_n_jobs, check_seed
-from .exceptions import InvalidParameterError, InvalidTreeError, NotFittedError
+from .exceptions import InvalidParameterError, InvalidTreeError, NotFittedError, NumericalError
 from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
@@ -102,6 +102,10 @@ class KingmanCoalescent:
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
     n_particles : int, default=50
         SMC particles (unused by greedy inference).
+    llr_threshold : float, default=0.0
+        The flat clusters ``labels_`` (§5): going down from the root, a node splits into its
+        two children while its ``split_llr_`` exceeds this threshold; the first node on each
+        path that does not split is a cluster. Larger thresholds give fewer clusters.
     random_state : int, default=None
         Seed of the SMC (``None`` means 0); results are the same for any ``n_jobs``.
     n_jobs : int, default=None
@@ -124,6 +128,20 @@ class KingmanCoalescent:
         SMC: the particles' normalised log weights.
     ess_ : ndarray of shape (n_samples - 1,) or None
         SMC: the effective sample size before each merge step's resampling decision.
+    split_llr_ : ndarray of shape (n_nodes,)
+        For each internal node ``v`` of ``tree_`` with children ``l, r``, the log likelihood
+        ratio of two independent trees over the children's data against one tree over
+        ``v``'s data, :math:`E(l) + E(r) - E(v)` with :math:`E(u) = \ln p(x_u \mid \pi_u)`
+        the evidence of the subtree below ``u`` with the root prior on ``u`` itself (Teh et
+        al., footnote 1). With the multinomial likelihood it is :math:`-\ln Z_v` of eq 7.
+        With the Brownian likelihood and the flat root it is :math:`-\ln Z_v` too, but
+        :math:`Z_v` is then a density, so the ratio depends on the units of the data;
+        a proper root (``root=s0``) makes it a ratio of probabilities. ``-inf`` at leaves.
+    labels_ : ndarray of shape (n_samples,)
+        Flat clusters of ``tree_`` by the log-likelihood-ratio rule with
+        ``llr_threshold`` (see :meth:`cluster_labels`), numbered by their first row.
+    n_clusters_ : int
+        The number of distinct ``labels_``.
 
     Examples
     --------
@@ -141,6 +159,7 @@ class KingmanCoalescent:
         inference: str = "greedy-rate1",
         n_particles: int = 50,
         root: Any = "flat",
+        llr_threshold: float = 0.0,
         random_state: int | None = None,
         n_jobs: int | None = None,
     ) -> None:
@@ -149,6 +168,7 @@ class KingmanCoalescent:
         self.inference = inference
         self.n_particles = n_particles
         self.root = root
+        self.llr_threshold = llr_threshold
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -212,18 +232,82 @@ class KingmanCoalescent:
             self.tree_ = _wrap(structure)
         self.log_joint_ = float(log_joint)
         self.n_features_in_ = X.shape[1]
+        evidence = np.asarray(
+            _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
+        )
+        self.split_llr_ = _split_llr(self.tree_, evidence)
+        self.labels_ = self.cluster_labels()
+        self.n_clusters_ = int(self.labels_.max()) + 1
         return self
+
+    def cluster_labels(self, llr_threshold: float | None = None) -> np.ndarray:
+        """Flat clusters of ``tree_`` by the log-likelihood-ratio rule (Teh et al. §5).
+
+        Going down from the root, a node splits into its children while its ``split_llr_``
+        (the evidence for two independent subtrees over one) exceeds ``llr_threshold``; the
+        first node on each path that does not split is a cluster, and leaves always are.
+
+        Parameters
+        ----------
+        llr_threshold : float, default=None
+            The threshold; ``None`` uses the estimator's ``llr_threshold``.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Cluster numbers ``0, 1, ...`` in the order of each cluster's first row.
+        """
+        self._check_fitted()
+        threshold = _threshold(self.llr_threshold if llr_threshold is None else llr_threshold)
+        tree = self.tree_
+        clusters: list[int] = []
+        stack = [tree.root]
+        while stack:
+            v = stack.pop()
+            if v >= tree.n_leaves and self.split_llr_[v] > threshold:
+                stack.extend(tree.children[v])
+            else:
+                clusters.append(v)
+        return tree.labels_of(clusters)
 
     def __repr__(self) -> str:
         return (
             f"KingmanCoalescent(likelihood={self.likelihood!r}, Lambda={self.Lambda!r}, "
             f"inference={self.inference!r}, n_particles={self.n_particles!r}, "
-            f"root={self.root!r})"
+            f"root={self.root!r}, llr_threshold={self.llr_threshold!r})"
         )
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "tree_"):
             raise NotFittedError("call fit before using the fitted tree")
+
+
+def _model_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The model options of ``options`` (likelihood, ``Lambda`` and root)."""
+    return {k: options[k] for k in ("likelihood", "lambda_", "root")}
+
+
+def _threshold(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(
+            f"llr_threshold must be a number, got {value!r}", "llr_threshold"
+        )
+    if np.isnan(value):
+        raise InvalidParameterError("llr_threshold must not be NaN", "llr_threshold")
+    return float(value)
+
+
+def _split_llr(tree: Tree, evidence: np.ndarray) -> np.ndarray:
+    """``E(l) + E(r) - E(v)`` for every internal node ``v``; ``-inf`` at the leaves."""
+    llr = np.full(len(evidence), -np.inf)
+    for v in tree.internal_nodes:
+        llr[v] = sum(evidence[c] for c in tree.children[v]) - evidence[v]
+    if np.isnan(llr).any():
+        raise NumericalError(
+            "the subtrees' log evidence is not finite (a root pinned at the origin, root=0, "
+            "gives single rows zero density away from it); use root='flat' or root > 0"
+        )
+    return llr
 
 
 def _from_nested(tree: Any, n_leaves: int) -> Tree:

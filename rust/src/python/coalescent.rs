@@ -10,7 +10,9 @@ use super::tree::PyTree;
 use crate::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use crate::coalescent::{self, CoalescentParams, Inference};
 use crate::error::{Result, RoseTreeError};
-use crate::models::messages::{BrownianDiffusion, MessageModel, MultinomialMutation, Root};
+use crate::models::messages::{
+    BrownianDiffusion, MessageModel, MultinomialMutation, Root, subtree_log_evidence_from_leaves,
+};
 use crate::parallel::Threads;
 
 /// The message models the bindings can build.
@@ -272,9 +274,34 @@ fn coalescent_log_joint(
     })
 }
 
+/// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
+/// [`subtree_log_evidence_from_leaves`]).
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
+fn coalescent_subtree_evidence(
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+) -> PyResult<Vec<f64>> {
+    let x = x.as_array();
+    let tree = &tree.get().inner;
+    coalescent::check_timed_tree(tree)?;
+    Ok(match build_model(likelihood, &lambda_, root, x)? {
+        AnyMessageModel::Brownian(m) => {
+            subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
+        }
+        AnyMessageModel::Mutation(m) => {
+            subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
+        }
+    })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_subtree_evidence, m)?)?;
     Ok(())
 }

@@ -229,9 +229,6 @@ pub fn tree_log_likelihood<M: MessageModel>(
 /// [`tree_log_likelihood`] from leaf messages already computed (one per leaf, with its log
 /// normaliser, as [`MessageModel::leaf_messages`] returns them).
 ///
-/// The pass visits the nodes in id order (children before parents, see [`Tree`]), so it
-/// needs no recursion and keeps only the messages still waiting for their parent.
-///
 /// # Errors
 /// As [`tree_log_likelihood`].
 pub fn tree_log_likelihood_from_leaves<M: MessageModel>(
@@ -240,24 +237,78 @@ pub fn tree_log_likelihood_from_leaves<M: MessageModel>(
     tree: &Tree,
     root_branch: f64,
 ) -> Result<f64> {
-    if leaves.len() != tree.n_leaves() {
-        return Err(RoseTreeError::InvalidTree(format!(
-            "the tree has {} leaves but {} rows (leaf messages) were given",
-            tree.n_leaves(),
-            leaves.len()
-        )));
-    }
+    check_leaf_count(leaves.len(), tree)?;
     if !(root_branch.is_finite() && root_branch >= 0.0) {
         return Err(RoseTreeError::param(
             "root_branch",
             format!("must be finite and ≥ 0, got {root_branch}"),
         ));
     }
+    let mut log_p: f64 = leaves.iter().map(|(_, z)| z).sum();
+    let root = upward_pass(model, leaves, tree, |_, _, log_z| log_p += log_z)?;
+    Ok(log_p + model.root_log_z(&model.propagate(&root, root_branch)))
+}
+
+/// The log evidence of every subtree on its own, `E(v) = ln p(x_v | π_v)`: the data below
+/// node `v` under the subtree rooted at `v`, with the root prior placed on `v` itself
+/// (Teh et al. eq 6 applied to the subtree; no branch above `v`). Indexed by node id; for a
+/// leaf it is the leaf's own `ln Z_leaf + ln Z_−∞`, and at the root it is
+/// [`tree_log_likelihood_from_leaves`] with `root_branch = 0`.
+///
+/// `E(v) − E(l) − E(r)` for a node `v` with children `l, r` is the log likelihood ratio of
+/// one tree over the data below `v` against two independent trees over its children's data
+/// (Teh et al. footnote 1 and §5, where it decides the flat clusters): for a stationary
+/// process whose root draws from the equilibrium it is the merge's own `ln Z_v`; with a
+/// Gaussian root it includes the root integrals of the three subtrees.
+///
+/// # Errors
+/// As [`tree_log_likelihood_from_leaves`].
+pub fn subtree_log_evidence_from_leaves<M: MessageModel>(
+    model: &M,
+    leaves: &[(M::Message, f64)],
+    tree: &Tree,
+) -> Result<Vec<f64>> {
+    check_leaf_count(leaves.len(), tree)?;
+    let nodes = tree.nodes();
+    // Below each node: the sum of the leaves' and merges' `ln Z`.
+    let mut below = vec![0.0; nodes.len()];
+    let mut evidence = vec![0.0; nodes.len()];
+    for (v, (msg, log_z)) in leaves.iter().enumerate() {
+        below[v] = *log_z;
+        evidence[v] = log_z + model.root_log_z(msg);
+    }
+    upward_pass(model, leaves, tree, |v, msg, log_z| {
+        below[v] = log_z + nodes[v].children.iter().map(|&c| below[c]).sum::<f64>();
+        evidence[v] = below[v] + model.root_log_z(msg);
+    })?;
+    Ok(evidence)
+}
+
+fn check_leaf_count(n_leaves: usize, tree: &Tree) -> Result<()> {
+    if n_leaves != tree.n_leaves() {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "the tree has {} leaves but {} rows (leaf messages) were given",
+            tree.n_leaves(),
+            n_leaves
+        )));
+    }
+    Ok(())
+}
+
+/// One upward pass of belief propagation over a timed tree: calls `visit(v, M_v, ln Z_v)`
+/// for every internal node in id order (children before parents, see [`Tree`], so no
+/// recursion is needed and only the messages still waiting for their parent are kept) and
+/// returns the root's message.
+fn upward_pass<M: MessageModel>(
+    model: &M,
+    leaves: &[(M::Message, f64)],
+    tree: &Tree,
+    mut visit: impl FnMut(usize, &M::Message, f64),
+) -> Result<M::Message> {
     let heights = tree
         .heights()
         .ok_or_else(|| RoseTreeError::InvalidTree("the tree has no heights".into()))?;
     let nodes = tree.nodes();
-    let mut log_p: f64 = leaves.iter().map(|(_, z)| z).sum();
     let mut waiting: Vec<Option<M::Message>> = Vec::with_capacity(nodes.len());
     waiting.extend(leaves.iter().map(|(m, _)| Some(m.clone())));
     waiting.resize(nodes.len(), None);
@@ -272,13 +323,12 @@ pub fn tree_log_likelihood_from_leaves<M: MessageModel>(
             incoming.push(model.propagate(&msg, (heights[id] - heights[c]).abs()));
         }
         let (msg, log_z) = model.combine(&incoming);
-        log_p += log_z;
+        visit(id, &msg, log_z);
         waiting[id] = Some(msg);
     }
-    let root = waiting[tree.root()]
+    waiting[tree.root()]
         .take()
-        .ok_or_else(|| RoseTreeError::InvalidTree("the root has no message".into()))?;
-    Ok(log_p + model.root_log_z(&model.propagate(&root, root_branch)))
+        .ok_or_else(|| RoseTreeError::InvalidTree("the root has no message".into()))
 }
 
 #[cfg(test)]

@@ -195,3 +195,45 @@ fn optimal_duration_arguments_are_checked() {
         ));
     }
 }
+
+#[test]
+fn subtree_evidence_is_each_subtree_on_its_own() {
+    // Every node's evidence equals the likelihood of its rows under the subtree cut out and
+    // evaluated as a tree of its own (root prior on the node); the root's is the whole tree's.
+    let model = BrownianDiffusion::isotropic(0.7, 2)
+        .unwrap()
+        .with_root(Root::Gaussian { s0: 1.5 })
+        .unwrap();
+    let mut g = rng(11);
+    let tree = random_tree(7, 0.3, &mut g);
+    let x = Array2::from_shape_fn((7, 2), |_| normal(&mut g));
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let evidence = subtree_log_evidence_from_leaves(&model, &leaves, &tree).unwrap();
+    let whole = tree_log_likelihood(&model, x.view(), &tree, 0.0).unwrap();
+    assert!((evidence[tree.root()] - whole).abs() < 1e-12);
+    let heights = tree.heights().unwrap();
+    for (v, &got) in evidence.iter().enumerate().skip(tree.n_leaves()) {
+        // The subtree below v, relabelled: its leaves in order, then its internal nodes.
+        let rows = tree.leaves_of(v);
+        let ids: Vec<usize> = (tree.n_leaves()..=v)
+            .filter(|&u| tree.leaves_of(u).iter().all(|r| rows.contains(r)))
+            .collect();
+        let local = |u: usize| match rows.iter().position(|&r| r == u) {
+            Some(i) => i,
+            None => rows.len() + ids.iter().position(|&w| w == u).unwrap(),
+        };
+        let internal = ids
+            .iter()
+            .map(|&u| tree.nodes()[u].children.iter().map(|&c| local(c)).collect())
+            .collect();
+        let mut h = vec![0.0; rows.len()];
+        h.extend(ids.iter().map(|&u| heights[u]));
+        let sub = Tree::new(&Topology::new(rows.len(), internal).unwrap(), Some(h)).unwrap();
+        let sub_x = x.select(ndarray::Axis(0), &rows);
+        let want = tree_log_likelihood(&model, sub_x.view(), &sub, 0.0).unwrap();
+        assert!((got - want).abs() < 1e-12, "node {v}");
+    }
+    for (i, (msg, log_z)) in leaves.iter().enumerate() {
+        assert!((evidence[i] - (log_z + model.root_log_z(msg))).abs() < 1e-15);
+    }
+}
