@@ -123,3 +123,18 @@ def test_bad_thresholds_are_rejected(bad):
 def test_cluster_labels_needs_a_fit():
     with pytest.raises(rt.NotFittedError):
         rt.KingmanCoalescent().cluster_labels()
+
+
+def test_estimator_protocol_and_fit_predict():
+    est = rt.KingmanCoalescent(Lambda=2.0, llr_threshold=1.5)
+    params = est.get_params()
+    assert params["Lambda"] == 2.0 and params["llr_threshold"] == 1.5
+    copy = type(est)(**params)
+    assert copy.get_params() == params
+    assert est.set_params(inference="smc-priorpost") is est and est.inference == "smc-priorpost"
+    with pytest.raises(rt.InvalidParameterError, match="no parameter"):
+        est.set_params(lam=1.0)
+    X = np.random.default_rng(2).normal(size=(8, 2))
+    labels = rt.KingmanCoalescent().fit_predict(X)
+    assert np.array_equal(labels, rt.KingmanCoalescent().fit(X).labels_)
+    assert repr(copy).startswith("KingmanCoalescent(likelihood='brownian', Lambda=2.0")

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._base import ParamsMixin
 from ._validation import check_array, check_n_jobs, check_seed
 from .exceptions import InvalidParameterError, InvalidTreeError, NotFittedError, NumericalError
 from .tree import Tree
@@ -68,7 +69,7 @@ def _wrap(structure: Any) -> Tree:
     return tree
 
 
-class KingmanCoalescent:
+class KingmanCoalescent(ParamsMixin):
     r"""Bayesian hierarchical clustering with Kingman's coalescent prior on the tree.
 
     The tree is a draw from Kingman's n-coalescent: leaves at time 0, coalescence times
@@ -270,12 +271,9 @@ class KingmanCoalescent:
                 clusters.append(v)
         return tree.labels_of(clusters)
 
-    def __repr__(self) -> str:
-        return (
-            f"KingmanCoalescent(likelihood={self.likelihood!r}, Lambda={self.Lambda!r}, "
-            f"inference={self.inference!r}, n_particles={self.n_particles!r}, "
-            f"root={self.root!r}, llr_threshold={self.llr_threshold!r})"
-        )
+    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
+        """Fit to ``X`` and return the flat clusters ``labels_``."""
+        return self.fit(X).labels_
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "tree_"):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
 
 from . import _core
+from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_csr,
@@ -28,35 +28,6 @@ _MERGE_RULES = ("likelihood_ratio", "posterior")
 _APPROX_SAMPLE = 1000
 
 
-class _ParamsMixin:
-    """``get_params`` / ``set_params`` from the ``__init__`` signature, as in scikit-learn."""
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values() if p.name != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Parameters of this estimator, by name."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params: Any) -> _ParamsMixin:
-        """Set parameters by name; returns the estimator."""
-        valid = set(self._param_names())
-        for name, value in params.items():
-            if name not in valid:
-                raise InvalidParameterError(
-                    f"{type(self).__name__} has no parameter {name!r}; valid: {sorted(valid)}",
-                    name,
-                )
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-
 def check_merge_rule(rule: Any) -> str:
     """``rule`` if it names a merge rule of the greedy search."""
     if rule not in _MERGE_RULES:
@@ -66,7 +37,7 @@ def check_merge_rule(rule: Any) -> str:
     return str(rule)
 
 
-class BayesianRoseTree(_ParamsMixin):
+class BayesianRoseTree(ParamsMixin):
     r"""Greedy Bayesian rose tree (Blundell, Teh & Heller 2010), or BHC with ``binary=True``.
 
     The tree is a mixture over the partitions of the data consistent with it (BRT eq 1.4),
