@@ -11,6 +11,8 @@ __all__ = [
     "Tree",
     "__version__",
     "brt_fit_for_tree",
+    "coalescent_contrasts",
+    "coalescent_feature_log_likelihoods",
     "coalescent_log_joint",
     "coalescent_smc",
     "coalescent_subtree_evidence",
@@ -215,6 +217,16 @@ def coalescent_log_joint(
     lambda_: npt.NDArray[np.float64],
     root: float | None,
 ) -> float: ...
+def coalescent_contrasts(
+    x: npt.NDArray[np.float64], tree: Tree, *, root: float | None
+) -> tuple[npt.NDArray[np.float64], int]: ...
+def coalescent_feature_log_likelihoods(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    rates: npt.NDArray[np.float64],
+    n_jobs: int | None,
+) -> list[float]: ...
 def coalescent_subtree_evidence(
     x: npt.NDArray[np.float64],
     tree: Tree,

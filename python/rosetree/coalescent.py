@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ParamsMixin
 from ._validation import check_array, check_n_jobs, check_seed
@@ -107,6 +108,29 @@ class KingmanCoalescent(ParamsMixin):
         The flat clusters ``labels_`` (§5): going down from the root, a node splits into its
         two children while its ``split_llr_`` exceeds this threshold; the first node on each
         path that does not split is a cluster. Larger thresholds give fewer clusters.
+    learn_hyperparameters : bool, default=False
+        Alternate between the tree and the hyperparameters (§4.4), starting from
+        ``Lambda``: given the tree, ``Lambda`` is set to its posterior mode (Brownian: a
+        closed form from the tree's independent contrasts, under an inverse-Wishart prior
+        for a full matrix and inverse-gamma priors for a diagonal or a number; multinomial:
+        each feature's rate, or the one shared rate, by golden-section search on the log
+        rate under a Gamma prior); given ``Lambda``, the tree is inferred again and kept
+        only if it raises :math:`\ln p(x, \pi \mid \Lambda) + \ln p(\Lambda)`, so that
+        objective never decreases (``hyper_trace_``). Stops after ``hyper_iter`` rounds, or
+        earlier when a round gains nothing. With SMC the tree step uses the heaviest
+        particle, and the particles are drawn once more under the final ``Lambda_``.
+    hyper_iter : int, default=10
+        The most rounds of hyperparameter learning.
+    Lambda_prior : tuple, default=None
+        Brownian: ``(nu, Psi)``, ``Psi`` of the shape of ``Lambda``; the prior is
+        :math:`IW(\nu, \Psi)` for a full ``Lambda`` (needs ``nu > d - 1``), and
+        :math:`\mathrm{InvGamma}(\nu/2, \psi_j/2)` per feature for a diagonal, or
+        :math:`\mathrm{InvGamma}(d\nu/2, \psi/2)` for a number (``nu > 0``); ``nu``
+        counts pseudo-contrasts. ``None``: the weak proper prior whose mode is ``Lambda``
+        (``nu = d + 1``, :math:`\Psi = (2d + 2)\Lambda`; or ``nu = 2`` and
+        :math:`\psi = 4\lambda_j` per feature, :math:`(2d + 2)\lambda` for a number).
+        Multinomial: ``(shape, rate)`` of a Gamma prior on each rate (``rate`` a number or
+        one per feature); ``None`` is ``(2, 1 / Lambda)``, whose mode is ``Lambda``.
     random_state : int, default=None
         Seed of the SMC (``None`` means 0); results are the same for any ``n_jobs``.
     n_jobs : int, default=None
@@ -138,6 +162,13 @@ class KingmanCoalescent(ParamsMixin):
         With the Brownian likelihood and the flat root it is :math:`-\ln Z_v` too, but
         :math:`Z_v` is then a density, so the ratio depends on the units of the data;
         a proper root (``root=s0``) makes it a ratio of probabilities. ``-inf`` at leaves.
+    Lambda_ : float or ndarray
+        The hyperparameters of ``tree_``: ``Lambda`` itself, or the learned values (same
+        shape as ``Lambda``).
+    hyper_trace_ : ndarray or None
+        With ``learn_hyperparameters``: the objective
+        :math:`\ln p(x, \pi \mid \Lambda) + \ln p(\Lambda)` at the start and after every
+        accepted half-step (non-decreasing); ``None`` otherwise.
     labels_ : ndarray of shape (n_samples,)
         Flat clusters of ``tree_`` by the log-likelihood-ratio rule with
         ``llr_threshold`` (see :meth:`cluster_labels`), numbered by their first row.
@@ -161,6 +192,9 @@ class KingmanCoalescent(ParamsMixin):
         n_particles: int = 50,
         root: Any = "flat",
         llr_threshold: float = 0.0,
+        learn_hyperparameters: bool = False,
+        hyper_iter: int = 10,
+        Lambda_prior: Any = None,
         random_state: int | None = None,
         n_jobs: int | None = None,
     ) -> None:
@@ -170,6 +204,9 @@ class KingmanCoalescent(ParamsMixin):
         self.n_particles = n_particles
         self.root = root
         self.llr_threshold = llr_threshold
+        self.learn_hyperparameters = learn_hyperparameters
+        self.hyper_iter = hyper_iter
+        self.Lambda_prior = Lambda_prior
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -205,33 +242,27 @@ class KingmanCoalescent(ParamsMixin):
                 "inference",
             )
         X = check_array(X, min_rows=1)
+        lam = _lambda(self.Lambda)
         options = dict(
             likelihood=likelihood,
-            lambda_=_lambda(self.Lambda),
+            lambda_=lam,
             root=_root(self.root),
             n_jobs=check_n_jobs(self.n_jobs),
         )
-        self.log_marginal_: float | None = None
-        self.particles_: list[Tree] | None = None
-        self.particle_log_weights_: np.ndarray | None = None
-        self.ess_: np.ndarray | None = None
-        if self.inference in _SMC:
-            trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
-                X,
-                proposal=self.inference.removeprefix("smc-"),
-                n_particles=_positive_int(self.n_particles, "n_particles"),
-                seed=check_seed(self.random_state),
-                **options,
-            )
-            self.particles_ = [_wrap(t) for t in trees]
-            self.particle_log_weights_ = np.asarray(log_w)
-            self.ess_ = np.asarray(ess)
-            self.log_marginal_ = float(log_marginal)
-            self.tree_ = self.particles_[best]
-        else:
-            structure, log_joint = _core.fit_coalescent(X, inference=self.inference, **options)
-            self.tree_ = _wrap(structure)
-        self.log_joint_ = float(log_joint)
+        learn = _flag(self.learn_hyperparameters, "learn_hyperparameters")
+        hyper_iter = _positive_int(self.hyper_iter, "hyper_iter")
+        self.hyper_trace_: np.ndarray | None = None
+        fitted = self._infer(X, options)
+        if learn:
+            fitted, lam, trace = self._learn(X, options, fitted, hyper_iter)
+            options["lambda_"] = lam
+            self.hyper_trace_ = np.asarray(trace)
+        self.Lambda_ = lam.copy() if lam.ndim else float(lam)
+        self.tree_, self.log_joint_ = fitted.tree, fitted.log_joint
+        self.log_marginal_ = fitted.log_marginal
+        self.particles_ = fitted.particles
+        self.particle_log_weights_ = fitted.particle_log_weights
+        self.ess_ = fitted.ess
         self.n_features_in_ = X.shape[1]
         evidence = np.asarray(
             _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
@@ -240,6 +271,82 @@ class KingmanCoalescent(ParamsMixin):
         self.labels_ = self.cluster_labels()
         self.n_clusters_ = int(self.labels_.max()) + 1
         return self
+
+    def _infer(self, X: np.ndarray, options: dict[str, Any]) -> _Fitted:
+        """The configured inference under the hyperparameters in ``options``."""
+        if self.inference in _SMC:
+            trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
+                X,
+                proposal=self.inference.removeprefix("smc-"),
+                n_particles=_positive_int(self.n_particles, "n_particles"),
+                seed=check_seed(self.random_state),
+                **options,
+            )
+            particles = [_wrap(t) for t in trees]
+            return _Fitted(
+                particles[best],
+                float(log_joint),
+                float(log_marginal),
+                particles,
+                np.asarray(log_w),
+                np.asarray(ess),
+            )
+        structure, log_joint = _core.fit_coalescent(X, inference=self.inference, **options)
+        return _Fitted(_wrap(structure), float(log_joint))
+
+    def _learn(
+        self, X: np.ndarray, options: dict[str, Any], fitted: _Fitted, hyper_iter: int
+    ) -> tuple[_Fitted, np.ndarray, list[float]]:
+        """Alternate tree and hyperparameters (§4.4); see ``learn_hyperparameters``."""
+        lam: np.ndarray = options["lambda_"]
+        d = X.shape[1]
+        if options["likelihood"] == "brownian":
+            nu, psi = _hyper.brownian_prior(self.Lambda_prior, lam, d)
+
+            def log_prior(value: np.ndarray) -> float:
+                return _hyper.brownian_log_prior(value, nu, psi, d)
+
+            def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
+                scatter, m = _core.coalescent_contrasts(X, tree._structure, root=options["root"])
+                return _hyper.brownian_map(np.asarray(scatter), m, current, nu, psi)
+        else:
+            a, b = _hyper.rate_prior(self.Lambda_prior, lam)
+
+            def log_prior(value: np.ndarray) -> float:
+                return _hyper.rate_log_prior(value, a, b)
+
+            def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
+                return _hyper.rate_map(X, tree._structure, current, a, b, options["n_jobs"])
+
+        def log_joint(tree: Tree, value: np.ndarray) -> float:
+            model = {**_model_options(options), "lambda_": value}
+            return float(_core.coalescent_log_joint(X, tree._structure, **model))
+
+        objective = fitted.log_joint + log_prior(lam)
+        trace = [objective]
+        fitted_under = lam
+        for _ in range(hyper_iter):
+            # Hyperparameters given the tree: the posterior mode, never worse than before.
+            new = m_step(fitted.tree, lam)
+            tree_joint = log_joint(fitted.tree, new)
+            if tree_joint + log_prior(new) < objective:
+                break
+            lam = new
+            fitted = fitted._replace(log_joint=tree_joint)
+            trace.append(tree_joint + log_prior(lam))
+            # The tree given the hyperparameters, kept only if it improves the objective.
+            candidate = self._infer(X, {**options, "lambda_": lam})
+            improved = candidate.log_joint + log_prior(lam) > trace[-1]
+            if improved:
+                fitted, fitted_under = candidate, lam
+                trace.append(candidate.log_joint + log_prior(lam))
+            gain, objective = trace[-1] - objective, trace[-1]
+            if not improved or gain <= _HYPER_TOL * (1.0 + abs(objective)):
+                break
+        if fitted.particles is not None and fitted_under is not lam:
+            # SMC: the particles and the estimate of p(x) belong to the final hyperparameters.
+            fitted = self._infer(X, {**options, "lambda_": lam})
+        return fitted, lam, trace
 
     def cluster_labels(self, llr_threshold: float | None = None) -> np.ndarray:
         """Flat clusters of ``tree_`` by the log-likelihood-ratio rule (Teh et al. §5).
@@ -280,6 +387,28 @@ class KingmanCoalescent(ParamsMixin):
             raise NotFittedError("call fit before using the fitted tree")
 
 
+class _Fitted(NamedTuple):
+    """One run of the inference: its tree and, for SMC, the particles."""
+
+    tree: Tree
+    log_joint: float
+    log_marginal: float | None = None
+    particles: list[Tree] | None = None
+    particle_log_weights: np.ndarray | None = None
+    ess: np.ndarray | None = None
+
+
+#: Hyperparameter learning stops when a round improves the objective by less than this
+#: (relative to 1 + |objective|).
+_HYPER_TOL = 1e-9
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}", name)
+    return bool(value)
+
+
 def _model_options(options: dict[str, Any]) -> dict[str, Any]:
     """The model options of ``options`` (likelihood, ``Lambda`` and root)."""
     return {k: options[k] for k in ("likelihood", "lambda_", "root")}
@@ -308,7 +437,7 @@ def _split_llr(tree: Tree, evidence: np.ndarray) -> np.ndarray:
     return llr
 
 
-def _from_nested(tree: Any, n_leaves: int) -> Tree:
+def tree_from_nested(tree: Any, n_leaves: int) -> Tree:
     """A timed tree from nested dicts ``{"t": time, "children": [...]}`` with int leaves."""
     internal: list[list[int]] = []
     heights: list[float] = []
@@ -394,7 +523,7 @@ def coalescent_log_joint(
     """
     X = check_array(X, min_rows=1)
     if not isinstance(tree, Tree):
-        tree = _from_nested(tree, X.shape[0])
+        tree = tree_from_nested(tree, X.shape[0])
     if tree.n_leaves != X.shape[0]:
         raise InvalidTreeError(f"the tree has {tree.n_leaves} leaves, but X has {X.shape[0]} rows")
     return float(

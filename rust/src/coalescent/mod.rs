@@ -25,6 +25,7 @@
 //! ```
 
 pub mod greedy;
+pub mod hyper;
 pub mod kingman;
 pub mod params;
 pub mod smc;

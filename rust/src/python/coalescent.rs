@@ -2,7 +2,7 @@
 //! Greedy-Rate1 on a worker thread (Ctrl-C works), and `ln p(x, π)` of a given timed tree.
 
 use ndarray::{ArrayView2, Ix1, Ix2};
-use numpy::{PyReadonlyArray2, PyReadonlyArrayDyn};
+use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::prelude::*;
 
 use super::run_interruptible;
@@ -298,10 +298,54 @@ fn coalescent_subtree_evidence(
     })
 }
 
+/// The independent contrasts of the rows of `x` on a timed tree: the scatter `S` and the
+/// number of contrasts (see [`coalescent::hyper::brownian_contrasts`]).
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, root))]
+fn coalescent_contrasts<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    root: Option<f64>,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, usize)> {
+    let root = match root {
+        None => Root::Flat,
+        Some(s0) => Root::Gaussian { s0 },
+    };
+    let (scatter, m) =
+        coalescent::hyper::brownian_contrasts(x.as_array(), &tree.get().inner, root)?;
+    Ok((scatter.into_pyarray(py), m))
+}
+
+/// `ln p(x_d | π, λ_d)` of every feature of the multinomial model at the trial `rates`.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, rates, n_jobs))]
+fn coalescent_feature_log_likelihoods(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    rates: PyReadonlyArrayDyn<'_, f64>,
+    n_jobs: Option<usize>,
+) -> PyResult<Vec<f64>> {
+    let x = x.as_array();
+    let AnyMessageModel::Mutation(model) = build_model("multinomial", &rates, None, x)? else {
+        unreachable!("a multinomial model was asked for")
+    };
+    let rates: Vec<f64> = rates.as_array().iter().copied().collect();
+    let threads = Threads::new(n_jobs)?;
+    let tree = tree.get().inner.clone();
+    let x = x.to_owned();
+    run_interruptible(py, move |_| {
+        coalescent::hyper::feature_log_likelihoods(&model, x.view(), &tree, &rates, &threads)
+    })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_subtree_evidence, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_contrasts, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_feature_log_likelihoods, m)?)?;
     Ok(())
 }
