@@ -6,6 +6,7 @@ import numpy.typing as npt
 __all__ = [
     "BrtFit",
     "BrtParams",
+    "CoalescentPredictor",
     "ModelSpec",
     "RoseTree",
     "Tree",
@@ -14,6 +15,7 @@ __all__ = [
     "coalescent_contrasts",
     "coalescent_feature_log_likelihoods",
     "coalescent_log_joint",
+    "coalescent_predictor",
     "coalescent_smc",
     "coalescent_subtree_evidence",
     "evaluate_tree",
@@ -227,6 +229,22 @@ def coalescent_feature_log_likelihoods(
     rates: npt.NDArray[np.float64],
     n_jobs: int | None,
 ) -> list[float]: ...
+
+@final
+class CoalescentPredictor:
+    def log_density(
+        self, x: npt.NDArray[np.float64], *, n_jobs: int | None
+    ) -> tuple[list[float], npt.NDArray[np.float64]]: ...
+    def leaf_posteriors(self) -> npt.NDArray[np.float64]: ...
+
+def coalescent_predictor(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+) -> CoalescentPredictor: ...
 def coalescent_subtree_evidence(
     x: npt.NDArray[np.float64],
     tree: Tree,

@@ -10,7 +10,13 @@ from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ParamsMixin
 from ._validation import check_array, check_n_jobs, check_seed
-from .exceptions import InvalidParameterError, InvalidTreeError, NotFittedError, NumericalError
+from .exceptions import (
+    InvalidDataError,
+    InvalidParameterError,
+    InvalidTreeError,
+    NotFittedError,
+    NumericalError,
+)
 from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
@@ -264,6 +270,8 @@ class KingmanCoalescent(ParamsMixin):
         self.particle_log_weights_ = fitted.particle_log_weights
         self.ess_ = fitted.ess
         self.n_features_in_ = X.shape[1]
+        self._X = X
+        self._model_options = _model_options(options)
         evidence = np.asarray(
             _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
         )
@@ -378,6 +386,159 @@ class KingmanCoalescent(ParamsMixin):
                 clusters.append(v)
         return tree.labels_of(clusters)
 
+    # ------------------------------------------------------------------ prediction
+    def _weighted_predictors(self) -> list[tuple[float, Any]]:
+        """``(log weight, core predictor)`` of ``tree_``, or of every SMC particle."""
+        self._check_fitted()
+        trees = [self.tree_] if self.particles_ is None else self.particles_
+        weights = [0.0] if self.particle_log_weights_ is None else self.particle_log_weights_
+        return [
+            (float(w), _core.coalescent_predictor(self._X, t._structure, **self._model_options))
+            for w, t in zip(weights, trees, strict=True)
+            if np.isfinite(w)
+        ]
+
+    def _new_rows(self, X: Any) -> np.ndarray:
+        self._check_fitted()
+        X = check_array(X, min_rows=1)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidDataError(
+                f"X has {X.shape[1]} columns but the tree was fitted to {self.n_features_in_}"
+            )
+        return X
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        r"""Log predictive density of each row of ``X`` under the fitted tree (§4.4).
+
+        A new point joins the tree as an extra leaf of the coalescent: it coalesces with
+        each lineage alive at time :math:`t` at rate 1, so it joins a given branch at time
+        :math:`t` with density :math:`\exp(-\int_t^0 k(s)\,ds)`, :math:`k(s)` the number
+        of branches alive at :math:`s`; its value is drawn from the process run from the
+        posterior at the joining point. The density sums over the branches and integrates
+        over :math:`t` by Gauss quadrature, split where :math:`k` changes. With SMC it is
+        averaged over the particles with their weights. For the multinomial likelihood it
+        is the log probability of the row's categories; NaN entries are marginalised.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+
+        Returns
+        -------
+        log_density : ndarray of shape (n_new,)
+        """
+        X = self._new_rows(X)
+        terms = [
+            w + np.asarray(p.log_density(X, n_jobs=check_n_jobs(self.n_jobs))[0])
+            for w, p in self._weighted_predictors()
+        ]
+        return np.asarray(_logsumexp_rows(np.vstack(terms)))
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
+        return float(np.mean(self.score_samples(X)))
+
+    def attach_proba(self, X: Any) -> np.ndarray:
+        """Where each new row would join ``tree_``: probabilities per branch.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_new, n_nodes)
+            Entry ``[i, v]`` is the posterior probability that row ``i`` joins the branch
+            above node ``v`` of ``tree_`` (for the root, the lineage above it); rows sum
+            to 1.
+        """
+        X = self._new_rows(X)
+        self._check_fitted()
+        predictor = _core.coalescent_predictor(
+            self._X, self.tree_._structure, **self._model_options
+        )
+        return np.asarray(predictor.log_density(X, n_jobs=check_n_jobs(self.n_jobs))[1])
+
+    def predict_proba_missing(self) -> np.ndarray:
+        """Posterior predictive probabilities of every training entry's category.
+
+        For the multinomial likelihood: the posterior at each leaf, given all the data,
+        of each feature's state (averaged over the particles with their weights for SMC).
+        For an observed entry it is the observed category; for a NaN entry it is the
+        prediction.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_features, K_max)
+            ``proba[i, j, k]``: the probability that entry ``(i, j)`` is category ``k``;
+            zeros beyond feature ``j``'s ``K_j`` categories.
+
+        Raises
+        ------
+        InvalidParameterError
+            For the Brownian likelihood (use :meth:`impute`).
+        """
+        self._check_fitted()
+        if self._model_options["likelihood"] != "multinomial":
+            raise InvalidParameterError(
+                "predict_proba_missing needs the multinomial likelihood", "likelihood"
+            )
+        total: np.ndarray | None = None
+        for w, p in self._weighted_predictors():
+            part = np.exp(w) * np.asarray(p.leaf_posteriors())
+            total = part if total is None else total + part
+        assert total is not None
+        return total / total.sum(axis=2, keepdims=True)
+
+    def impute(self) -> np.ndarray:
+        """The training data with every NaN entry replaced by its prediction.
+
+        The most probable category (multinomial), or the posterior mean at the leaf
+        (Brownian), given all the data and the fitted tree (SMC: all particles, weighted).
+        """
+        self._check_fitted()
+        X = self._X.copy()
+        missing = np.isnan(X)
+        if not missing.any():
+            return X
+        if self._model_options["likelihood"] == "multinomial":
+            X[missing] = self.predict_proba_missing().argmax(axis=2)[missing]
+        else:
+            means = sum(
+                np.exp(w) * np.asarray(p.leaf_posteriors())[:, :, 0]
+                for w, p in self._weighted_predictors()
+            )
+            X[missing] = np.asarray(means)[missing]
+        return X
+
+    def log_predictive_missing(self, X_true: Any, rows: Any = None, columns: Any = None) -> float:
+        r"""Summed log predictive probability of true values at entries missing in training.
+
+        Parameters
+        ----------
+        X_true : array-like of shape (n_samples, n_features)
+            The complete data; only the cells asked for are read.
+        rows, columns : array-like of int, optional
+            The cells ``(rows[k], columns[k])``; by default every NaN entry of the training
+            data.
+
+        Returns
+        -------
+        float
+            :math:`\sum_k \ln p(x_{r_k c_k} \mid \text{observed entries})` under the
+            fitted tree (multinomial likelihood).
+        """
+        self._check_fitted()
+        if rows is None or columns is None:
+            rows, columns = np.nonzero(np.isnan(self._X))
+        rows, columns = np.asarray(rows, dtype=int), np.asarray(columns, dtype=int)
+        X_true = check_array(X_true, min_rows=1, name="X_true")
+        if X_true.shape != self._X.shape:
+            raise InvalidDataError(
+                f"X_true has shape {X_true.shape}, the training data {self._X.shape}"
+            )
+        values = X_true[rows, columns]
+        if np.isnan(values).any():
+            raise InvalidDataError("X_true has NaN at a cell asked for")
+        proba = self.predict_proba_missing()
+        return float(np.log(proba[rows, columns, values.astype(int)]).sum())
+
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit to ``X`` and return the flat clusters ``labels_``."""
         return self.fit(X).labels_
@@ -401,6 +562,13 @@ class _Fitted(NamedTuple):
 #: Hyperparameter learning stops when a round improves the objective by less than this
 #: (relative to 1 + |objective|).
 _HYPER_TOL = 1e-9
+
+
+def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    """``ln sum exp`` down the columns of ``a`` (one column per new row)."""
+    top = a.max(axis=0)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    return safe + np.log(np.exp(a - safe).sum(axis=0))
 
 
 def _flag(value: Any, name: str) -> bool:

@@ -28,6 +28,7 @@ pub mod greedy;
 pub mod hyper;
 pub mod kingman;
 pub mod params;
+pub mod predict;
 pub mod smc;
 
 pub use greedy::{CoalescentFit, greedy_rate1};

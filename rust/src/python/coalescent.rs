@@ -2,11 +2,15 @@
 //! Greedy-Rate1 on a worker thread (Ctrl-C works), and `ln p(x, π)` of a given timed tree.
 
 use ndarray::{ArrayView2, Ix1, Ix2};
-use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2, PyReadonlyArrayDyn};
+use std::sync::Arc;
+
+use ndarray::{Array2, Array3};
+use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::prelude::*;
 
 use super::run_interruptible;
 use super::tree::PyTree;
+use crate::coalescent::predict::Predictor;
 use crate::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use crate::coalescent::{self, CoalescentParams, Inference};
 use crate::error::{Result, RoseTreeError};
@@ -340,12 +344,169 @@ fn coalescent_feature_log_likelihoods(
     })
 }
 
+/// A fitted tree's messages for prediction ([`Predictor`]).
+enum AnyPredictor {
+    Brownian(Predictor<BrownianDiffusion>),
+    Mutation(Predictor<MultinomialMutation>),
+}
+
+/// Predictions from a coalescent tree and its training rows: predictive densities of new
+/// rows, where they would join the tree, and posterior marginals at the leaves.
+#[pyclass(frozen, module = "rosetree._core", name = "CoalescentPredictor")]
+pub(crate) struct PyCoalescentPredictor {
+    inner: Arc<AnyPredictor>,
+}
+
+fn log_density_with<M: MessageModel + Send + 'static>(
+    py: Python<'_>,
+    predictor: Arc<AnyPredictor>,
+    pick: fn(&AnyPredictor) -> &Predictor<M>,
+    x: Array2<f64>,
+    threads: Threads,
+) -> PyResult<(Vec<f64>, Array2<f64>)>
+where
+    M::Message: 'static,
+{
+    run_interruptible(py, move |interrupt| {
+        let p = pick(&predictor);
+        if x.ncols() != p.model().n_features() {
+            return Err(RoseTreeError::ShapeMismatch {
+                what: "X".into(),
+                expected: format!("{} columns", p.model().n_features()),
+                found: format!("{} columns", x.ncols()),
+            });
+        }
+        let rows: Vec<usize> = (0..x.nrows()).collect();
+        let mut results = Vec::with_capacity(rows.len());
+        // Chunks in parallel, the interrupt polled between them.
+        for chunk in rows.chunks(16) {
+            if interrupt() {
+                return Err(RoseTreeError::Interrupted);
+            }
+            results.extend(threads.try_map(chunk, 2, |&i| p.log_density_by_branch(x.row(i), i))?);
+        }
+        let n_nodes = p.tree().nodes().len();
+        let mut attach = Array2::zeros((x.nrows(), n_nodes));
+        let mut total = Vec::with_capacity(x.nrows());
+        for (i, (log_p, by_branch)) in results.into_iter().enumerate() {
+            for (v, lb) in by_branch.into_iter().enumerate() {
+                attach[[i, v]] = (lb - log_p).exp();
+            }
+            total.push(log_p);
+        }
+        Ok((total, attach))
+    })
+}
+
+#[pymethods]
+impl PyCoalescentPredictor {
+    /// `ln p(y | x, π)` of every row of `x`, and the probability that each row joins the
+    /// branch above each node.
+    #[pyo3(signature = (x, *, n_jobs))]
+    fn log_density<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'_, f64>,
+        n_jobs: Option<usize>,
+    ) -> PyResult<(Vec<f64>, Bound<'py, PyArray2<f64>>)> {
+        let threads = Threads::new(n_jobs)?;
+        let x = x.as_array().to_owned();
+        let predictor = Arc::clone(&self.inner);
+        let (total, attach) = match &*self.inner {
+            AnyPredictor::Brownian(_) => log_density_with(
+                py,
+                predictor,
+                |p| match p {
+                    AnyPredictor::Brownian(b) => b,
+                    AnyPredictor::Mutation(_) => unreachable!(),
+                },
+                x,
+                threads,
+            )?,
+            AnyPredictor::Mutation(_) => log_density_with(
+                py,
+                predictor,
+                |p| match p {
+                    AnyPredictor::Mutation(m) => m,
+                    AnyPredictor::Brownian(_) => unreachable!(),
+                },
+                x,
+                threads,
+            )?,
+        };
+        Ok((total, attach.into_pyarray(py)))
+    }
+
+    /// The posterior at every leaf: for the multinomial likelihood the probabilities of
+    /// each state of each feature, shape `(n, d, K_max)` (zeros beyond `K_d`); for Brownian
+    /// diffusion the posterior means, shape `(n, d, 1)`.
+    fn leaf_posteriors<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray3<f64>> {
+        let out = match &*self.inner {
+            AnyPredictor::Brownian(p) => {
+                let n = p.tree().n_leaves();
+                let d = p.model().n_features();
+                let mut out = Array3::zeros((n, d, 1));
+                for i in 0..n {
+                    let mean = p.model().mean(&p.posterior_at_node(i));
+                    for (j, m) in mean.into_iter().enumerate() {
+                        out[[i, j, 0]] = m;
+                    }
+                }
+                out
+            }
+            AnyPredictor::Mutation(p) => {
+                let model = p.model();
+                let n = p.tree().n_leaves();
+                let d = model.n_features();
+                let k_max = (0..d).map(|j| model.n_states(j)).max().unwrap_or(1);
+                let mut out = Array3::zeros((n, d, k_max));
+                for i in 0..n {
+                    let post = p.posterior_at_node(i);
+                    for j in 0..d {
+                        let q = model.equilibrium(j);
+                        let block = model.feature(&post, j);
+                        let total: f64 = q.iter().zip(block).map(|(a, b)| a * b).sum();
+                        for (k, (a, b)) in q.iter().zip(block).enumerate() {
+                            out[[i, j, k]] = a * b / total;
+                        }
+                    }
+                }
+                out
+            }
+        };
+        out.into_pyarray(py)
+    }
+}
+
+/// The predictor of a timed tree fitted to the rows of `x`.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
+fn coalescent_predictor(
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+) -> PyResult<PyCoalescentPredictor> {
+    let x = x.as_array();
+    let tree = tree.get().inner.clone();
+    let inner = match build_model(likelihood, &lambda_, root, x)? {
+        AnyMessageModel::Brownian(m) => AnyPredictor::Brownian(Predictor::new(m, x, tree)?),
+        AnyMessageModel::Mutation(m) => AnyPredictor::Mutation(Predictor::new(m, x, tree)?),
+    };
+    Ok(PyCoalescentPredictor {
+        inner: Arc::new(inner),
+    })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_subtree_evidence, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_contrasts, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_predictor, m)?)?;
+    m.add_class::<PyCoalescentPredictor>()?;
     m.add_function(wrap_pyfunction!(coalescent_feature_log_likelihoods, m)?)?;
     Ok(())
 }

@@ -373,6 +373,17 @@ impl MessageModel for BrownianDiffusion {
 
     /// Flat root: `0`. Gaussian root `N(0, s0Λ)`: `ln ∫ N(y; 0, s0Λ) N(y; μ, vΛ) dy =
     /// ln N(μ; 0, (s0 + v)Λ)`; `0` for the uninformative message.
+    /// The uninformative message for the flat root, `N(0, s0Λ)` for a Gaussian root.
+    fn root_message(&self) -> GaussianMessage {
+        match self.root {
+            Root::Flat => self.flat(),
+            Root::Gaussian { s0 } => GaussianMessage {
+                mean: vec![0.0; self.n_features()],
+                var: s0,
+            },
+        }
+    }
+
     fn root_log_z(&self, msg: &GaussianMessage) -> f64 {
         match self.root {
             Root::Flat => 0.0,

@@ -129,6 +129,15 @@ pub trait MessageModel: Sync {
     /// that keeps later sums at `−∞` rather than NaN.
     fn combine(&self, msgs: &[Self::Message]) -> (Self::Message, f64);
 
+    /// The root's prior as a message, the start of a downward pass: with it,
+    /// `combine(&[root_message(), M_root])` is the posterior at the root node. Messages are
+    /// relative to the model's reference measure (the flat measure for Brownian motion, the
+    /// equilibrium for mutation), so a prior equal to that measure is the uninformative
+    /// message, which is the default.
+    fn root_message(&self) -> Self::Message {
+        self.combine(&[]).0
+    }
+
     /// `ln Z_−∞`, the log normaliser at the root (Teh et al. eq 5): the message at the root
     /// node integrated against the root's prior.
     fn root_log_z(&self, msg: &Self::Message) -> f64;

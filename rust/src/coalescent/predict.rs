@@ -1,0 +1,321 @@
+//! Prediction with a fitted coalescent tree (Teh, Daumé & Roy 2007, §4.4): posterior
+//! marginals by two-way message passing, the predictive density of a new point, and where
+//! it would coalesce.
+//!
+//! # Posterior marginals
+//! An upward pass gives each node `v` its message `U_v` from the data below it; a downward
+//! pass, started from the root's prior ([`MessageModel::root_message`]), gives the message
+//! `O_c` that reaches the parent `p` of each node `c` from everything outside `c`'s subtree:
+//! `O_c = combine(D_p, propagate(U_s, t_s − t_p))` over `c`'s siblings `s`, with
+//! `D_c = propagate(O_c, t_c − t_p)`. Messages are relative to the model's reference measure,
+//! which is stationary for both models (flat for Brownian motion, the equilibrium for
+//! mutation) and makes the kernel reversible, so the same `propagate` serves both directions.
+//! The posterior at a point at time `t` on the branch above `c` is
+//! `combine(propagate(U_c, t_c − t), propagate(O_c, t − t_p))`, normalised so that it is a
+//! density (or distribution) against the reference measure.
+//!
+//! # Where a new point joins, and its density
+//! Under the `(n + 1)`-coalescent, restricted to the first `n` lineages it is the
+//! `n`-coalescent (Kingman's consistency); given those lineages' tree `π`, the new lineage
+//! coalesces with each lineage alive at time `s` at rate 1, so it joins a given branch at a
+//! time `t` with density `S(t) = exp(−∫_t^0 k(s) ds)`, `k(s)` the number of branches of `π`
+//! alive at `s` (above the root `k = 1`, the root's lineage continuing to `−∞`). This is the
+//! ratio of eq 2 for the tree `π′` with the new leaf inserted and for `π`: the waiting times
+//! before the join carry the extra rate `k` each, and the join itself is one of the
+//! `C(k + 1, 2)` pairs at rate 1. Inserting a node on a branch does not change the
+//! likelihood of the other points, so
+//!
+//! ```text
+//! p(y′ | x, π) = Σ_branches ∫ S(t) · E_{posterior at (branch, t)}[p(y′ | value at t)] dt,
+//! ```
+//!
+//! and the last factor is the normaliser of combining the posterior message with the new
+//! leaf's message propagated over `|t|` (times its own `ln Z_leaf`). Above the root the new
+//! point makes a new root at `t`; the factor is then `p(x, y′ | π′) / p(x | π)` with the
+//! root prior moved to `t`. A Gaussian root prior sits on whichever node is the root, so
+//! moving it changes the probability of the old points too: the density is then divided by
+//! `Σ∫ S(t) p(x | π′) / p(x | π)`, which makes it the conditional density of `y′` given `x`
+//! and `π` under the `(n + 1)`-point model (the divisor is 1 for a flat or stationary root).
+//!
+//! The time integral is split at every event time of the tree, where `k` changes; within a
+//! piece `S` is an exponential and the rest is smooth, and each piece is integrated by an
+//! 8-point Gauss–Legendre rule after cutting it into sub-pieces over which `S` falls by at
+//! most `e²`. On leaf branches the piece that ends at the leaf is graded geometrically
+//! towards `t = 0` (24 levels), where the posterior narrows to the observed point and the
+//! density of a nearby `y′` peaks at `|t|` of the order of the squared distance. Above the
+//! root, `∫_0^∞ e^{−s} g(s) ds` with `s = t_root − t` by 32-point Gauss–Laguerre. The cost
+//! per new point is `O(d)` per quadrature node, and there are `O(n²)` pieces in the worst
+//! case (every branch alive across every event).
+
+use gauss_quad::{GaussLaguerre, GaussLegendre};
+
+use super::check_timed_tree;
+use crate::error::{Result, RoseTreeError};
+use crate::models::messages::MessageModel;
+use crate::tree::Tree;
+
+const LEGENDRE_ORDER: usize = 8;
+const LAGUERRE_ORDER: usize = 64;
+/// Geometric grading of the piece ending at a leaf: sub-pieces `[−Δ 2^{−j}, −Δ 2^{−j−1}]`.
+const LEAF_LEVELS: i32 = 24;
+/// The most `k·Δ` (the fall of `ln S`) over one sub-piece, and the most sub-pieces.
+const MAX_HAZARD_STEP: f64 = 2.0;
+const MAX_SUBPIECES: usize = 64;
+
+/// A quadrature node on the branch above `node` (`node = root`: above the root): time `t`
+/// and `ln(weight · S(t))`.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    node: usize,
+    t: f64,
+    log_weight: f64,
+}
+
+/// A fitted tree's messages, ready to predict (see the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct Predictor<M: MessageModel> {
+    model: M,
+    tree: Tree,
+    /// `U_v`: each node's message at its own time from the data below.
+    up: Vec<M::Message>,
+    /// `D_v`: each node's message at its own time from everything outside its subtree.
+    down: Vec<M::Message>,
+    /// `O_c`: at the parent's time, from everything outside `c`'s subtree (the root: its
+    /// prior).
+    out: Vec<M::Message>,
+    /// `ln Z_−∞` of the root's message.
+    root_log_z: f64,
+    /// `ln` of the probability of the data given the join, averaged over the join:
+    /// `ln Σ_nodes w · p(x | π′) / p(x | π)`, 0 unless a Gaussian root moves with the join.
+    log_norm: f64,
+    quadrature: Vec<Node>,
+}
+
+impl<M: MessageModel> Predictor<M> {
+    /// Messages of the rows of `x` on the timed binary tree `tree` (row `i` is leaf `i`).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] if the tree is not a timed binary coalescent tree over
+    /// the rows of `x`; whatever [`MessageModel::leaf_messages`] reports for the data.
+    pub fn new(model: M, x: ndarray::ArrayView2<'_, f64>, tree: Tree) -> Result<Self> {
+        let heights = check_timed_tree(&tree)?.to_vec();
+        let n = tree.n_leaves();
+        if x.nrows() != n {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "the tree has {n} leaves but X has {} rows",
+                x.nrows()
+            )));
+        }
+        let nodes = tree.nodes();
+        let mut up: Vec<M::Message> = model
+            .leaf_messages(x)?
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect();
+        for (v, node) in nodes.iter().enumerate().skip(n) {
+            let incoming: Vec<M::Message> = node
+                .children
+                .iter()
+                .map(|&c| model.propagate(&up[c], heights[c] - heights[v]))
+                .collect();
+            up.push(model.combine(&incoming).0);
+        }
+        let root = tree.root();
+        let mut down = vec![model.root_message(); nodes.len()];
+        let mut out = down.clone();
+        for v in (n..nodes.len()).rev() {
+            for &c in &nodes[v].children {
+                let mut incoming = vec![down[v].clone()];
+                incoming.extend(
+                    nodes[v]
+                        .children
+                        .iter()
+                        .filter(|&&s| s != c)
+                        .map(|&s| model.propagate(&up[s], heights[s] - heights[v])),
+                );
+                out[c] = model.combine(&incoming).0;
+                down[c] = model.propagate(&out[c], heights[c] - heights[v]);
+            }
+        }
+        let root_log_z = model.root_log_z(&up[root]);
+        let quadrature = quadrature(&tree, &heights);
+        let log_norm = log_sum_exp(
+            &quadrature
+                .iter()
+                .map(|q| {
+                    if q.node == root && q.t <= heights[root] {
+                        let moved = model.propagate(&up[root], heights[root] - q.t);
+                        q.log_weight + model.root_log_z(&moved) - root_log_z
+                    } else {
+                        q.log_weight
+                    }
+                })
+                .collect::<Vec<_>>(),
+        );
+        Ok(Self {
+            model,
+            tree,
+            up,
+            down,
+            out,
+            root_log_z,
+            log_norm,
+            quadrature,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// The tree.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    /// The posterior message at node `v` (at its own time), given all the data.
+    pub fn posterior_at_node(&self, v: usize) -> M::Message {
+        self.model
+            .combine(&[self.up[v].clone(), self.down[v].clone()])
+            .0
+    }
+
+    /// The posterior message at time `t` on the branch above node `v` (`t` between the
+    /// parent's time and `v`'s; for the root, any `t ≤ t_root`).
+    pub fn posterior_on_branch(&self, v: usize, t: f64) -> M::Message {
+        let h = self.tree.heights().expect("checked: the tree has heights");
+        let above = self.tree.nodes()[v].parent.map_or(t, |p| h[p]);
+        let from_below = self.model.propagate(&self.up[v], h[v] - t);
+        let from_above = self.model.propagate(&self.out[v], t - above);
+        self.model.combine(&[from_below, from_above]).0
+    }
+
+    /// `ln p(y′ | x, π)` for the new row `row` (see the [module docs](self)), and the
+    /// log of the same sum restricted to each branch (indexed by the node below it), whose
+    /// differences from the total are the log probabilities of joining each branch.
+    ///
+    /// # Errors
+    /// Whatever [`MessageModel::leaf_message`] reports for the row (`index` names it).
+    pub fn log_density_by_branch(
+        &self,
+        row: ndarray::ArrayView1<'_, f64>,
+        index: usize,
+    ) -> Result<(f64, Vec<f64>)> {
+        let (leaf, leaf_log_z) = self.model.leaf_message(row, index)?;
+        let h = self.tree.heights().expect("checked: the tree has heights");
+        let root = self.tree.root();
+        let mut by_branch = vec![Vec::new(); self.tree.nodes().len()];
+        for q in &self.quadrature {
+            let new_leaf = self.model.propagate(&leaf, -q.t);
+            let log_f = if q.node == root && q.t <= h[root] {
+                // A new root at t: the old root's message and the new leaf meet there.
+                let old = self.model.propagate(&self.up[root], h[root] - q.t);
+                let (msg, log_z) = self.model.combine(&[old, new_leaf]);
+                log_z + self.model.root_log_z(&msg) - self.root_log_z
+            } else {
+                let post = self.posterior_on_branch(q.node, q.t);
+                self.model.combine(&[post, new_leaf]).1
+            };
+            by_branch[q.node].push(q.log_weight + log_f + leaf_log_z - self.log_norm);
+        }
+        let per_branch: Vec<f64> = by_branch.iter().map(|v| log_sum_exp(v)).collect();
+        Ok((log_sum_exp(&per_branch), per_branch))
+    }
+}
+
+/// `ln Σ exp(v)`; `−∞` for an empty slice.
+fn log_sum_exp(v: &[f64]) -> f64 {
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if max == f64::NEG_INFINITY || max.is_nan() {
+        return max;
+    }
+    max + v.iter().map(|x| (x - max).exp()).sum::<f64>().ln()
+}
+
+/// The quadrature nodes of the join time over every branch (module docs).
+fn quadrature(tree: &Tree, heights: &[f64]) -> Vec<Node> {
+    let n = tree.n_leaves();
+    let root = tree.root();
+    // Merge times, most recent first, and the hazard ∫_t^0 k at each of them.
+    let mut events: Vec<f64> = heights[n..].to_vec();
+    events.sort_by(|a, b| b.total_cmp(a));
+    let mut hazard_at = Vec::with_capacity(events.len() + 1);
+    let mut last = (0.0, 0.0);
+    hazard_at.push(0.0);
+    for (j, &e) in events.iter().enumerate() {
+        let h = last.1 + (n - j) as f64 * (last.0 - e);
+        hazard_at.push(h);
+        last = (e, h);
+    }
+    // ∫_t^0 k(s) ds: `j` merges at times ≥ t, so n − j lineages below the last of them.
+    let hazard = |t: f64| {
+        let j = events.partition_point(|&e| e >= t);
+        let prev = if j == 0 { 0.0 } else { events[j - 1] };
+        hazard_at[j] + (n - j) as f64 * (prev - t)
+    };
+    let legendre = GaussLegendre::new(LEGENDRE_ORDER.try_into().expect("order > 0"));
+    let mut nodes = Vec::new();
+    let add_piece = |node: usize, lo: f64, hi: f64, nodes: &mut Vec<Node>| {
+        let half = 0.5 * (hi - lo);
+        let mid = 0.5 * (hi + lo);
+        for (x, w) in legendre.iter() {
+            let t = mid + half * x;
+            nodes.push(Node {
+                node,
+                t,
+                log_weight: (w * half).ln() - hazard(t),
+            });
+        }
+    };
+    for c in 0..tree.nodes().len() {
+        let Some(p) = tree.nodes()[c].parent else {
+            continue;
+        };
+        let (top, bottom) = (heights[p], heights[c]);
+        // Event times strictly inside the branch cut it into pieces with one k each.
+        let inside = events.iter().copied().filter(|&e| e > top && e < bottom);
+        let mut cuts: Vec<f64> = std::iter::once(top).chain(inside).collect();
+        cuts.push(bottom);
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        for pair in cuts.windows(2) {
+            let (lo, hi) = (pair[0], pair[1]);
+            if hi <= lo {
+                continue;
+            }
+            let k = (n - events.partition_point(|&e| e >= hi)) as f64;
+            let m = ((k * (hi - lo) / MAX_HAZARD_STEP).ceil() as usize).clamp(1, MAX_SUBPIECES);
+            let step = (hi - lo) / m as f64;
+            for s in 0..m {
+                let (a, b) = (lo + step * s as f64, lo + step * (s + 1) as f64);
+                if c < n && s + 1 == m && hi == 0.0 {
+                    // Graded towards the leaf: [a, a/2], [a/2, a/4], …
+                    let mut left = a;
+                    for j in 1..=LEAF_LEVELS {
+                        let right = a * 0.5f64.powi(j);
+                        add_piece(c, left, right, &mut nodes);
+                        left = right;
+                    }
+                    add_piece(c, left, 0.0, &mut nodes);
+                } else {
+                    add_piece(c, a, b, &mut nodes);
+                }
+            }
+        }
+    }
+    // Above the root: t = t_root − s, S(t) = S(t_root) e^{−s}.
+    let laguerre = GaussLaguerre::new(
+        LAGUERRE_ORDER.try_into().expect("order > 0"),
+        0.0.try_into().expect("0 > −1"),
+    );
+    let base = hazard(heights[root]);
+    for (s, w) in laguerre.iter() {
+        nodes.push(Node {
+            node: root,
+            t: heights[root] - s,
+            log_weight: w.ln() - base,
+        });
+    }
+    nodes
+}
