@@ -183,9 +183,9 @@ def _exact_greedy_reference(X, lam, rule):
     """Greedy-MaxProb or -MinDuration as the paper states them (Teh et al. §4.2), for
     Brownian diffusion with Lambda = lam * I: at every step each live pair's i-th term of
     eq 7, -C(m, 2) delta + ln N(mu_l - mu_r; 0, (v_l + v_r + L0 + 2 delta) lam I), is
-    maximised over delta >= 0 by scipy's bounded Brent search on its closed form; MaxProb takes the largest
-    term, MinDuration the smallest delta (ties at delta = 0: the largest term). Returns the
-    merges (l, r, time) in order."""
+    maximised over delta >= 0 by scipy's bounded Brent search on its closed form; MaxProb
+    takes the largest term, MinDuration the smallest delta (ties at delta = 0: the largest
+    term). Returns the merges (left, right, time) in order."""
     from scipy.optimize import minimize_scalar
 
     n, d = X.shape
@@ -198,12 +198,12 @@ def _exact_greedy_reference(X, lam, rule):
     while len(live) > 1:
         rate = math.comb(len(live), 2)
         scored = []
-        for a, l in enumerate(live):
+        for a, left in enumerate(live):
             for r in live[a + 1 :]:
-                diff = means[l] - means[r]
-                w = var[l] + var[r] + (times[l] - now) + (times[r] - now)
+                diff = means[left] - means[r]
+                w = var[left] + var[r] + (times[left] - now) + (times[r] - now)
 
-                def term(delta, diff=diff, w=w):
+                def term(delta, diff=diff, w=w, rate=rate):
                     v = (w + 2 * delta) * lam
                     if v == 0.0:
                         return -math.inf
@@ -220,17 +220,17 @@ def _exact_greedy_reference(X, lam, rule):
                 delta = opt.x if term(opt.x) > term(0.0) else 0.0
                 value = term(delta)
                 key = -value if rule == "greedy-maxprob" else (delta, -value)
-                scored.append((key, delta, l, r))
+                scored.append((key, delta, left, r))
         scored.sort(key=lambda s: s[0])
-        _, delta, l, r = scored[0]
+        _, delta, left, r = scored[0]
         t = now - delta
-        vl, vr = var[l] + times[l] - t, var[r] + times[r] - t
-        means.append((means[l] / vl + means[r] / vr) / (1 / vl + 1 / vr))
+        vl, vr = var[left] + times[left] - t, var[r] + times[r] - t
+        means.append((means[left] / vl + means[r] / vr) / (1 / vl + 1 / vr))
         var.append(1 / (1 / vl + 1 / vr))
         times.append(t)
         now = t
-        live = [c for c in live if c not in (l, r)] + [len(times) - 1]
-        merges.append((l, r, t))
+        live = [c for c in live if c not in (left, r)] + [len(times) - 1]
+        merges.append((left, r, t))
     return merges
 
 
@@ -242,8 +242,8 @@ def test_exact_greedy_matches_the_paper_rule_with_scipy(inference, seed):
     X = rng.normal(0.0, 2.0, size=(n, d))
     est = rt.KingmanCoalescent(Lambda=lam, inference=inference).fit(X)
     want = _exact_greedy_reference(X, lam, inference)
-    for k, (l, r, t) in enumerate(want):
-        assert est.tree_.children[n + k] == (l, r), f"merge {k}"
+    for k, (left, right, t) in enumerate(want):
+        assert est.tree_.children[n + k] == (left, right), f"merge {k}"
         assert est.tree_.heights[n + k] == pytest.approx(t, rel=1e-6, abs=1e-9)
 
 

@@ -158,7 +158,11 @@ fn best_pair<M: MessageModel>(
 ) -> Result<Candidate> {
     let m = live.len();
     let rows: Vec<usize> = (0..m - 1).collect();
-    let min_parallel = if m >= MIN_PARALLEL_LIVE { 2 } else { usize::MAX };
+    let min_parallel = if m >= MIN_PARALLEL_LIVE {
+        2
+    } else {
+        usize::MAX
+    };
     let mut best: Option<Candidate> = None;
     for block in rows.chunks((PAIRS_PER_POLL / m).max(1)) {
         if interrupt() {

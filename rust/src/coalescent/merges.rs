@@ -82,7 +82,11 @@ impl<'a, M: MessageModel> Merges<'a, M> {
     /// merge's `ln Z` (eq 4) of the two messages propagated from their times to `t`.
     /// Returns the merged cluster's id.
     pub(crate) fn merge(&mut self, i: u32, j: u32, t: f64) -> u32 {
-        debug_assert!(t <= self.now, "merge at {t} after the last one at {}", self.now);
+        debug_assert!(
+            t <= self.now,
+            "merge at {t} after the last one at {}",
+            self.now
+        );
         // Lineages alive during [t, now): every live cluster, `i` and `j` included.
         self.log_prior -= pair_rate(self.n_live()) * (self.now - t);
         self.now = t;

@@ -244,7 +244,10 @@ fn an_interrupt_stops_the_search() {
     let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
     let x = three_groups(90, 2);
     for inference in [Inference::GreedyMaxProb, Inference::GreedyMinDuration] {
-        let params = CoalescentParams::new().inference(inference).check().unwrap();
+        let params = CoalescentParams::new()
+            .inference(inference)
+            .check()
+            .unwrap();
         let calls = Cell::new(0);
         let interrupt = || {
             calls.set(calls.get() + 1);
