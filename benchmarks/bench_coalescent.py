@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Greedy-Rate1 against SciPy's average linkage on the same rows.
+r"""Greedy-Rate1 against SciPy's average linkage on the same rows.
 
 Kingman's coalescent with Brownian diffusion and an isotropic Lambda.
 
@@ -9,11 +9,20 @@ Gaussians), then in the same process times ``rt.KingmanCoalescent(Lambda=1.0).fi
 each, and reports the best time of each and their ratio.
 
     python benchmarks/bench_coalescent.py --sizes 1000 2000 4000 8000 --repeat 3
+
+With ``--inference greedy-maxprob greedy-minduration`` it instead times those cubic
+searches against Greedy-Rate1 on the same data in the same run (best of ``--repeat``),
+and reports each one's time, its ratio to Greedy-Rate1, and the growth exponent
+``log(t_k / t_{k-1}) / log(n_k / n_{k-1})`` between successive sizes:
+
+    python benchmarks/bench_coalescent.py --sizes 250 500 1000 --repeat 1 \
+        --inference greedy-maxprob greedy-minduration
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -46,7 +55,16 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n-jobs", type=int, default=None)
+    ap.add_argument(
+        "--inference",
+        nargs="+",
+        default=None,
+        help="time these inferences against Greedy-Rate1 instead of SciPy",
+    )
     args = ap.parse_args()
+    if args.inference:
+        compare_inferences(args)
+        return
     print("| n | d | Greedy-Rate1 s | SciPy average s | ratio |")
     print("|---:|---:|---:|---:|---:|")
     for n in args.sizes:
@@ -55,6 +73,34 @@ def main() -> None:
         t_rt = best(lambda est=est, X=X: est.fit(X), args.repeat)
         t_sp = best(lambda X=X: linkage(pdist(X), "average"), args.repeat)
         print(f"| {n} | {args.d} | {t_rt:.3f} | {t_sp:.3f} | {t_rt / t_sp:.2f} |", flush=True)
+
+
+def compare_inferences(args: argparse.Namespace) -> None:
+    """Time ``args.inference`` against Greedy-Rate1 for every size; print a Markdown table."""
+    names = ["greedy-rate1", *[i for i in args.inference if i != "greedy-rate1"]]
+    header = " | ".join(f"{name} s" for name in names)
+    ratios = " | ".join(f"{name} / rate1" for name in names[1:])
+    growth = " | ".join(f"{name} exponent" for name in names)
+    print(f"| n | d | {header} | {ratios} | {growth} |")
+    print("|---:|---:|" + "---:|" * (3 * len(names) - 1))
+    for name in names:  # warm-up: thread pools, first-call costs
+        rt.KingmanCoalescent(inference=name, n_jobs=args.n_jobs).fit(data(20, args.d))
+    previous: tuple[int, list[float]] | None = None
+    for n in args.sizes:
+        X = data(n, args.d)
+        times = []
+        for name in names:
+            est = rt.KingmanCoalescent(Lambda=1.0, inference=name, n_jobs=args.n_jobs)
+            times.append(best(lambda est=est, X=X: est.fit(X), args.repeat))
+        cells = [f"{t:.3f}" for t in times] + [f"{t / times[0]:.1f}" for t in times[1:]]
+        if previous is None:
+            cells += ["–"] * len(names)
+        else:
+            n0, t0 = previous
+            pairs = zip(times, t0, strict=True)
+            cells += [f"{math.log(t / s) / math.log(n / n0):.2f}" for t, s in pairs]
+        print(f"| {n} | {args.d} | " + " | ".join(cells) + " |", flush=True)
+        previous = (n, times)
 
 
 if __name__ == "__main__":

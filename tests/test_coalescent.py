@@ -158,7 +158,6 @@ def test_greedy_rate1_matches_a_hand_computed_three_point_tree():
         ({"Lambda": np.array([[1.0, 2.0], [2.0, 1.0]])}, "Lambda"),
         ({"Lambda": np.ones((2, 3))}, "Lambda"),
         ({"likelihood": "poisson"}, "likelihood"),
-        ({"inference": "greedy-maxprob"}, "inference"),
         ({"inference": "nope"}, "inference"),
         ({"root": "sharp"}, "root"),
         ({"root": -1.0}, "s0"),
@@ -172,9 +171,113 @@ def test_bad_parameters_are_named(kwargs, parameter):
     assert info.value.parameter == parameter
 
 
-def test_unavailable_inference_says_so():
-    with pytest.raises(rt.InvalidParameterError, match="not available yet"):
-        rt.KingmanCoalescent(inference="greedy-maxprob").fit(np.eye(3))
+def test_unknown_inference_lists_the_available_ones():
+    with pytest.raises(rt.InvalidParameterError, match="greedy-minduration"):
+        rt.KingmanCoalescent(inference="greedy-nope").fit(np.eye(3))
+
+
+_GREEDY = ("greedy-rate1", "greedy-maxprob", "greedy-minduration")
+
+
+def _exact_greedy_reference(X, lam, rule):
+    """Greedy-MaxProb or -MinDuration as the paper states them (Teh et al. §4.2), for
+    Brownian diffusion with Lambda = lam * I: at every step each live pair's i-th term of
+    eq 7, -C(m, 2) delta + ln N(mu_l - mu_r; 0, (v_l + v_r + L0 + 2 delta) lam I), is
+    maximised over delta >= 0 by scipy's bounded Brent search on its closed form; MaxProb
+    takes the largest term, MinDuration the smallest delta (ties at delta = 0: the largest
+    term). Returns the merges (left, right, time) in order."""
+    from scipy.optimize import minimize_scalar
+
+    n, d = X.shape
+    means = [row.astype(float) for row in X]
+    var = [0.0] * n
+    times = [0.0] * n
+    live = list(range(n))
+    now = 0.0
+    merges = []
+    while len(live) > 1:
+        rate = math.comb(len(live), 2)
+        scored = []
+        for a, left in enumerate(live):
+            for r in live[a + 1 :]:
+                diff = means[left] - means[r]
+                w = var[left] + var[r] + (times[left] - now) + (times[r] - now)
+
+                def term(delta, diff=diff, w=w, rate=rate):
+                    v = (w + 2 * delta) * lam
+                    if v == 0.0:
+                        return -math.inf
+                    log_z = -0.5 * (d * math.log(2 * math.pi * v) + diff @ diff / v)
+                    return -rate * delta + log_z
+
+                hi = 10.0 * (diff @ diff / lam + w + 1.0)
+                opt = minimize_scalar(
+                    lambda x, term=term: -term(x),
+                    bounds=(0.0, hi),
+                    method="bounded",
+                    options={"xatol": 1e-12},
+                )
+                delta = opt.x if term(opt.x) > term(0.0) else 0.0
+                value = term(delta)
+                key = -value if rule == "greedy-maxprob" else (delta, -value)
+                scored.append((key, delta, left, r))
+        scored.sort(key=lambda s: s[0])
+        _, delta, left, r = scored[0]
+        t = now - delta
+        vl, vr = var[left] + times[left] - t, var[r] + times[r] - t
+        means.append((means[left] / vl + means[r] / vr) / (1 / vl + 1 / vr))
+        var.append(1 / (1 / vl + 1 / vr))
+        times.append(t)
+        now = t
+        live = [c for c in live if c not in (left, r)] + [len(times) - 1]
+        merges.append((left, r, t))
+    return merges
+
+
+@pytest.mark.parametrize("inference", ["greedy-maxprob", "greedy-minduration"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_greedy_matches_the_paper_rule_with_scipy(inference, seed):
+    rng = np.random.default_rng(100 + seed)
+    n, d, lam = 8 + 2 * seed, 2, 0.5 + seed * 0.4
+    X = rng.normal(0.0, 2.0, size=(n, d))
+    est = rt.KingmanCoalescent(Lambda=lam, inference=inference).fit(X)
+    want = _exact_greedy_reference(X, lam, inference)
+    for k, (left, right, t) in enumerate(want):
+        assert est.tree_.children[n + k] == (left, right), f"merge {k}"
+        assert est.tree_.heights[n + k] == pytest.approx(t, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("inference", _GREEDY)
+def test_every_greedy_fit_reports_its_own_log_joint(inference):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(30, 3))
+    a = rng.normal(size=(3, 3))
+    for Lambda in (0.7, a @ a.T + 0.3 * np.eye(3)):
+        est = rt.KingmanCoalescent(Lambda=Lambda, inference=inference).fit(X)
+        again = rt.coalescent_log_joint(X, est.tree_, Lambda=Lambda)
+        assert est.log_joint_ == pytest.approx(again, rel=1e-12)
+    codes = rng.integers(0, 3, size=(25, 6)).astype(float)
+    codes[rng.random(codes.shape) < 0.2] = np.nan
+    rates = np.linspace(0.3, 2.0, 6)
+    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=rates, inference=inference)
+    est.fit(codes)
+    again = rt.coalescent_log_joint(codes, est.tree_, likelihood="multinomial", Lambda=rates)
+    assert est.log_joint_ == pytest.approx(again, rel=1e-12)
+
+
+@pytest.mark.parametrize("inference", _GREEDY)
+def test_every_greedy_fit_recovers_clear_clusters_for_any_n_jobs(inference):
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 0.0], [0.0, 8.0, 8.0]])
+    X = centres[np.arange(90) % 3] + rng.normal(0.0, 0.2, size=(90, 3))
+    fits = [rt.KingmanCoalescent(inference=inference, n_jobs=k).fit(X) for k in (1, 2)]
+    assert fits[0].tree_.children == fits[1].tree_.children
+    assert np.array_equal(fits[0].tree_.heights, fits[1].tree_.heights)
+    assert fits[0].log_joint_ == fits[1].log_joint_
+    tree = fits[0].tree_
+    groups = {tuple(sorted(tree.leaves(v))) for v in range(2 * 90 - 1)}
+    for g in range(3):
+        assert tuple(range(g, 90, 3)) in groups
 
 
 def test_bad_data_names_row_and_column():

@@ -21,8 +21,7 @@ from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
 _SMC = ("smc-priorprior", "smc-priorpost", "smc-postpost")
-_INFERENCES = ("greedy-rate1", *_SMC)
-_PLANNED = ("greedy-maxprob", "greedy-minduration")
+_INFERENCES = ("greedy-rate1", "greedy-maxprob", "greedy-minduration", *_SMC)
 
 
 def _lambda(Lambda: Any) -> np.ndarray:
@@ -99,12 +98,21 @@ class KingmanCoalescent(ParamsMixin):
     inference : str, default="greedy-rate1"
         ``"greedy-rate1"`` (§4.2): each pair's most probable coalescence time with the
         pairwise rate 1, the pair coalescing soonest first; :math:`O(n^2)` time, :math:`O(nd)`
-        memory. ``"smc-priorprior"``, ``"smc-priorpost"``, ``"smc-postpost"`` (§4.1):
-        sequential Monte Carlo with ``n_particles`` particles, proposing the next merge's
-        duration and pair from the local prior or posterior, resampling when the effective
-        sample size falls below half; it estimates :math:`\ln p(x)` without bias (in
-        :math:`p`). PostPost costs :math:`O(n^3)` per particle and needs the Brownian
-        likelihood. Greedy-MaxProb and Greedy-MinDuration are not available yet.
+        memory. ``"greedy-maxprob"`` and ``"greedy-minduration"`` (§4.2) use the true rate:
+        before the ``i``-th merge, with :math:`m = n - i + 1` lineages and the last merge at
+        time ``now``, each live pair's optimal duration :math:`\delta^* \ge 0` maximises the
+        ``i``-th term of eq 7, :math:`-\binom{m}{2}\delta + \ln Z(L_0 + 2\delta)`, where
+        :math:`L_0 = (t_l - \mathrm{now}) + (t_r - \mathrm{now})` is the branch length the
+        pair has already, and the pair merges at :math:`\mathrm{now} - \delta^*`. MaxProb
+        takes the pair with the largest term at :math:`\delta^*`; MinDuration the pair with
+        the smallest :math:`\delta^*` (ties at :math:`\delta^* = 0` go to the larger term).
+        Ties left over go to the lower node ids. Every pair is rescored at every step:
+        :math:`O(n^3)` time, :math:`O(nd)` memory. ``"smc-priorprior"``,
+        ``"smc-priorpost"``, ``"smc-postpost"`` (§4.1): sequential Monte Carlo with
+        ``n_particles`` particles, proposing the next merge's duration and pair from the
+        local prior or posterior, resampling when the effective sample size falls below
+        half; it estimates :math:`\ln p(x)` without bias (in :math:`p`). PostPost costs
+        :math:`O(n^3)` per particle and needs the Brownian likelihood.
     root : "flat" or float, default="flat"
         Brownian: the flat (improper) root, or a proper root :math:`N(0, s_0 \Lambda)` given
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
@@ -138,7 +146,8 @@ class KingmanCoalescent(ParamsMixin):
         Multinomial: ``(shape, rate)`` of a Gamma prior on each rate (``rate`` a number or
         one per feature); ``None`` is ``(2, 1 / Lambda)``, whose mode is ``Lambda``.
     random_state : int, default=None
-        Seed of the SMC (``None`` means 0); results are the same for any ``n_jobs``.
+        Seed of the SMC (``None`` means 0); results (greedy or SMC) are the same for any
+        ``n_jobs``.
     n_jobs : int, default=None
         Threads for scoring pairs or moving particles (``None`` or -1: all cores).
 
@@ -240,11 +249,8 @@ class KingmanCoalescent(ParamsMixin):
         """
         likelihood = _likelihood(self.likelihood)
         if self.inference not in _INFERENCES:
-            known = _INFERENCES + _PLANNED
-            reason = "is not available yet" if self.inference in _PLANNED else "is unknown"
             raise InvalidParameterError(
-                f"inference {self.inference!r} {reason}; available: {_INFERENCES}"
-                f" (planned: {known[1:]})",
+                f"inference {self.inference!r} is unknown; available: {_INFERENCES}",
                 "inference",
             )
         X = check_array(X, min_rows=1)

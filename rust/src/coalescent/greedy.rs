@@ -30,12 +30,12 @@
 //! This implementation keeps the fixed key (the pair's best time given its own subtrees)
 //! and merges at `min(t_{i−1}, t*_{lr})`, which is what makes the search `O(n²)`.
 
-use super::kingman::pair_rate;
+use super::merges::Merges;
 use crate::agglomerate::{Linkage, agglomerate};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
-use crate::tree::{Topology, Tree};
+use crate::tree::Tree;
 
 /// A tree found by a coalescent search, with its `ln p(x, π)` (Teh et al. eq 7).
 #[derive(Debug, Clone)]
@@ -46,21 +46,8 @@ pub struct CoalescentFit {
     pub log_joint: f64,
 }
 
-/// The search state, indexed by cluster id (leaves `0..n`, the `k`-th merge `n + k`).
-struct Rate1<'a, M: MessageModel> {
-    model: &'a M,
-    /// Messages of live clusters at their own times; `None` once merged away.
-    messages: Vec<Option<M::Message>>,
-    /// Each cluster's time `t_c`.
-    times: Vec<f64>,
-    children: Vec<[usize; 2]>,
-    /// The time of the last merge.
-    now: f64,
-    /// `Σ ln Z` so far: leaves and merges (eqs 4 and 6).
-    log_likelihood: f64,
-    /// `ln p(π)` of the merges so far (eq 2, true rates).
-    log_prior: f64,
-}
+/// The search state: the merges so far, seen by the engine through [`Linkage`].
+struct Rate1<'a, M: MessageModel>(Merges<'a, M>);
 
 /// Builds a tree by Greedy-Rate1 from the leaf messages of the data rows (as
 /// [`MessageModel::leaf_messages`] returns them): each pair's merge time is its most
@@ -81,44 +68,20 @@ pub fn greedy_rate1<M: MessageModel>(
     threads: &Threads,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<CoalescentFit> {
-    let n = leaves.len();
-    if n == 0 {
-        return Err(RoseTreeError::param("X", "needs at least 1 row"));
-    }
-    let capacity = 2 * n - 1;
-    let mut search = Rate1 {
-        model,
-        log_likelihood: leaves.iter().map(|(_, z)| z).sum(),
-        messages: Vec::with_capacity(capacity),
-        times: vec![0.0; n],
-        children: Vec::with_capacity(n - 1),
-        now: 0.0,
-        log_prior: 0.0,
-    };
-    search
-        .messages
-        .extend(leaves.into_iter().map(|(m, _)| Some(m)));
+    let mut search = Rate1(Merges::new(model, leaves)?);
+    let n = search.0.n_leaves();
     agglomerate(&mut search, n, threads, interrupt)?;
-    let root = search.messages[capacity - 1]
-        .take()
-        .expect("the root is live");
-    let log_joint = search.log_prior + search.log_likelihood + model.root_log_z(&root);
-    let internal = search
-        .children
-        .iter()
-        .map(|c| c.to_vec())
-        .collect::<Vec<_>>();
-    let tree = Tree::new(&Topology::new(n, internal)?, Some(search.times))?;
-    Ok(CoalescentFit { tree, log_joint })
+    search.0.finish()
 }
 
 impl<M: MessageModel> Rate1<'_, M> {
     /// `t*`, the most probable merge time of clusters `i` and `j` under rate 1 given their
     /// own subtrees (module docs).
     fn best_time(&self, i: u32, j: u32) -> Result<f64> {
-        let (ti, tj) = (self.times[i as usize], self.times[j as usize]);
-        let pair = self.model.pair(self.message(i), self.message(j));
-        let delta = self.model.optimal_duration(&pair, (ti - tj).abs(), 1.0)?;
+        let s = &self.0;
+        let (ti, tj) = (s.time(i), s.time(j));
+        let pair = s.model.pair(s.message(i), s.message(j));
+        let delta = s.model.optimal_duration(&pair, (ti - tj).abs(), 1.0)?;
         let t = ti.min(tj) - delta;
         if t.is_nan() {
             return Err(RoseTreeError::Numerical(format!(
@@ -126,12 +89,6 @@ impl<M: MessageModel> Rate1<'_, M> {
             )));
         }
         Ok(t)
-    }
-
-    fn message(&self, id: u32) -> &M::Message {
-        self.messages[id as usize]
-            .as_ref()
-            .expect("live cluster has a message")
     }
 }
 
@@ -145,24 +102,9 @@ impl<M: MessageModel> Linkage for Rate1<'_, M> {
     }
 
     fn merge(&mut self, i: u32, j: u32, merged: u32) -> Result<()> {
-        debug_assert_eq!(merged as usize, self.messages.len());
-        let t = self.best_time(i, j)?.min(self.now);
-        // Lineages alive during [t, now): every live cluster, `i` and `j` included.
-        let live = self.times.len() - 2 * self.children.len();
-        self.log_prior -= pair_rate(live) * (self.now - t);
-        self.now = t;
-        let incoming: Vec<M::Message> = [i, j]
-            .iter()
-            .map(|&c| {
-                let msg = self.messages[c as usize].take().expect("live cluster");
-                self.model.propagate(&msg, self.times[c as usize] - t)
-            })
-            .collect();
-        let (msg, log_z) = self.model.combine(&incoming);
-        self.log_likelihood += log_z;
-        self.messages.push(Some(msg));
-        self.times.push(t);
-        self.children.push([i as usize, j as usize]);
+        let t = self.best_time(i, j)?.min(self.0.now());
+        let id = self.0.merge(i, j, t);
+        debug_assert_eq!(id, merged);
         Ok(())
     }
 }

@@ -5,7 +5,8 @@
 //! branches and observed at the leaves, integrated out by message passing
 //! ([`crate::models::messages`]: Brownian diffusion or independent-sites mutation).
 //! [`log_joint`] evaluates `ln p(x, π)` (eq 7) for any timed binary tree; [`fit`] finds a
-//! tree by Greedy-Rate1 ([`greedy_rate1`], §4.2); [`smc`] samples weighted trees by
+//! tree by Greedy-Rate1 ([`greedy_rate1`], §4.2, `O(n²)`) or by Greedy-MaxProb and
+//! Greedy-MinDuration ([`greedy_maxprob`], [`greedy_minduration`], §4.2, `O(n³)`); [`smc`] samples weighted trees by
 //! sequential Monte Carlo (SMC-PriorPrior, -PriorPost, -PostPost, §4.1) with an unbiased
 //! estimate of `p(x)`.
 //!
@@ -24,13 +25,16 @@
 //! # Ok::<(), rosetree::RoseTreeError>(())
 //! ```
 
+pub mod exact_greedy;
 pub mod greedy;
 pub mod hyper;
 pub mod kingman;
+mod merges;
 pub mod params;
 pub mod predict;
 pub mod smc;
 
+pub use exact_greedy::{greedy_maxprob, greedy_minduration};
 pub use greedy::{CoalescentFit, greedy_rate1};
 pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};
 pub use params::{CoalescentParams, Inference, ValidCoalescentParams};
@@ -45,7 +49,7 @@ use crate::parallel::Threads;
 ///
 /// # Errors
 /// Whatever [`MessageModel::leaf_messages`] reports for the data, and the errors of the
-/// inference ([`greedy_rate1`]).
+/// inference ([`greedy_rate1`], [`greedy_maxprob`], [`greedy_minduration`]).
 pub fn fit<M: MessageModel>(
     model: &M,
     params: &ValidCoalescentParams,
@@ -68,6 +72,8 @@ pub fn fit_leaves<M: MessageModel>(
     let threads = Threads::new(params.n_threads)?;
     match params.inference {
         Inference::GreedyRate1 => greedy_rate1(model, leaves, &threads, interrupt),
+        Inference::GreedyMaxProb => greedy_maxprob(model, leaves, &threads, interrupt),
+        Inference::GreedyMinDuration => greedy_minduration(model, leaves, &threads, interrupt),
     }
 }
 

@@ -10,6 +10,12 @@ use crate::error::{Result, RoseTreeError};
 pub enum Inference {
     /// Greedy-Rate1 (§4.2): `O(n²)` pair scores, each pair's time fixed under rate 1.
     GreedyRate1,
+    /// Greedy-MaxProb (§4.2): at every step the pair with the largest term of eq 7 at its
+    /// optimal duration under the true rate; `O(n³)` pair scores.
+    GreedyMaxProb,
+    /// Greedy-MinDuration (§4.2): at every step the pair with the shortest optimal duration
+    /// under the true rate; `O(n³)` pair scores.
+    GreedyMinDuration,
 }
 
 /// Options of a coalescent fit.

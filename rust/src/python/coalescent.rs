@@ -1,5 +1,6 @@
 //! Kingman's coalescent from Python: the message model named by `likelihood` and `Lambda`,
-//! Greedy-Rate1 on a worker thread (Ctrl-C works), and `ln p(x, π)` of a given timed tree.
+//! the greedy searches on a worker thread (Ctrl-C works), and `ln p(x, π)` of a given
+//! timed tree.
 
 use ndarray::{ArrayView2, Ix1, Ix2};
 use std::sync::Arc;
@@ -151,10 +152,15 @@ fn fit_coalescent(
 ) -> PyResult<(PyTree, f64)> {
     let inference = match inference {
         "greedy-rate1" => Inference::GreedyRate1,
+        "greedy-maxprob" => Inference::GreedyMaxProb,
+        "greedy-minduration" => Inference::GreedyMinDuration,
         other => {
             return Err(RoseTreeError::param(
                 "inference",
-                format!("{other:?} is not available yet; available: \"greedy-rate1\""),
+                format!(
+                    "{other:?} is unknown; available: \"greedy-rate1\", \"greedy-maxprob\", \
+                     \"greedy-minduration\""
+                ),
             )
             .into());
         }
