@@ -68,6 +68,16 @@
 //! Devroye's (1984) rejection sampler for log-concave densities, which needs only the mode
 //! and the normalised density there (at most 4 proposals per draw on average).
 //!
+//! With missing entries ([`MaskedBrownian`]) the features a pair both observe may have
+//! different variance factors `w_j`, and the integrand `e^{−λδ} Π_g Z_g(w_g + 2δ)` is no
+//! longer a GIG. The duration is then drawn from the exact posterior of a surrogate pair
+//! whose features all have the largest of the `w_g` (a truncated GIG as above, with the
+//! same `D` and `S`), and the chosen pair's `I_lr` in the increment is replaced by its
+//! one-sample importance estimate `Ĩ_lr · Z_lr(δ)/Z̃_lr(δ)`, whose expectation is `I_lr`:
+//! the estimate `p̂(x)` stays unbiased. Each feature's factor of the ratio `Z/Z̃` is at most
+//! `√(u_max/u_g)` and tends to 1 as `δ` grows, so the weights stay well behaved;
+//! with one group (the same missing pattern on both sides) it is 1 and this is eq 10.
+//!
 //! For the multinomial mutation model the duration posterior is not log-concave in general
 //! (a feature whose two messages agree more than the equilibrium gives a convex factor), and
 //! PostPost reports [`RoseTreeError::InvalidParameter`] as unavailable; PriorPrior and
@@ -105,7 +115,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_sum_exp;
 use crate::models::messages::{
-    BrownianDiffusion, GaussianPair, MessageModel, MultinomialMutation, MutationPair,
+    BrownianDiffusion, GaussianPair, MaskedBrownian, MaskedPair, MessageModel, MultinomialMutation,
+    MutationPair,
 };
 use crate::parallel::Threads;
 use crate::tree::{Topology, Tree};
@@ -187,14 +198,10 @@ pub trait DurationPosterior: MessageModel {
     /// the integral diverges.
     fn approx_log_integral(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
 
-    /// `ln I`, computed to about 12 digits.
-    ///
-    /// # Errors
-    /// As [`approx_log_integral`](Self::approx_log_integral).
-    fn log_integral(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
-
-    /// A draw of `δ` from the density `e^{−rate·δ} Z(base_length + 2δ) / I` on `δ ≥ 0`,
-    /// and `ln I`.
+    /// A draw of `δ` from a proposal density `q(δ)` on `δ ≥ 0`, and the log of the
+    /// importance estimate `e^{−rate·δ} Z(base_length + 2δ) / q(δ)` of `I`, whose
+    /// expectation under `q` is `I`. Where `q` is the duration posterior
+    /// `e^{−rate·δ} Z / I` itself (Brownian diffusion), the estimate is `I` exactly.
     ///
     /// # Errors
     /// As [`approx_log_integral`](Self::approx_log_integral).
@@ -438,11 +445,6 @@ impl DurationPosterior for BrownianDiffusion {
         Ok(self.log_half_c() + gig.approx_log_integral())
     }
 
-    fn log_integral(&self, pair: &GaussianPair, base_length: f64, rate: f64) -> Result<f64> {
-        let gig = GigTail::new(self.n_features(), pair, base_length, rate)?;
-        Ok(self.log_half_c() + gig.log_integral()?)
-    }
-
     fn sample_duration(
         &self,
         pair: &GaussianPair,
@@ -460,7 +462,77 @@ impl DurationPosterior for BrownianDiffusion {
 impl BrownianDiffusion {
     /// `ln(c/2)` with `c = (2π)^{−D/2}|Λ|^{−1/2}`.
     fn log_half_c(&self) -> f64 {
-        -0.5 * (self.n_features() as f64 * LN_2PI + self.log_det()) - std::f64::consts::LN_2
+        log_half_c(self.n_features() as f64, self.log_det())
+    }
+
+    /// `ln I`, the PostPost duration integral (see [`DurationPosterior`]), computed to
+    /// about 12 digits.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::Numerical`] where the integral diverges or does not converge.
+    pub fn log_integral(&self, pair: &GaussianPair, base_length: f64, rate: f64) -> Result<f64> {
+        let gig = GigTail::new(self.n_features(), pair, base_length, rate)?;
+        Ok(self.log_half_c() + gig.log_integral()?)
+    }
+}
+
+/// `ln(c/2)` with `c = (2π)^{−D/2}|Λ|^{−1/2}`, `ln|Λ| = log_det`.
+fn log_half_c(d: f64, log_det: f64) -> f64 {
+    -0.5 * (d * LN_2PI + log_det) - std::f64::consts::LN_2
+}
+
+/// The surrogate of a [`MaskedPair`] whose duration posterior is a truncated GIG: the
+/// features both messages observe pooled into one group with the largest `w` (see the
+/// [module docs](self)); `None` when they share no feature.
+fn masked_surrogate(pair: &MaskedPair) -> Option<(usize, GaussianPair, f64)> {
+    let groups = pair.groups();
+    if groups.is_empty() {
+        return None;
+    }
+    let w = groups.iter().map(|g| g.0).fold(f64::NEG_INFINITY, f64::max);
+    let d = pair.n_shared();
+    let surrogate = GaussianPair {
+        sq_dist: groups.iter().map(|g| g.2).sum(),
+        var: w,
+    };
+    Some((d as usize, surrogate, log_half_c(d, pair.log_det())))
+}
+
+impl DurationPosterior for MaskedBrownian {
+    fn check_post_post(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn approx_log_integral(&self, pair: &MaskedPair, base_length: f64, rate: f64) -> Result<f64> {
+        let Some((d, surrogate, log_half_c)) = masked_surrogate(pair) else {
+            return Ok(-rate.ln());
+        };
+        let gig = GigTail::new(d, &surrogate, base_length, rate)?;
+        Ok(log_half_c + gig.approx_log_integral())
+    }
+
+    /// `δ` from the duration posterior of the surrogate pair (exactly, as for
+    /// [`BrownianDiffusion`]), weighted by `Ĩ · Z(δ)/Z̃(δ)`; with no shared feature,
+    /// `δ ~ Exp(rate)` and `I = 1/rate`.
+    fn sample_duration(
+        &self,
+        pair: &MaskedPair,
+        base_length: f64,
+        rate: f64,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<(f64, f64)> {
+        let Some((d, surrogate, log_half_c)) = masked_surrogate(pair) else {
+            return Ok((exponential(rng, rate), -rate.ln()));
+        };
+        let gig = GigTail::new(d, &surrogate, base_length, rate)?;
+        let log_j = gig.log_integral()?;
+        let delta = gig.duration(gig.sample(log_j, rng)?);
+        let length = base_length + 2.0 * delta;
+        let u = surrogate.var + length;
+        let log_z_surrogate =
+            log_half_c + std::f64::consts::LN_2 - 0.5 * (d as f64 * u.ln() + surrogate.sq_dist / u);
+        let correction = self.pair_log_z(pair, length) - log_z_surrogate;
+        Ok((delta, log_half_c + log_j + correction))
     }
 }
 
@@ -478,10 +550,6 @@ impl DurationPosterior for MultinomialMutation {
     }
 
     fn approx_log_integral(&self, _: &MutationPair, _: f64, _: f64) -> Result<f64> {
-        Err(post_post_unavailable())
-    }
-
-    fn log_integral(&self, _: &MutationPair, _: f64, _: f64) -> Result<f64> {
         Err(post_post_unavailable())
     }
 

@@ -10,9 +10,10 @@
 //! whitened coordinates, where `‖x‖²_Λ = xᵀΛ⁻¹x = ‖x̃‖²`; only the constant `ln|Λ|` remains
 //! of `Λ`. Scoring a pair then costs `O(d)` whatever the form of `Λ`.
 //!
-//! Missing values are not supported: a NaN (or infinite) entry is rejected with
-//! [`RoseTreeError::InvalidData`]. (With a full `Λ` a partly observed row is no longer a
-//! message of the form `N(μ, vΛ)`.)
+//! Missing values are not supported here: a NaN (or infinite) entry is rejected with
+//! [`RoseTreeError::InvalidData`], because a partly observed row is no longer a message of
+//! the form `N(μ, vΛ)`. [`MaskedBrownian`](super::MaskedBrownian) is the same process for
+//! data with missing entries and a diagonal `Λ`, with one variance factor per feature.
 
 use nalgebra::{DMatrix, DVector};
 use ndarray::{ArrayView1, ArrayView2};
@@ -196,6 +197,14 @@ impl BrownianDiffusion {
     /// `ln|Λ|`.
     pub fn log_det(&self) -> f64 {
         self.log_det
+    }
+
+    /// `√λ_d` per feature for a diagonal `Λ`; `None` for a full `Λ`.
+    pub(super) fn scales(&self) -> Option<&[f64]> {
+        match &self.whitening {
+            Whitening::Scales(s) => Some(s),
+            Whitening::Cholesky(_) => None,
+        }
     }
 
     /// The mean of `msg` in data coordinates, `μ = L μ̃`.
@@ -431,4 +440,4 @@ impl MessageModel for BrownianDiffusion {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -41,8 +41,9 @@
 //! Greedy-Rate1's objective `−rate · δ + ln Z(L₀ + 2δ)` over `δ ≥ 0` (eq 12 with the
 //! coalescent rate replaced by `rate`).
 //!
-//! The two models are [`BrownianDiffusion`] (Teh et al. eqs 11–13; Knowles & Ghahramani
-//! eq 10) and [`MultinomialMutation`] (Teh et al. eqs 14–15).
+//! The models are [`BrownianDiffusion`] (Teh et al. eqs 11–13; Knowles & Ghahramani
+//! eq 10), [`MaskedBrownian`] (the same process for data with missing entries) and
+//! [`MultinomialMutation`] (Teh et al. eqs 14–15).
 //!
 //! [`leaf_message`]: MessageModel::leaf_message
 //! [`propagate`]: MessageModel::propagate
@@ -58,9 +59,11 @@ use crate::error::{Result, RoseTreeError};
 use crate::tree::Tree;
 
 mod brownian;
+mod masked;
 mod mutation;
 
 pub use brownian::{BrownianDiffusion, GaussianMessage, GaussianPair, Root};
+pub use masked::{MaskedBrownian, MaskedMessage, MaskedPair};
 pub use mutation::{MultinomialMutation, MutationMessage, MutationPair};
 
 /// A Markov process on the branches of a tree, integrated out by upward message passing
@@ -205,6 +208,68 @@ pub(crate) fn check_duration_args(base_length: f64, rate: f64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The root of a function `f` that is positive at `lo` and negative at `hi`, by Newton
+/// steps kept inside the shrinking bracket (bisection when a step would leave it).
+/// `f` returns the value and the derivative.
+pub(crate) fn bracketed_root(f: impl Fn(f64) -> (f64, f64), mut lo: f64, mut hi: f64) -> f64 {
+    let mut x = 0.5 * (lo + hi);
+    for _ in 0..400 {
+        let (fx, dfx) = f(x);
+        if fx > 0.0 {
+            lo = x;
+        } else if fx < 0.0 {
+            hi = x;
+        } else {
+            return x;
+        }
+        let newton = x - fx / dfx;
+        let next = if newton.is_finite() && newton > lo && newton < hi {
+            newton
+        } else {
+            0.5 * (lo + hi)
+        };
+        if (next - x).abs() <= 2.0 * f64::EPSILON * x.abs() || hi - lo <= f64::EPSILON * hi {
+            return next;
+        }
+        x = next;
+    }
+    x
+}
+
+/// The best local maximum on `[0, hi]` of an objective that may have several, given its
+/// slope and curvature `slope(δ) = (g′, g″)` and its value `objective(δ)`, where `g′ < 0`
+/// beyond `hi`: `g′` is tabulated on 0 and 121 geometrically spaced durations from `hi`
+/// down to `10⁻¹²·hi`; every sign change from `+` to `−` is refined by
+/// [`bracketed_root`], and the best of these and `δ = 0` is returned (ties to the shorter
+/// duration). A maximum narrower than the grid spacing (a factor 1.26) can be missed.
+pub(crate) fn best_stationary_point(
+    slope: impl Fn(f64) -> (f64, f64),
+    objective: impl Fn(f64) -> f64,
+    hi: f64,
+) -> f64 {
+    const STEPS: i32 = 120;
+    let ratio = 1e-12_f64.powf(1.0 / f64::from(STEPS));
+    let mut grid: Vec<f64> = (0..=STEPS).map(|j| hi * ratio.powi(j)).collect();
+    grid.push(0.0);
+    grid.reverse();
+    let slopes: Vec<f64> = grid.iter().map(|&x| slope(x).0).collect();
+    let mut best = (objective(0.0), 0.0);
+    for j in 1..grid.len() {
+        if slopes[j - 1] > 0.0 && slopes[j] <= 0.0 {
+            let x = if slopes[j] == 0.0 {
+                grid[j]
+            } else {
+                bracketed_root(&slope, grid[j - 1], grid[j])
+            };
+            let value = objective(x);
+            if value > best.0 || best.0.is_nan() {
+                best = (value, x);
+            }
+        }
+    }
+    best.1
 }
 
 /// `ln p(x | π, times)`, the log likelihood of the data `x` given a timed tree, by one

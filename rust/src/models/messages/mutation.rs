@@ -15,7 +15,7 @@
 
 use ndarray::{ArrayView1, ArrayView2};
 
-use super::{MessageModel, check_duration_args, check_row};
+use super::{MessageModel, best_stationary_point, bracketed_root, check_duration_args, check_row};
 use crate::error::{Result, RoseTreeError};
 use crate::models::per_feature;
 
@@ -215,34 +215,6 @@ fn code(v: f64, k: usize, row: usize, column: usize) -> Result<Option<usize>> {
     ))
 }
 
-/// The root of a function `f` that is positive at `lo` and negative at `hi`, by Newton
-/// steps kept inside the shrinking bracket (bisection when a step would leave it).
-/// `f` returns the value and the derivative.
-fn bracketed_root(f: impl Fn(f64) -> (f64, f64), mut lo: f64, mut hi: f64) -> f64 {
-    let mut x = 0.5 * (lo + hi);
-    for _ in 0..400 {
-        let (fx, dfx) = f(x);
-        if fx > 0.0 {
-            lo = x;
-        } else if fx < 0.0 {
-            hi = x;
-        } else {
-            return x;
-        }
-        let newton = x - fx / dfx;
-        let next = if newton.is_finite() && newton > lo && newton < hi {
-            newton
-        } else {
-            0.5 * (lo + hi)
-        };
-        if (next - x).abs() <= 2.0 * f64::EPSILON * x.abs() || hi - lo <= f64::EPSILON * hi {
-            return next;
-        }
-        x = next;
-    }
-    x
-}
-
 impl MessageModel for MultinomialMutation {
     type Message = MutationMessage;
     type Pair = MutationPair;
@@ -427,27 +399,11 @@ impl MessageModel for MultinomialMutation {
             }
             return Ok(bracketed_root(|x| slope(x, false), 0.0, hi));
         }
-        const STEPS: i32 = 120;
-        let ratio = 1e-12_f64.powf(1.0 / f64::from(STEPS));
-        let mut grid: Vec<f64> = (0..=STEPS).map(|j| hi * ratio.powi(j)).collect();
-        grid.push(0.0);
-        grid.reverse();
-        let slopes: Vec<f64> = grid.iter().map(|&x| slope(x, false).0).collect();
-        let mut best = (self.objective(pair, base_length, rate, 0.0), 0.0);
-        for j in 1..grid.len() {
-            if slopes[j - 1] > 0.0 && slopes[j] <= 0.0 {
-                let x = if slopes[j] == 0.0 {
-                    grid[j]
-                } else {
-                    bracketed_root(|x| slope(x, false), grid[j - 1], grid[j])
-                };
-                let value = self.objective(pair, base_length, rate, x);
-                if value > best.0 || best.0.is_nan() {
-                    best = (value, x);
-                }
-            }
-        }
-        Ok(best.1)
+        Ok(best_stationary_point(
+            |x| slope(x, false),
+            |x| self.objective(pair, base_length, rate, x),
+            hi,
+        ))
     }
 }
 

@@ -15,7 +15,7 @@ use crate::models::messages::tests::{
 use crate::models::messages::{tree_log_likelihood, tree_log_likelihood_from_leaves};
 
 /// `ln N(x; 0, cov)` by a dense Cholesky factor.
-fn mvn_log_density(x: &DVector<f64>, cov: &DMatrix<f64>) -> f64 {
+pub(crate) fn mvn_log_density(x: &DVector<f64>, cov: &DMatrix<f64>) -> f64 {
     let chol = cov.clone().cholesky().expect("covariance must be SPD");
     let l = chol.l();
     let z = l.solve_lower_triangular(x).unwrap();
@@ -38,7 +38,11 @@ fn stacked(x: &Array2<f64>) -> DVector<f64> {
 /// `ln ∫ N(x; 1 ⊗ y, C0 ⊗ Λ) dy` in closed form (generalised least squares): with
 /// `A = 1_n ⊗ I_D`, `Σ = C0 ⊗ Λ`, `P = AᵀΣ⁻¹A`, `b = AᵀΣ⁻¹x`, the integral is
 /// `(2π)^{−(n−1)D/2} |Σ|^{−1/2} |P|^{−1/2} exp(−(xᵀΣ⁻¹x − bᵀP⁻¹b)/2)`.
-fn flat_root_log_density(x: &Array2<f64>, c0: &[Vec<f64>], lambda: &DMatrix<f64>) -> f64 {
+pub(crate) fn flat_root_log_density(
+    x: &Array2<f64>,
+    c0: &[Vec<f64>],
+    lambda: &DMatrix<f64>,
+) -> f64 {
     let (n, d) = x.dim();
     let sigma = kron(c0, lambda);
     let chol = sigma.cholesky().unwrap();
