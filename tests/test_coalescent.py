@@ -282,7 +282,7 @@ def test_every_greedy_fit_recovers_clear_clusters_for_any_n_jobs(inference):
 
 def test_bad_data_names_row_and_column():
     X = np.arange(8.0).reshape(4, 2)
-    X[2, 1] = np.nan
+    X[2, 1] = np.inf
     with pytest.raises(rt.InvalidDataError) as info:
         rt.KingmanCoalescent().fit(X)
     assert (info.value.row, info.value.column) == (2, 1)

@@ -87,7 +87,9 @@ class KingmanCoalescent(ParamsMixin):
     Parameters
     ----------
     likelihood : {"brownian", "multinomial"}, default="brownian"
-        Brownian diffusion of real-valued rows (eqs 11–13), or mutation of categories
+        Brownian diffusion of real-valued rows (eqs 11–13; NaN marks a missing entry, with
+        a scalar or diagonal ``Lambda``: the features then diffuse independently and a
+        missing entry is integrated out), or mutation of categories
         ``0, 1, ..., K_d - 1`` per column with NaN for missing (eqs 14–15); ``K_d`` is one
         more than the largest category seen (at least 2), the equilibrium the smoothed
         observed frequencies.
@@ -112,7 +114,9 @@ class KingmanCoalescent(ParamsMixin):
         ``n_particles`` particles, proposing the next merge's duration and pair from the
         local prior or posterior, resampling when the effective sample size falls below
         half; it estimates :math:`\ln p(x)` without bias (in :math:`p`). PostPost costs
-        :math:`O(n^3)` per particle and needs the Brownian likelihood.
+        :math:`O(n^3)` per particle and needs the Brownian likelihood (with missing entries
+        it proposes each duration from a tractable surrogate of its posterior and corrects
+        the weight exactly).
     root : "flat" or float, default="flat"
         Brownian: the flat (improper) root, or a proper root :math:`N(0, s_0 \Lambda)` given
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
@@ -244,8 +248,12 @@ class KingmanCoalescent(ParamsMixin):
             For an unknown likelihood or inference, or a bad ``Lambda`` (wrong shape, not
             positive, not symmetric positive definite) or ``root``.
         InvalidDataError
-            For NaN with the Brownian likelihood, or a value that is not a category with the
-            multinomial, naming its row and column.
+            For a value that is not a category with the multinomial likelihood, naming its
+            row and column; for a column with no observed value under Brownian diffusion
+            with the flat root (its predictive distribution would be improper).
+        InvalidParameterError
+            Also for missing entries with a full ``Lambda`` or with
+            ``learn_hyperparameters`` under Brownian diffusion.
         """
         likelihood = _likelihood(self.likelihood)
         if self.inference not in _INFERENCES:
@@ -263,6 +271,8 @@ class KingmanCoalescent(ParamsMixin):
         )
         learn = _flag(self.learn_hyperparameters, "learn_hyperparameters")
         hyper_iter = _positive_int(self.hyper_iter, "hyper_iter")
+        if likelihood == "brownian":
+            _check_brownian_missing(X, options["root"] is None, learn)
         self.hyper_trace_: np.ndarray | None = None
         fitted = self._infer(X, options)
         if learn:
@@ -528,7 +538,9 @@ class KingmanCoalescent(ParamsMixin):
         -------
         float
             :math:`\sum_k \ln p(x_{r_k c_k} \mid \text{observed entries})` under the
-            fitted tree (multinomial likelihood).
+            fitted tree (SMC: each cell's predictive is the particles' weighted mixture):
+            a log probability for the multinomial likelihood, a log density (of a Gaussian
+            per tree) for Brownian diffusion.
         """
         self._check_fitted()
         if rows is None or columns is None:
@@ -542,8 +554,16 @@ class KingmanCoalescent(ParamsMixin):
         values = X_true[rows, columns]
         if np.isnan(values).any():
             raise InvalidDataError("X_true has NaN at a cell asked for")
-        proba = self.predict_proba_missing()
-        return float(np.log(proba[rows, columns, values.astype(int)]).sum())
+        if self._model_options["likelihood"] == "multinomial":
+            proba = self.predict_proba_missing()
+            return float(np.log(proba[rows, columns, values.astype(int)]).sum())
+        # Brownian: each cell's posterior is Gaussian given a tree; a mixture over particles.
+        terms = []
+        for w, p in self._weighted_predictors():
+            post = np.asarray(p.leaf_posteriors())[rows, columns]
+            mean, var = post[:, 0], post[:, 1]
+            terms.append(w - 0.5 * (np.log(2 * np.pi * var) + (values - mean) ** 2 / var))
+        return float(_logsumexp_rows(np.vstack(terms)).sum())
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit to ``X`` and return the flat clusters ``labels_``."""
@@ -575,6 +595,25 @@ def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
     top = a.max(axis=0)
     safe = np.where(np.isfinite(top), top, 0.0)
     return safe + np.log(np.exp(a - safe).sum(axis=0))
+
+
+def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None:
+    """What Brownian diffusion with missing entries cannot do, as clear errors."""
+    missing = np.isnan(X)
+    if not missing.any():
+        return
+    if learn:
+        raise InvalidParameterError(
+            "learn_hyperparameters needs complete data under Brownian diffusion; impute the "
+            "missing entries or set Lambda by hand",
+            "learn_hyperparameters",
+        )
+    empty = np.flatnonzero(missing.all(axis=0))
+    if flat_root and empty.size:
+        raise InvalidDataError(
+            f"column {empty[0]} has no observed value: with the flat root its predictive "
+            "distribution is improper (drop the column or give a proper root)"
+        )
 
 
 def _flag(value: Any, name: str) -> bool:

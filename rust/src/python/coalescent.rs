@@ -16,14 +16,28 @@ use crate::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use crate::coalescent::{self, CoalescentParams, Inference};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::{
-    BrownianDiffusion, MessageModel, MultinomialMutation, Root, subtree_log_evidence_from_leaves,
+    BrownianDiffusion, MaskedBrownian, MessageModel, MultinomialMutation, Root,
+    subtree_log_evidence_from_leaves,
 };
 use crate::parallel::Threads;
 
 /// The message models the bindings can build.
 enum AnyMessageModel {
     Brownian(BrownianDiffusion),
+    /// Brownian diffusion for data with missing (NaN) entries.
+    Masked(MaskedBrownian),
     Mutation(MultinomialMutation),
+}
+
+/// Evaluates `$body` with `$m` bound to the concrete model of an [`AnyMessageModel`].
+macro_rules! with_model {
+    ($model:expr, $m:ident => $body:expr) => {
+        match $model {
+            AnyMessageModel::Brownian($m) => $body,
+            AnyMessageModel::Masked($m) => $body,
+            AnyMessageModel::Mutation($m) => $body,
+        }
+    };
 }
 
 /// The core's name for `Λ` (and the mutation rates) is `lambda`; Python's is `Lambda`.
@@ -97,7 +111,13 @@ fn build_model(
                 None => Root::Flat,
                 Some(s0) => Root::Gaussian { s0 },
             };
-            Ok(AnyMessageModel::Brownian(model.with_root(root)?))
+            let model = model.with_root(root)?;
+            if x.iter().any(|v| v.is_nan()) {
+                return Ok(AnyMessageModel::Masked(
+                    MaskedBrownian::new(model).map_err(as_lambda)?,
+                ));
+            }
+            Ok(AnyMessageModel::Brownian(model))
         }
         "multinomial" => {
             if root.is_some() {
@@ -170,10 +190,7 @@ fn fit_coalescent(
         .n_threads(n_jobs)
         .check()?;
     let x = x.as_array();
-    match build_model(likelihood, &lambda_, root, x)? {
-        AnyMessageModel::Brownian(m) => fit_with(py, m, x, params),
-        AnyMessageModel::Mutation(m) => fit_with(py, m, x, params),
-    }
+    with_model!(build_model(likelihood, &lambda_, root, x)?, m => fit_with(py, m, x, params))
 }
 
 /// What an SMC fit returns to Python: the particle trees, their normalised log weights, the
@@ -249,21 +266,11 @@ fn coalescent_smc(
     let params = SmcParams::new(proposal, n_particles, seed);
     let threads = Threads::new(n_jobs)?;
     let x = x.as_array();
-    match build_model(likelihood, &lambda_, root, x)? {
-        AnyMessageModel::Brownian(m) => smc_with(py, m, x, params, threads),
-        AnyMessageModel::Mutation(m) => {
-            if proposal == Proposal::PostPost {
-                return Err(RoseTreeError::param(
-                    "inference",
-                    "smc-postpost is available for the Brownian likelihood only (the \
-                     multinomial duration posterior has no tractable integral); use \
-                     smc-priorpost",
-                )
-                .into());
-            }
-            smc_with(py, m, x, params, threads)
-        }
-    }
+    // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
+    with_model!(
+        build_model(likelihood, &lambda_, root, x)?,
+        m => smc_with(py, m, x, params, threads)
+    )
 }
 
 /// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
@@ -278,10 +285,10 @@ fn coalescent_log_joint(
 ) -> PyResult<f64> {
     let x = x.as_array();
     let tree = &tree.get().inner;
-    Ok(match build_model(likelihood, &lambda_, root, x)? {
-        AnyMessageModel::Brownian(m) => coalescent::log_joint(&m, x, tree)?,
-        AnyMessageModel::Mutation(m) => coalescent::log_joint(&m, x, tree)?,
-    })
+    Ok(with_model!(
+        build_model(likelihood, &lambda_, root, x)?,
+        m => coalescent::log_joint(&m, x, tree)?
+    ))
 }
 
 /// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
@@ -298,14 +305,10 @@ fn coalescent_subtree_evidence(
     let x = x.as_array();
     let tree = &tree.get().inner;
     coalescent::check_timed_tree(tree)?;
-    Ok(match build_model(likelihood, &lambda_, root, x)? {
-        AnyMessageModel::Brownian(m) => {
-            subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
-        }
-        AnyMessageModel::Mutation(m) => {
-            subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
-        }
-    })
+    Ok(with_model!(
+        build_model(likelihood, &lambda_, root, x)?,
+        m => subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
+    ))
 }
 
 /// The independent contrasts of the rows of `x` on a timed tree: the scatter `S` and the
@@ -353,6 +356,7 @@ fn coalescent_feature_log_likelihoods(
 /// A fitted tree's messages for prediction ([`Predictor`]).
 enum AnyPredictor {
     Brownian(Predictor<BrownianDiffusion>),
+    Masked(Predictor<MaskedBrownian>),
     Mutation(Predictor<MultinomialMutation>),
 }
 
@@ -424,7 +428,17 @@ impl PyCoalescentPredictor {
                 predictor,
                 |p| match p {
                     AnyPredictor::Brownian(b) => b,
-                    AnyPredictor::Mutation(_) => unreachable!(),
+                    _ => unreachable!(),
+                },
+                x,
+                threads,
+            )?,
+            AnyPredictor::Masked(_) => log_density_with(
+                py,
+                predictor,
+                |p| match p {
+                    AnyPredictor::Masked(b) => b,
+                    _ => unreachable!(),
                 },
                 x,
                 threads,
@@ -434,7 +448,7 @@ impl PyCoalescentPredictor {
                 predictor,
                 |p| match p {
                     AnyPredictor::Mutation(m) => m,
-                    AnyPredictor::Brownian(_) => unreachable!(),
+                    _ => unreachable!(),
                 },
                 x,
                 threads,
@@ -445,20 +459,14 @@ impl PyCoalescentPredictor {
 
     /// The posterior at every leaf: for the multinomial likelihood the probabilities of
     /// each state of each feature, shape `(n, d, K_max)` (zeros beyond `K_d`); for Brownian
-    /// diffusion the posterior means, shape `(n, d, 1)`.
+    /// diffusion each feature's posterior mean and variance, shape `(n, d, 2)`.
     fn leaf_posteriors<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray3<f64>> {
         let out = match &*self.inner {
             AnyPredictor::Brownian(p) => {
-                let n = p.tree().n_leaves();
-                let d = p.model().n_features();
-                let mut out = Array3::zeros((n, d, 1));
-                for i in 0..n {
-                    let mean = p.model().mean(&p.posterior_at_node(i));
-                    for (j, m) in mean.into_iter().enumerate() {
-                        out[[i, j, 0]] = m;
-                    }
-                }
-                out
+                gaussian_leaf_posteriors(p, |model, msg| (model.mean(msg), model.variances(msg)))
+            }
+            AnyPredictor::Masked(p) => {
+                gaussian_leaf_posteriors(p, |model, msg| (model.mean(msg), model.variances(msg)))
             }
             AnyPredictor::Mutation(p) => {
                 let model = p.model();
@@ -484,6 +492,24 @@ impl PyCoalescentPredictor {
     }
 }
 
+/// Each leaf's posterior mean and variance per feature, shape `(n, d, 2)`, from
+/// `moments(model, posterior message)`.
+fn gaussian_leaf_posteriors<M: MessageModel>(
+    p: &Predictor<M>,
+    moments: impl Fn(&M, &M::Message) -> (Vec<f64>, Vec<f64>),
+) -> Array3<f64> {
+    let n = p.tree().n_leaves();
+    let mut out = Array3::zeros((n, p.model().n_features(), 2));
+    for i in 0..n {
+        let (mean, var) = moments(p.model(), &p.posterior_at_node(i));
+        for (j, (m, v)) in mean.into_iter().zip(var).enumerate() {
+            out[[i, j, 0]] = m;
+            out[[i, j, 1]] = v;
+        }
+    }
+    out
+}
+
 /// The predictor of a timed tree fitted to the rows of `x`.
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
@@ -498,6 +524,7 @@ fn coalescent_predictor(
     let tree = tree.get().inner.clone();
     let inner = match build_model(likelihood, &lambda_, root, x)? {
         AnyMessageModel::Brownian(m) => AnyPredictor::Brownian(Predictor::new(m, x, tree)?),
+        AnyMessageModel::Masked(m) => AnyPredictor::Masked(Predictor::new(m, x, tree)?),
         AnyMessageModel::Mutation(m) => AnyPredictor::Mutation(Predictor::new(m, x, tree)?),
     };
     Ok(PyCoalescentPredictor {

@@ -218,6 +218,17 @@ impl BrownianDiffusion {
         }
     }
 
+    /// The marginal variance of each feature under `msg`, `v·Λ_jj`.
+    pub fn variances(&self, msg: &GaussianMessage) -> Vec<f64> {
+        match &self.whitening {
+            Whitening::Scales(s) => s.iter().map(|s| msg.var * s * s).collect(),
+            Whitening::Cholesky(l) => l
+                .row_iter()
+                .map(|row| msg.var * row.norm_squared())
+                .collect(),
+        }
+    }
+
     /// `ln N(μ; 0, vΛ)` for a whitened `μ` with `‖μ‖² = sq_dist`: the log density of a
     /// difference of means at variance factor `v` (eq 11). A point mass (`v = 0`) gives
     /// `+∞` at distance 0 and `−∞` elsewhere.

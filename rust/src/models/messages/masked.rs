@@ -1,34 +1,4 @@
-//! Brownian diffusion with missing entries (Teh, Daumé & Roy 2007, eqs 11–13, feature by
-//! feature).
-//!
-//! With a diagonal `Λ = diag(λ_1, …, λ_D)` the features diffuse independently, so a missing
-//! entry is simply a feature the leaf says nothing about: its message is uninformative in
-//! that feature only. Messages are then no longer multiples of one `Λ`: a node's message is
-//! `Π_j N(y_j; μ_j, v_j λ_j)` with a variance factor `v_j` per feature (`v_j = ∞` where no
-//! leaf below it observes feature `j`). Everything of [`BrownianDiffusion`] holds feature by
-//! feature: a branch adds its length to every finite `v_j`, and the product of messages is
-//! the one-dimensional product (eq 13) in each feature, its normaliser the sum of the
-//! features' normalisers over the features observed on at least two incoming branches.
-//! With no entry missing this is [`BrownianDiffusion`] with the same `Λ` (the tests check
-//! the two against each other, and against the covariance form with rows and columns
-//! removed).
-//!
-//! A full `Λ` couples the features, and a partly observed row's message would need a
-//! covariance of its own per node; it is not supported (use a diagonal `Λ` or impute).
-//!
-//! # Pairs and the optimal duration
-//! A pair's normaliser at total branch length `L` is, over the features observed on both
-//! sides, `Σ_j ln N(μ_lj − μ_rj; 0, (w_j + L)λ_j)` with `w_j = v_lj + v_rj`. Features with
-//! the same `w_j` share one term, so [`MaskedPair`] keeps the distinct `w` with their
-//! feature counts `n_g` and summed squared whitened distances `S_g` (one group when both
-//! messages have the same pattern of observed features, the usual case). Greedy-Rate1's
-//! objective `−rate·δ + Σ_g −(n_g ln u_g + S_g/u_g)/2`, `u_g = w_g + base + 2δ`, is
-//! maximised in closed form for one group (as [`BrownianDiffusion`]); with several groups
-//! it can have more than one local maximum (a tight group that agrees pulls towards
-//! `δ = 0`, a loose one that disagrees pushes out), and the best of its stationary points
-//! and `δ = 0` is found on a grid
-//! ([`best_stationary_point`](super::best_stationary_point)). Beyond the duration where
-//! every `u_g ≥ S_g/n_g` each term decreases, which bounds the search.
+//! Brownian diffusion with missing entries: [`MaskedBrownian`].
 
 use ndarray::ArrayView1;
 
@@ -39,8 +9,38 @@ use crate::error::{Result, RoseTreeError};
 
 const LN_2PI: f64 = 1.837_877_066_409_345_5;
 
-/// Brownian diffusion with a diagonal `Λ` for data with missing (NaN) entries (see the
-/// [module docs](self)).
+/// Brownian diffusion with missing entries (Teh, Daumé & Roy 2007, eqs 11–13, feature by
+/// feature).
+///
+/// With a diagonal `Λ = diag(λ_1, …, λ_D)` the features diffuse independently, so a missing
+/// entry is simply a feature the leaf says nothing about: its message is uninformative in
+/// that feature only. Messages are then no longer multiples of one `Λ`: a node's message is
+/// `Π_j N(y_j; μ_j, v_j λ_j)` with a variance factor `v_j` per feature (`v_j = ∞` where no
+/// leaf below it observes feature `j`). Everything of [`BrownianDiffusion`] holds feature by
+/// feature: a branch adds its length to every finite `v_j`, and the product of messages is
+/// the one-dimensional product (eq 13) in each feature, its normaliser the sum of the
+/// features' normalisers over the features observed on at least two incoming branches.
+/// With no entry missing this is [`BrownianDiffusion`] with the same `Λ` (the tests check
+/// the two against each other, and against the covariance form with rows and columns
+/// removed).
+///
+/// A full `Λ` couples the features, and a partly observed row's message would need a
+/// covariance of its own per node; it is not supported (use a diagonal `Λ` or impute).
+///
+/// # Pairs and the optimal duration
+/// A pair's normaliser at total branch length `L` is, over the features observed on both
+/// sides, `Σ_j ln N(μ_lj − μ_rj; 0, (w_j + L)λ_j)` with `w_j = v_lj + v_rj`. Features with
+/// the same `w_j` share one term, so [`MaskedPair`] keeps the distinct `w` with their
+/// feature counts `n_g` and summed squared whitened distances `S_g` (one group when both
+/// messages have the same pattern of observed features, the usual case). Greedy-Rate1's
+/// objective `−rate·δ + Σ_g −(n_g ln u_g + S_g/u_g)/2`, `u_g = w_g + base + 2δ`, is
+/// maximised in closed form for one group (as [`BrownianDiffusion`]); with several groups
+/// it can have more than one local maximum (a tight group that agrees pulls towards
+/// `δ = 0`, a loose one that disagrees pushes out), and the best of its stationary points
+/// and `δ = 0` is found as for [`MultinomialMutation`](super::MultinomialMutation): the
+/// slope tabulated on 121 geometrically spaced durations, each sign change refined by
+/// bracketed Newton steps. Beyond the duration where every `u_g ≥ S_g/n_g` each term
+/// decreases, which bounds the search.
 ///
 /// # Examples
 /// ```
@@ -97,7 +97,7 @@ pub struct MaskedPair {
 }
 
 impl MaskedPair {
-    /// `(w_g, n_g, S_g)` per group (see the [module docs](self)).
+    /// `(w_g, n_g, S_g)` per group (see [`MaskedBrownian`]).
     pub fn groups(&self) -> &[(f64, f64, f64)] {
         &self.groups
     }
@@ -149,7 +149,7 @@ impl MaskedBrownian {
     }
 
     /// The variances `v_j λ_j` of `msg` in data coordinates.
-    pub fn variance(&self, msg: &MaskedMessage) -> Vec<f64> {
+    pub fn variances(&self, msg: &MaskedMessage) -> Vec<f64> {
         msg.var
             .iter()
             .zip(&self.scales)
@@ -382,8 +382,8 @@ impl MessageModel for MaskedBrownian {
     }
 
     /// The maximiser of `−rate·δ + ln Z(base_length + 2δ)`: in closed form for one group
-    /// of features (as [`BrownianDiffusion`]), on a grid with refinement otherwise (see the
-    /// [module docs](self)).
+    /// of features (as [`BrownianDiffusion`]), on a grid with refinement otherwise (see
+    /// [`MaskedBrownian`]).
     fn optimal_duration(&self, pair: &MaskedPair, base_length: f64, rate: f64) -> Result<f64> {
         check_duration_args(base_length, rate)?;
         match pair.groups.as_slice() {

@@ -140,7 +140,7 @@ fn leaf_messages_and_their_summaries() {
     let mean = model.mean(&up);
     assert_eq!(mean[0], 2.0);
     assert!(mean[1].is_nan());
-    assert_eq!(model.variance(&up)[0], 2.0);
+    assert_eq!(model.variances(&up)[0], 2.0);
 
     // Two leaves observing different features share nothing: Z = 1, δ* = 0.
     let (other, _) = model.leaf_message(array![f64::NAN, 1.0].view(), 1).unwrap();
