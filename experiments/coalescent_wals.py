@@ -331,7 +331,11 @@ def main() -> None:
     write_json(
         args.out / f"coalescent_wals{suffix}.json",
         {
-            "command": "python experiments/coalescent_wals.py" + (" --quick" if args.quick else ""),
+            "command": "python experiments/coalescent_wals.py"
+            + (" --quick" if args.quick else "")
+            + f" --folds {folds} --hyper-iter {args.hyper_iter}"
+            + " --percents "
+            + " ".join(map(str, percents)),
             "seconds": time.perf_counter() - start,
             "figure_3a": tree,
             "figure_3b": restored,

@@ -179,3 +179,15 @@ def test_what_missing_entries_cannot_do():
         rt.KingmanCoalescent().fit(X)
     # A proper root gives the empty column a proper predictive: the fit goes ahead.
     assert np.isfinite(rt.KingmanCoalescent(root=1.0).fit(X).log_joint_)
+
+
+def test_a_point_mass_prediction_is_minus_infinity_not_nan():
+    # A row with nothing observed joins Greedy-Rate1's tree at time 0 (nothing delays it),
+    # so its entry's posterior is its sibling's value exactly.
+    X = np.array([[0.0], [1.0], [np.nan], [3.0]])
+    est = rt.KingmanCoalescent().fit(X)
+    truth = np.array([[0.0], [1.0], [2.0], [3.0]])
+    assert est.log_predictive_missing(truth) == -np.inf
+    sibling = est.impute()[2, 0]
+    assert sibling in (0.0, 1.0, 3.0)
+    assert est.log_predictive_missing(np.where(np.isnan(X), sibling, X)) == np.inf

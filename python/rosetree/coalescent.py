@@ -562,7 +562,11 @@ class KingmanCoalescent(ParamsMixin):
         for w, p in self._weighted_predictors():
             post = np.asarray(p.leaf_posteriors())[rows, columns]
             mean, var = post[:, 0], post[:, 1]
-            terms.append(w - 0.5 * (np.log(2 * np.pi * var) + (values - mean) ** 2 / var))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_pdf = -0.5 * (np.log(2 * np.pi * var) + (values - mean) ** 2 / var)
+            # A zero-length branch above a leaf makes its posterior a point mass.
+            log_pdf = np.where(var > 0, log_pdf, np.where(values == mean, np.inf, -np.inf))
+            terms.append(w + log_pdf)
         return float(_logsumexp_rows(np.vstack(terms)).sum())
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
@@ -594,7 +598,8 @@ def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
     """``ln sum exp`` down the columns of ``a`` (one column per new row)."""
     top = a.max(axis=0)
     safe = np.where(np.isfinite(top), top, 0.0)
-    return safe + np.log(np.exp(a - safe).sum(axis=0))
+    with np.errstate(divide="ignore"):  # every term -inf: the sum is -inf
+        return safe + np.log(np.exp(a - safe).sum(axis=0))
 
 
 def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None:
