@@ -92,7 +92,11 @@ impl PydtParams {
     /// Evaluated as `−ln[Γ(x + s)/Γ(x)]` with `x = m − β`, `s = 1 + α + β > 0` by
     /// [`ln_gamma_ratio`], which keeps its digits where `ln Γ(m + 1 + α) − ln Γ(m − β)` would
     /// cancel (large `m`).
+    ///
+    /// # Panics
+    /// If `m = 0` (no branch is followed by no point).
     pub fn ln_rate_factor(&self, m: usize) -> f64 {
+        assert!(m >= 1, "the rate factor w_m needs m ≥ 1");
         -ln_gamma_ratio(m as f64 - self.beta, 1.0 + self.alpha + self.beta)
     }
 
@@ -127,8 +131,14 @@ impl PydtParams {
     /// every ratio by [`ln_gamma_ratio`] (no difference of large `ln Γ` values).
     ///
     /// The divergence density `a(t)` of the branch point is not included.
+    ///
+    /// # Panics
+    /// Unless there are at least two counts and each is at least 1.
     pub fn ln_structure(&self, counts: &[usize]) -> f64 {
-        debug_assert!(counts.len() >= 2 && counts.iter().all(|&n| n >= 1));
+        assert!(
+            counts.len() >= 2 && counts.iter().all(|&n| n >= 1),
+            "a branch point has at least two branches, each with at least one leaf"
+        );
         let (alpha, beta) = (self.alpha, self.beta);
         let m: usize = counts.iter().sum();
         let big = counts
@@ -156,7 +166,14 @@ impl PydtParams {
 /// (eq 12), from a table `h` of [`PydtParams::harmonic`] reaching `m − 1`. Its absolute
 /// error is a few ulp of `H_{m−1}`; `J` may be negative (a branch point above large
 /// subtrees), and only `c·J·ln(1 − t)` enters the density.
+///
+/// # Panics
+/// If a count is 0 or `h` does not reach `m − 1`.
 pub fn harmonic_gap(h: &[f64], counts: &[usize]) -> f64 {
     let m: usize = counts.iter().sum();
+    assert!(
+        counts.iter().all(|&n| n >= 1) && m <= h.len(),
+        "counts must be ≥ 1 and the table must reach H_(m−1)"
+    );
     h[m - 1] - counts.iter().map(|&n| h[n - 1]).sum::<f64>()
 }

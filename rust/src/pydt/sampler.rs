@@ -15,8 +15,9 @@
 //! # Times beyond double precision
 //! Double precision cannot store a time within about `10⁻¹⁶` of its child's or of 1 (`τ`
 //! beyond about 36.7). The process puts divergences there when `c w_m` is small (a small
-//! `c`, a large `α`, many points): with `α = 1.5`, `c = 0.7`, each branch into a leaf has a
-//! chance of `e^{−37 c w_1} ≈ 4·10⁻⁴`. Such a draw cannot be returned as a [`Tree`] (its
+//! `c`, a large `α`, many points): with `α = 1.5`, `c = 0.7`, a point that diverges from a
+//! branch into a leaf does so beyond `τ = 37` with probability at least
+//! `e^{−37 c w_1} ≈ 4·10⁻⁴`. Such a draw cannot be returned as a [`Tree`] (its
 //! times would be equal), so [`sample_tree`] draws the whole tree again, up to
 //! [`MAX_ATTEMPTS`] times, and reports [`RoseTreeError::Numerical`] if none is
 //! representable. The trees returned are therefore draws from the process conditioned on
