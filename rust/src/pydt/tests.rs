@@ -385,7 +385,7 @@ fn three_and_four_points_have_total_probability_one() {
                 .map(|((_, k), q)| *k as f64 * q)
                 .sum();
             assert!(
-                (total - 1.0).abs() < 1e-6,
+                (total - 1.0).abs() < 1e-10,
                 "α={a} β={b} c={c} n={n}: {total}"
             );
             if n == 3 {
