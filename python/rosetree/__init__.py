@@ -36,6 +36,7 @@ from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
 from .gp import GPExperts
 from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
 from .metrics import dendrogram_purity, leave_one_out_accuracy, subtree_score
+from .pydt import pydt_log_likelihood, pydt_log_prior, sample_pydt
 from .tree import RoseTree, Tree
 
 __all__ = [
@@ -70,5 +71,8 @@ __all__ = [
     "log_evidence",
     "optimal_tree",
     "plot",
+    "pydt_log_likelihood",
+    "pydt_log_prior",
+    "sample_pydt",
     "subtree_score",
 ]

@@ -25,7 +25,10 @@ __all__ = [
     "fit_coalescent",
     "log_marginal",
     "optimal_tree",
+    "pydt_log_likelihood",
+    "pydt_log_prior",
     "resolved_model",
+    "sample_pydt",
 ]
 
 __version__: str
@@ -253,3 +256,8 @@ def coalescent_subtree_evidence(
     lambda_: npt.NDArray[np.float64],
     root: float | None,
 ) -> list[float]: ...
+def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
+def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...
+def sample_pydt(
+    n: int, d: int, *, alpha: float, beta: float, c: float, sigma2: float, seed: int
+) -> tuple[npt.NDArray[np.float64], Tree]: ...

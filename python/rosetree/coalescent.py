@@ -655,17 +655,22 @@ def _split_llr(tree: Tree, evidence: np.ndarray) -> np.ndarray:
     return llr
 
 
-def tree_from_nested(tree: Any, n_leaves: int) -> Tree:
-    """A timed tree from nested dicts ``{"t": time, "children": [...]}`` with int leaves."""
+def tree_from_nested(tree: Any, n_leaves: int | None = None, *, leaf_time: float = 0.0) -> Tree:
+    """A timed tree from nested dicts ``{"t": time, "children": [...]}`` with int leaves.
+
+    Leaves are row indices, all at ``leaf_time`` (0 for the coalescent, 1 for the diffusion
+    tree). ``n_leaves`` defaults to the number of leaves found, which must then be the rows
+    ``0 .. n - 1``.
+    """
     internal: list[list[int]] = []
     heights: list[float] = []
+    leaves: list[int] = []
     seen: set[int] = set()
 
     def leaf(v: Any) -> int:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise InvalidTreeError(f"leaves must be row indices (int), got {v!r}")
-        if not 0 <= int(v) < n_leaves:
-            raise InvalidTreeError(f"leaf {v} is not a row of the data (0 .. {n_leaves - 1})")
+        leaves.append(int(v))
         return int(v)
 
     def node(d: Any) -> tuple[float, list[Any]]:
@@ -679,12 +684,14 @@ def tree_from_nested(tree: Any, n_leaves: int) -> Tree:
         return float(d["t"]), list(d["children"])
 
     if not isinstance(tree, dict):
-        if n_leaves != 1 or leaf(tree) != 0:
+        if n_leaves not in (None, 1) or leaf(tree) != 0:
+            rows = "" if n_leaves is None else f"over {n_leaves} rows "
             raise InvalidTreeError(
-                f'a tree over {n_leaves} rows must be a dict {{"t": time, "children": [...]}}'
+                f'a tree {rows}must be a dict {{"t": time, "children": [...]}} or the leaf 0'
             )
-        return Tree(1, [], [0.0])
-    # Post-order with an explicit stack, so any depth works.
+        return Tree(1, [], [leaf_time])
+    # Post-order with an explicit stack, so any depth works. Internal node k is recorded as
+    # -(k + 1) until the number of leaves, and with it its id, is known.
     t0, kids = node(tree)
     stack: list[tuple[float, Any, list[int]]] = [(t0, iter(kids), [])]
     while stack:
@@ -695,13 +702,18 @@ def tree_from_nested(tree: Any, n_leaves: int) -> Tree:
             internal.append(ids)
             heights.append(t)
             if stack:
-                stack[-1][2].append(n_leaves + len(internal) - 1)
+                stack[-1][2].append(-len(internal))
         elif isinstance(child, dict):
             tc, kc = node(child)
             stack.append((tc, iter(kc), []))
         else:
             ids.append(leaf(child))
-    return Tree(n_leaves, internal, [0.0] * n_leaves + heights)
+    n = len(leaves) if n_leaves is None else n_leaves
+    for v in leaves:
+        if not 0 <= v < n:
+            raise InvalidTreeError(f"leaf {v} is not a row of the data (0 .. {n - 1})")
+    internal = [[c if c >= 0 else n - c - 1 for c in ids] for ids in internal]
+    return Tree(n, internal, [leaf_time] * n + heights)
 
 
 def coalescent_log_joint(

@@ -18,6 +18,8 @@
 //! - [`agglomerate`]: the greedy engine, generic over a [`agglomerate::Linkage`] client.
 //! - [`brt`]: Bayesian rose trees and BHC, a client of the engine; [`RoseTree`] is the
 //!   shared tree with the rose-tree quantities beside it.
+//! - [`pydt`]: the Pitman–Yor diffusion tree (and Neal's Dirichlet diffusion tree): the
+//!   density of a tree, its Gaussian likelihood and the generative process.
 //! - [`parallel`]: the thread pool and the one place where loops go parallel.
 //!
 //! ```
@@ -43,6 +45,7 @@ pub mod error;
 pub mod math;
 pub mod models;
 pub mod parallel;
+pub mod pydt;
 pub mod tree;
 
 #[cfg(feature = "python")]

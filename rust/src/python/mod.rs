@@ -8,6 +8,7 @@ mod errors;
 mod fit;
 mod learn;
 mod models;
+mod pydt;
 mod tree;
 
 use std::sync::Arc;
@@ -289,6 +290,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
     fit::register(m)?;
     coalescent::register(m)?;
+    pydt::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
