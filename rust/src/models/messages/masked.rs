@@ -267,18 +267,17 @@ impl MessageModel for MaskedBrownian {
                 }
                 continue;
             }
-            let var = 1.0 / precision;
-            let mean = var * weighted;
-            out.mean[j] = mean;
-            out.var[j] = var;
             if k == 1 {
-                // The message passes through unchanged (`var` and `mean` recompute it;
-                // copy it exactly instead).
+                // The one message passes through unchanged.
                 let m = msgs.iter().find(|m| m.var[j].is_finite()).expect("k = 1");
                 out.mean[j] = m.mean[j];
                 out.var[j] = m.var[j];
                 continue;
             }
+            let var = 1.0 / precision;
+            let mean = var * weighted;
+            out.mean[j] = mean;
+            out.var[j] = var;
             let finite = || msgs.iter().filter(|m| m.var[j].is_finite());
             if k == 2 {
                 let mut two = finite();
