@@ -104,7 +104,9 @@
 //! ```
 
 pub mod divergence;
+pub mod mcmc;
 pub mod sampler;
+pub(crate) mod slice;
 
 pub use divergence::{PydtParams, harmonic_gap};
 pub use sampler::{sample, sample_locations, sample_tree};

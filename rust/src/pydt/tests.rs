@@ -17,17 +17,17 @@ use crate::tree::Topology;
 const LN_2PI: f64 = 1.837_877_066_409_345_5;
 
 /// A diffusion tree: leaves at 1, internal nodes at `times` (in id order).
-fn tree(n: usize, internal: Vec<Vec<usize>>, times: &[f64]) -> Tree {
+pub(super) fn tree(n: usize, internal: Vec<Vec<usize>>, times: &[f64]) -> Tree {
     let mut h = vec![1.0; n];
     h.extend_from_slice(times);
     Tree::new(&Topology::new(n, internal).unwrap(), Some(h)).unwrap()
 }
 
-fn params(alpha: f64, beta: f64, c: f64) -> PydtParams {
+pub(super) fn params(alpha: f64, beta: f64, c: f64) -> PydtParams {
     PydtParams::new(alpha, beta, c).unwrap()
 }
 
-fn rng(seed: u64) -> Xoshiro256PlusPlus {
+pub(super) fn rng(seed: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
@@ -115,7 +115,7 @@ fn neal_log_density(tree: &Tree, c: f64) -> f64 {
 /// gauss-quad has no rule for endpoint singularities of unknown order, such as the
 /// `(1 − t)^{cJ − 1}` of these densities). Nodes are placed by their distance from the
 /// nearer end, so that none rounds onto it; nodes that still do are skipped.
-fn tanh_sinh(a: f64, b: f64, step: f64, f: &mut dyn FnMut(f64) -> f64) -> f64 {
+pub(super) fn tanh_sinh(a: f64, b: f64, step: f64, f: &mut dyn FnMut(f64) -> f64) -> f64 {
     let half = 0.5 * (b - a);
     let kmax = (3.0 / step).round() as i64;
     let mut sum = 0.0;
@@ -137,7 +137,7 @@ fn tanh_sinh(a: f64, b: f64, step: f64, f: &mut dyn FnMut(f64) -> f64) -> f64 {
 
 /// `∫ g(t) exp(log_prior(T, t)) dt` over the divergence times of the shape `internal` (on
 /// `n` leaves), each parent strictly before its children, by nested tanh–sinh rules.
-fn integrate_shape(
+pub(super) fn integrate_shape(
     n: usize,
     internal: &[Vec<usize>],
     p: &PydtParams,
@@ -217,7 +217,7 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 
 /// Small trees of every kind: binary, with a three-way branch point at the root or below,
 /// and a four-way star.
-fn small_trees() -> Vec<Tree> {
+pub(super) fn small_trees() -> Vec<Tree> {
     vec![
         tree(2, vec![vec![0, 1]], &[0.4]),
         tree(3, vec![vec![0, 1], vec![3, 2]], &[0.7, 0.3]),
@@ -348,7 +348,7 @@ fn two_points_integrate_to_one_and_the_printed_eq_7_does_not() {
 
 /// The shapes of trees on 3 and 4 leaves: a representative, and the number of labelled trees
 /// of that shape.
-fn shapes(n: usize) -> Vec<(Vec<Vec<usize>>, usize)> {
+pub(super) fn shapes(n: usize) -> Vec<(Vec<Vec<usize>>, usize)> {
     match n {
         3 => vec![(vec![vec![0, 1], vec![3, 2]], 3), (vec![vec![0, 1, 2]], 1)],
         4 => vec![
@@ -468,7 +468,7 @@ fn the_structure_factor_keeps_its_digits_for_large_branches() {
 
 /// `ln N(x_col; 0, σ²C)` summed over the columns, `C_ij` the time of the lowest common
 /// ancestor of leaves `i ≠ j` and `C_ii = 1`, by a Cholesky factorisation.
-fn covariance_log_likelihood(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> f64 {
+pub(super) fn covariance_log_likelihood(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> f64 {
     let n = tree.n_leaves();
     let h = tree.heights().unwrap();
     let ancestors = |i: usize| {

@@ -1,0 +1,1077 @@
+//! Markov chain Monte Carlo over Pitman–Yor diffusion trees (Knowles & Ghahramani, §5.1):
+//! the tree structure and divergence times by subtree moves, the hyperparameters by Gibbs
+//! and slice sampling, with the Gaussian likelihood's internal locations integrated out.
+//!
+//! # The state and its caches
+//! The tree lives in an [`Arena`]. Each node caches the Gaussian message from the data below
+//! it (`N(x_v; μ_v, σ² v_v I)`, kept in units of `σ²`), the sums over its subtree of the
+//! local likelihood terms, and its own prior term `ln S_b + ln c + (c J_b − 1) ln(1 − t_b)`
+//! with the sum over its subtree. A move marks only the changed paths dirty, and only those
+//! are recomputed: a subtree move costs `O(depth · K · D)`, not `O(N D)`.
+//!
+//! The likelihood in units of `σ²`: merging the messages of a node's children one at a time,
+//! each merge of `N(μ₁, σ² v₁)` and `N(μ₂, σ² v₂)` contributes the normaliser
+//! `N(μ₁; μ₂, σ²(v₁ + v₂) I)`; with the root's message against the origin,
+//! `N(μ_r; 0, σ²(v_r + t_r) I)`, a tree over `N` points has exactly `N` of them, so
+//!
+//! ```text
+//!   ln p(X | T, t, σ²) = −(N D/2) ln(2πσ²) − (D/2) Σ ln(v₁ + v₂) − Σ ‖μ₁ − μ₂‖²/(2σ²(v₁ + v₂)),
+//! ```
+//!
+//! and a new `σ²` needs no message recomputed.
+//!
+//! # Subtree moves, exactly
+//! A non-root node `v` is chosen uniformly (`N_T` choices: every node but the root), its
+//! subtree is detached, and a new position is drawn by the generative process of one new
+//! point on the remaining tree `R` (see the [`pydt` module docs](super)), conditioned on
+//! diverging before the subtree root's time `t_v`: on a branch (a new branch point is made)
+//! or at a branch point (the subtree becomes one more branch). Write `q(X)` for the
+//! unconditioned density of the process ending at position `X` of `R`; the conditioning
+//! divides it by `Z = P(diverge before t_v | R)`, which is the same for the move back (the
+//! same `R`, the same subtree), so the Metropolis–Hastings ratio of a move from position
+//! `X` (tree `T`) to `X'` (tree `T'`) is
+//!
+//! ```text
+//!   p(X | T') p(T') / (p(X | T) p(T)) · q(X) / q(X') · N_T / N_T'.
+//! ```
+//!
+//! When `v` is a single leaf, exchangeability makes `p(T') = p(R) q(X')` and the prior terms
+//! cancel, leaving the likelihood ratio of the paper; for a subtree of several leaves they
+//! do not cancel (its points all follow the path to `X'`), and the chain keeps every factor.
+//! `N_T ≠ N_T'` when the move creates or removes a branch point. A tree `T'` may be reached
+//! from `T` by moving either of two siblings; each choice of `v` is its own reversible move
+//! with the ratio above, so the kernel satisfies detailed balance without summing routes.
+//!
+//! The conditioned draw is made by rejection (the walk stops as soon as it passes `t_v`),
+//! and after [`REJECTION_TRIES`] failures by an exact sequential draw: the probability
+//! `Z(u)` of diverging before `t_v` from the top of each branch is computed below the root
+//! down to `t_v`, and the walk follows the branches in proportion to it. Both give the
+//! conditioned law exactly.
+//!
+//! # Divergence times
+//! Each sweep also slice-samples every branch point's time between its parent's and its
+//! earliest child's (the subtree moves alone change a time only by removing and re-creating
+//! its node), from `p(X | T, t) (1 − t_b)^{c J_b − 1}`.
+//!
+//! # Hyperparameters
+//! - `c`: the density is `c^{|I|} exp(c Σ_b J_b ln(1 − t_b))` times terms free of `c`, so
+//!   under a `Gamma(a_c, b_c)` prior (shape, rate) its conditional is
+//!   `Gamma(a_c + |I|, b_c − Σ_b J_b ln(1 − t_b))` (eq 13, whose printed `+` is a `−`:
+//!   `ln(1 − t) < 0`, and `Σ_b J_b ln(1 − t_b) ≤ 0` because it is a sum over branches of
+//!   `−(τ_b − τ_a) H_{m−1}` with `τ = −ln(1 − t)`).
+//! - `1/σ²` (eq 14): the internal locations are drawn jointly by backward sampling from the
+//!   messages, then `1/σ² ~ Gamma(a_σ + |E| D/2, b_σ + Σ_{[ab]} ‖x_b − x_a‖²/(2(t_b − t_a)))`
+//!   over all `|E|` branches, the one from the origin and those into the leaves included.
+//! - `α` and `β`: slice sampling of `ln α` and `logit β` (their priors a Gamma and a Beta,
+//!   with the Jacobians), on the structure and time terms (eqs 7 with the erratum, 9).
+//!
+//! # Random streams
+//! One `Xoshiro256PlusPlus` seeded from the caller's seed drives the whole chain; the result
+//! is a function of the seed and the inputs alone (the chain is sequential).
+
+use ndarray::{Array2, ArrayView2};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp1, Gamma, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::slice::slice_sample;
+use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap, sample_tree};
+use crate::error::{Result, RoseTreeError};
+use crate::math::ln_gamma;
+use crate::tree::Tree;
+use crate::tree::arena::{Arena, Attachment, NodeId};
+
+/// How many times a subtree's new position is drawn by rejection before the exact
+/// sequential draw takes over (see the [module docs](self)).
+pub const REJECTION_TRIES: usize = 16;
+
+/// A Gamma prior by shape and rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GammaPrior {
+    /// The shape `a > 0`.
+    pub shape: f64,
+    /// The rate `b > 0`.
+    pub rate: f64,
+}
+
+impl GammaPrior {
+    /// `ln` of the density at `x > 0`.
+    pub fn ln_pdf(&self, x: f64) -> f64 {
+        self.shape * self.rate.ln() - ln_gamma(self.shape) + (self.shape - 1.0) * x.ln()
+            - self.rate * x
+    }
+
+    fn check(&self, name: &str) -> Result<()> {
+        for (what, v) in [("shape", self.shape), ("rate", self.rate)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(RoseTreeError::param(
+                    name,
+                    format!("the Gamma prior's {what} must be finite and > 0, got {v}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A Beta prior.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BetaPrior {
+    /// The first shape `a > 0`.
+    pub a: f64,
+    /// The second shape `b > 0`.
+    pub b: f64,
+}
+
+impl BetaPrior {
+    /// `ln` of the density at `x ∈ (0, 1)`.
+    pub fn ln_pdf(&self, x: f64) -> f64 {
+        (self.a - 1.0) * x.ln() + (self.b - 1.0) * (-x).ln_1p()
+            - crate::math::ln_beta(self.a, self.b)
+    }
+}
+
+/// The priors of the hyperparameters that the chain learns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hyperpriors {
+    /// Prior of the concentration `α > 0`.
+    pub alpha: GammaPrior,
+    /// Prior of the discount `β ∈ (0, 1)`.
+    pub beta: BetaPrior,
+    /// Prior of the smoothness `c`.
+    pub c: GammaPrior,
+    /// Prior of the precision `1/σ²`.
+    pub precision: GammaPrior,
+}
+
+impl Default for Hyperpriors {
+    /// `α ~ Gamma(1, 1)`, `β ~ Beta(1, 1)`, `c ~ Gamma(1, 1)`, `1/σ² ~ Gamma(1, 1)`.
+    fn default() -> Self {
+        let unit = GammaPrior {
+            shape: 1.0,
+            rate: 1.0,
+        };
+        Self {
+            alpha: unit,
+            beta: BetaPrior { a: 1.0, b: 1.0 },
+            c: unit,
+            precision: unit,
+        }
+    }
+}
+
+/// Which hyperparameters the chain samples; the others stay at their starting values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Learn {
+    /// Slice-sample `ln α` (needs a starting `α > 0`).
+    pub alpha: bool,
+    /// Slice-sample `logit β` (needs a starting `β > 0`).
+    pub beta: bool,
+    /// Gibbs-sample `c`.
+    pub c: bool,
+    /// Gibbs-sample `1/σ²` (with data only).
+    pub sigma2: bool,
+}
+
+/// The settings of a chain.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct McmcConfig {
+    /// Sweeps; each is `N` subtree moves, a slice update of every divergence time and one
+    /// update of each learnt hyperparameter.
+    pub n_iter: usize,
+    /// Sweeps discarded before samples are kept.
+    pub burn_in: usize,
+    /// Keep every `thin`-th sweep after the burn-in.
+    pub thin: usize,
+    /// Which hyperparameters to sample.
+    pub learn: Learn,
+    /// Their priors.
+    pub priors: Hyperpriors,
+}
+
+impl Default for McmcConfig {
+    fn default() -> Self {
+        Self {
+            n_iter: 100,
+            burn_in: 50,
+            thin: 1,
+            learn: Learn::default(),
+            priors: Hyperpriors::default(),
+        }
+    }
+}
+
+impl McmcConfig {
+    fn check(&self, params: &PydtParams) -> Result<()> {
+        if self.thin == 0 {
+            return Err(RoseTreeError::param("thin", "must be at least 1"));
+        }
+        if self.burn_in > self.n_iter {
+            return Err(RoseTreeError::param(
+                "burn_in",
+                format!(
+                    "must not exceed n_iter = {}, got {}",
+                    self.n_iter, self.burn_in
+                ),
+            ));
+        }
+        let p = &self.priors;
+        p.alpha.check("alpha_prior")?;
+        p.c.check("c_prior")?;
+        p.precision.check("sigma2_prior")?;
+        for (what, v) in [("a", p.beta.a), ("b", p.beta.b)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(RoseTreeError::param(
+                    "beta_prior",
+                    format!("the Beta prior's {what} must be finite and > 0, got {v}"),
+                ));
+            }
+        }
+        if self.learn.alpha && params.alpha() <= 0.0 {
+            return Err(RoseTreeError::param(
+                "alpha",
+                format!(
+                    "learning alpha needs a starting value > 0 (it is sampled on the log \
+                     scale), got {}",
+                    params.alpha()
+                ),
+            ));
+        }
+        if self.learn.beta && params.beta() <= 0.0 {
+            return Err(RoseTreeError::param(
+                "beta",
+                format!(
+                    "learning beta needs a starting value in (0, 1) (it is sampled on the \
+                     logit scale), got {}",
+                    params.beta()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One sweep's record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRow {
+    /// `ln p(X, T, t | α, β, c, σ²)` at the end of the sweep.
+    pub log_joint: f64,
+    /// `ln p(X | T, t, σ²)` (0 without data).
+    pub log_likelihood: f64,
+    /// The hyperparameters at the end of the sweep.
+    pub alpha: f64,
+    /// See `alpha`.
+    pub beta: f64,
+    /// See `alpha`.
+    pub c: f64,
+    /// See `alpha`.
+    pub sigma2: f64,
+    /// The fraction of this sweep's subtree moves that were accepted.
+    pub acceptance: f64,
+}
+
+/// A kept state of the chain.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// The tree, heights = divergence times.
+    pub tree: Tree,
+    /// The hyperparameters.
+    pub params: PydtParams,
+    /// The Brownian variance per unit time.
+    pub sigma2: f64,
+    /// `ln p(X, T, t | α, β, c, σ²)`.
+    pub log_joint: f64,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct McmcResult {
+    /// The kept states, in order.
+    pub samples: Vec<Sample>,
+    /// One row per sweep.
+    pub trace: Vec<TraceRow>,
+    /// The last state.
+    pub last: Sample,
+    /// Subtree moves proposed over the whole run.
+    pub proposals: usize,
+    /// Subtree moves accepted over the whole run.
+    pub accepted: usize,
+}
+
+/// The cache of a node (see the [module docs](self)).
+#[derive(Debug, Clone, Default)]
+struct NodeState {
+    /// Mean of the message from the data below (the data at a leaf); empty without data.
+    mean: Vec<f64>,
+    /// Its variance in units of `σ²` (0 at a leaf).
+    var: f64,
+    /// Subtree sums of `ln(v₁ + v₂)` and `‖μ₁ − μ₂‖²/(v₁ + v₂)` over the merges.
+    ln_var: f64,
+    quad: f64,
+    /// This node's prior term, and the sum over its subtree.
+    prior: f64,
+    sub_prior: f64,
+}
+
+/// `τ = −ln(1 − t)`, the time in which the divergence hazard is constant.
+fn tau(t: f64) -> f64 {
+    -(-t).ln_1p()
+}
+
+/// A Markov chain over trees, divergence times and hyperparameters for data `x` (one row
+/// per leaf); see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Chain {
+    arena: Arena<NodeState>,
+    x: Array2<f64>,
+    params: PydtParams,
+    sigma2: f64,
+    /// `w_m` for `m = 0..=N` (`w_0` unused) and `H_0..=H_{N−1}`.
+    w: Vec<f64>,
+    h: Vec<f64>,
+    ln_lik: f64,
+    ln_prior: f64,
+    /// Scratch: the success probabilities `Z(u)` of the exact conditioned draw.
+    z: Vec<f64>,
+}
+
+impl Chain {
+    /// A chain started at `tree` for data `x` (row `i` at leaf `i`; `x` may have no columns,
+    /// which samples the prior).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] naming `sigma2`; [`RoseTreeError::InvalidTree`]
+    /// from [`check_diffusion_tree`] or when the tree's leaves are not the rows of `x`;
+    /// [`RoseTreeError::InvalidData`] for a non-finite entry of `x`.
+    pub fn new(
+        x: ArrayView2<'_, f64>,
+        tree: &Tree,
+        params: PydtParams,
+        sigma2: f64,
+    ) -> Result<Self> {
+        check_sigma2(sigma2)?;
+        let t = check_diffusion_tree(tree)?;
+        if tree.n_leaves() != x.nrows() {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "the tree has {} leaves for {} rows",
+                tree.n_leaves(),
+                x.nrows()
+            )));
+        }
+        if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
+            return Err(RoseTreeError::data(
+                i,
+                Some(j),
+                format!("must be finite, got {v}"),
+            ));
+        }
+        let arena = Arena::from_topology(&tree.topology(), t, |_| NodeState::default())?;
+        let mut chain = Self {
+            arena,
+            x: x.to_owned(),
+            params,
+            sigma2,
+            w: Vec::new(),
+            h: Vec::new(),
+            ln_lik: 0.0,
+            ln_prior: 0.0,
+            z: Vec::new(),
+        };
+        chain.set_params(params);
+        Ok(chain)
+    }
+
+    /// The number of leaves.
+    pub fn n_leaves(&self) -> usize {
+        self.arena.n_leaves()
+    }
+
+    /// The current hyperparameters.
+    pub fn params(&self) -> PydtParams {
+        self.params
+    }
+
+    /// The current Brownian variance per unit time.
+    pub fn sigma2(&self) -> f64 {
+        self.sigma2
+    }
+
+    /// `ln p(X | T, t, σ²)` of the current state (0 without data).
+    pub fn log_likelihood(&self) -> f64 {
+        self.ln_lik
+    }
+
+    /// `ln p(T, t | α, β, c)` of the current state.
+    pub fn log_prior(&self) -> f64 {
+        self.ln_prior
+    }
+
+    /// `ln p(X, T, t | α, β, c, σ²)` of the current state.
+    pub fn log_joint(&self) -> f64 {
+        self.ln_lik + self.ln_prior
+    }
+
+    /// The current tree.
+    ///
+    /// # Errors
+    /// Never for a chain between moves; see [`Arena::to_tree`].
+    pub fn tree(&self) -> Result<Tree> {
+        self.arena.to_tree()
+    }
+
+    /// The current state as a [`Sample`].
+    ///
+    /// # Errors
+    /// As [`tree`](Self::tree).
+    pub fn sample(&self) -> Result<Sample> {
+        Ok(Sample {
+            tree: self.tree()?,
+            params: self.params,
+            sigma2: self.sigma2,
+            log_joint: self.log_joint(),
+        })
+    }
+
+    /// Sets the hyperparameters, recomputing every prior term (and every message).
+    fn set_params(&mut self, params: PydtParams) {
+        self.params = params;
+        let n = self.n_leaves();
+        self.w = std::iter::once(0.0)
+            .chain((1..=n).map(|m| params.ln_rate_factor(m).exp()))
+            .collect();
+        self.h = params.harmonic(n.saturating_sub(1));
+        for v in 0..self.n_leaves() {
+            self.arena
+                .mark_dirty(NodeId(v as u32))
+                .expect("leaves are never freed");
+        }
+        self.refresh();
+    }
+
+    /// Recomputes the dirty caches and the totals.
+    fn refresh(&mut self) {
+        let (x, params, h) = (&self.x, &self.params, &self.h);
+        self.arena
+            .refresh_dirty(|arena, v| node_state(arena, v, x, params, h));
+        let root = self.arena.root();
+        let state = self.arena.cache(root).expect("the root exists");
+        self.ln_prior = state.sub_prior;
+        self.ln_lik = self.root_log_likelihood();
+    }
+
+    /// `ln p(X | T, t, σ²)` from the root's cache (see the [module docs](self)).
+    fn root_log_likelihood(&self) -> f64 {
+        let d = self.x.ncols();
+        if d == 0 {
+            return 0.0;
+        }
+        let root = self.arena.root();
+        let node = self.arena.node(root).expect("the root exists");
+        let s = node.cache().var + node.time().min(1.0);
+        let ln_var = node.cache().ln_var + s.ln();
+        let quad = node.cache().quad + node.cache().mean.iter().map(|m| m * m).sum::<f64>() / s;
+        let (n, d) = (self.n_leaves() as f64, d as f64);
+        -0.5 * n * d * (2.0 * std::f64::consts::PI * self.sigma2).ln()
+            - 0.5 * d * ln_var
+            - 0.5 * quad / self.sigma2
+    }
+
+    /// Time of `v`'s parent (0 for the root: the origin).
+    fn top_time(&self, v: NodeId) -> f64 {
+        self.arena
+            .parent(v)
+            .expect("live node")
+            .map_or(0.0, |p| self.arena.time(p).expect("live node"))
+    }
+
+    /// `ln` of the unconditioned density of the generative process of one new point on the
+    /// current tree ending at `at` (see the [module docs](self)): a density in the time for
+    /// a branch, a probability for a branch point.
+    fn ln_attach(&self, at: Attachment) -> f64 {
+        let (alpha, beta, c) = (self.params.alpha(), self.params.beta(), self.params.c());
+        let (end, mut ln_q) = match at {
+            Attachment::Branch { below, time } => {
+                let m = self.arena.node(below).expect("live node").n_leaves();
+                let wait = tau(time) - tau(self.top_time(below));
+                let ln_q = c.ln() - (-time).ln_1p() + self.w[m].ln() - c * self.w[m] * wait;
+                (below, ln_q)
+            }
+            Attachment::Node(b) => {
+                let node = self.arena.node(b).expect("live node");
+                let (m, k) = (node.n_leaves(), node.children().len());
+                let wait = tau(node.time()) - tau(self.top_time(b));
+                let new = (alpha + k as f64 * beta).max(0.0);
+                let ln_q = -c * self.w[m] * wait + new.ln() - (m as f64 + alpha).ln();
+                (b, ln_q)
+            }
+        };
+        // The path from the origin: survive each branch above `end` and choose the branch
+        // towards it at each branch point.
+        let mut child = end;
+        while let Some(a) = self.arena.parent(child).expect("live node") {
+            let node = self.arena.node(a).expect("live node");
+            let m = node.n_leaves();
+            let n_child = self.arena.node(child).expect("live node").n_leaves();
+            let wait = tau(node.time()) - tau(self.top_time(a));
+            ln_q += -c * self.w[m] * wait + (n_child as f64 - beta).ln() - (m as f64 + alpha).ln();
+            child = a;
+        }
+        ln_q
+    }
+
+    /// The weight of opening a new branch at a branch point with `k` branches; a rounding
+    /// remainder goes to the last branch when it is 0.
+    fn new_branch_weight(&self, k: usize) -> f64 {
+        (self.params.alpha() + k as f64 * self.params.beta()).max(0.0)
+    }
+
+    /// One walk of the generative process of a new point, given up (`None`) as soon as it
+    /// passes `t_sub` or draws a time double precision cannot place.
+    fn walk<R: Rng + ?Sized>(&self, t_sub: f64, rng: &mut R) -> Option<Attachment> {
+        let (alpha, beta, c) = (self.params.alpha(), self.params.beta(), self.params.c());
+        let mut u = self.arena.root();
+        let (mut t_top, mut tau_top) = (0.0, 0.0);
+        loop {
+            let node = self.arena.node(u).expect("live node");
+            let m = node.n_leaves();
+            let e: f64 = rng.sample(Exp1);
+            let tau_div = tau_top + e / (c * self.w[m]);
+            let t_div = -(-tau_div).exp_m1();
+            if node.is_leaf() || t_div < node.time() {
+                let ok = t_div > t_top && t_div < node.time().min(t_sub);
+                return ok.then_some(Attachment::Branch {
+                    below: u,
+                    time: t_div,
+                });
+            }
+            if node.time() >= t_sub {
+                return None;
+            }
+            let k = node.children().len();
+            let mut r = rng.random::<f64>() * (m as f64 + alpha);
+            let mut next = None;
+            for &child in node.children() {
+                r -= self.arena.node(child).expect("live node").n_leaves() as f64 - beta;
+                if r < 0.0 {
+                    next = Some(child);
+                    break;
+                }
+            }
+            if next.is_none() && self.new_branch_weight(k) <= 0.0 {
+                next = node.children().last().copied();
+            }
+            match next {
+                Some(child) => {
+                    t_top = node.time();
+                    tau_top = tau(t_top);
+                    u = child;
+                }
+                None => return Some(Attachment::Node(u)),
+            }
+        }
+    }
+
+    /// The exact draw of the process conditioned on diverging before `t_sub` (see the
+    /// [module docs](self)); `None` only if a drawn time cannot be placed.
+    fn walk_conditioned<R: Rng + ?Sized>(&mut self, t_sub: f64, rng: &mut R) -> Option<Attachment> {
+        let (alpha, beta, c) = (self.params.alpha(), self.params.beta(), self.params.c());
+        let tau_sub = tau(t_sub);
+        // Z(u) for every node whose branch starts before t_sub, children first.
+        self.z.clear();
+        self.z.resize(self.arena.n_slots(), 0.0);
+        let root = self.arena.root();
+        let region: Vec<NodeId> = {
+            let mut order = Vec::new();
+            let mut stack = vec![root];
+            while let Some(u) = stack.pop() {
+                order.push(u);
+                let node = self.arena.node(u).expect("live node");
+                if !node.is_leaf() && node.time() < t_sub {
+                    stack.extend_from_slice(node.children());
+                }
+            }
+            order
+        };
+        // The probability of diverging on the branch above `u`, before it ends or t_sub.
+        let on_branch = |chain: &Self, u: NodeId| -> (f64, f64, f64) {
+            let node = chain.arena.node(u).expect("live node");
+            let tau_top = tau(chain.top_time(u));
+            let rate = c * chain.w[node.n_leaves()];
+            let tau_end = if node.is_leaf() {
+                f64::INFINITY
+            } else {
+                tau(node.time())
+            };
+            let p_div = -(-rate * (tau_end.min(tau_sub) - tau_top)).exp_m1();
+            (p_div, rate, tau_top)
+        };
+        for &u in region.iter().rev() {
+            let (p_div, rate, tau_top) = on_branch(self, u);
+            let node = self.arena.node(u).expect("live node");
+            let mut z = p_div;
+            if !node.is_leaf() && node.time() < t_sub {
+                let m = node.n_leaves() as f64;
+                let mut reach = self.new_branch_weight(node.children().len());
+                for &k in node.children() {
+                    let n_k = self.arena.node(k).expect("live node").n_leaves() as f64;
+                    reach += (n_k - beta) * self.z[k.index()];
+                }
+                z += (-rate * (tau(node.time()) - tau_top)).exp() * reach / (m + alpha);
+            }
+            self.z[u.index()] = z;
+        }
+        let mut u = root;
+        loop {
+            let (p_div, rate, tau_top) = on_branch(self, u);
+            let node = self.arena.node(u).expect("live node");
+            if rng.random::<f64>() * self.z[u.index()] < p_div {
+                // A truncated exponential on the branch.
+                let v: f64 = rng.random::<f64>();
+                let tau_div = tau_top - (-v * p_div).ln_1p() / rate;
+                let t_div = -(-tau_div).exp_m1();
+                let ok = t_div > self.top_time(u) && t_div < node.time().min(t_sub);
+                return ok.then_some(Attachment::Branch {
+                    below: u,
+                    time: t_div,
+                });
+            }
+            let new = self.new_branch_weight(node.children().len());
+            let mut r = rng.random::<f64>()
+                * (new
+                    + node
+                        .children()
+                        .iter()
+                        .map(|&k| {
+                            (self.arena.node(k).expect("live node").n_leaves() as f64 - beta)
+                                * self.z[k.index()]
+                        })
+                        .sum::<f64>());
+            let mut next = None;
+            for &k in node.children() {
+                r -= (self.arena.node(k).expect("live node").n_leaves() as f64 - beta)
+                    * self.z[k.index()];
+                if r < 0.0 {
+                    next = Some(k);
+                    break;
+                }
+            }
+            if next.is_none() && new <= 0.0 {
+                next = node
+                    .children()
+                    .iter()
+                    .rev()
+                    .find(|&&k| self.z[k.index()] > 0.0)
+                    .copied();
+            }
+            match next {
+                Some(k) => u = k,
+                None => return Some(Attachment::Node(u)),
+            }
+        }
+    }
+
+    /// A draw of the new position of a detached subtree whose root is at `t_sub`.
+    fn draw_attachment<R: Rng + ?Sized>(&mut self, t_sub: f64, rng: &mut R) -> Attachment {
+        for _ in 0..REJECTION_TRIES {
+            if let Some(at) = self.walk(t_sub, rng) {
+                return at;
+            }
+        }
+        loop {
+            if let Some(at) = self.walk_conditioned(t_sub, rng) {
+                return at;
+            }
+        }
+    }
+
+    /// One subtree move (see the [module docs](self)); returns whether it was accepted.
+    ///
+    /// # Errors
+    /// Only on a broken invariant of the arena.
+    pub fn subtree_move<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<bool> {
+        let n_before = self.arena.n_nodes();
+        if n_before < 2 {
+            return Ok(false);
+        }
+        let root = self.arena.root();
+        let v = loop {
+            let s = NodeId(rng.random_range(0..self.arena.n_slots()) as u32);
+            if s != root && self.arena.node(s).is_ok() {
+                break s;
+            }
+        };
+        let old_joint = self.log_joint();
+        let detached = self.arena.detach(v)?;
+        let t_sub = self.arena.time(v)?;
+        let ln_q_old = self.ln_attach(detached.origin());
+        let at = self.draw_attachment(t_sub, rng);
+        let ln_q_new = self.ln_attach(at);
+        self.arena.attach(&detached, at)?;
+        self.refresh();
+        let n_after = self.arena.n_nodes();
+        let ln_ratio = self.log_joint() - old_joint + ln_q_old - ln_q_new
+            + ((n_before - 1) as f64 / (n_after - 1) as f64).ln();
+        let e: f64 = rng.sample(Exp1);
+        if -e < ln_ratio {
+            return Ok(true);
+        }
+        let undo = self.arena.detach(v)?;
+        debug_assert_eq!(undo.root(), v);
+        self.arena.reattach(&detached)?;
+        self.refresh();
+        Ok(false)
+    }
+
+    /// Slice-samples the time of every branch point (see the [module docs](self)).
+    ///
+    /// # Errors
+    /// Only on a broken invariant of the arena.
+    pub fn update_times<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<()> {
+        let internal: Vec<NodeId> = (self.n_leaves()..self.arena.n_slots())
+            .map(|s| NodeId(s as u32))
+            .filter(|&s| self.arena.node(s).is_ok())
+            .collect();
+        for b in internal {
+            let t0 = self.arena.time(b)?;
+            let lo = self.top_time(b);
+            let hi = self
+                .arena
+                .children(b)?
+                .iter()
+                .map(|&k| self.arena.time(k).expect("live node"))
+                .fold(f64::INFINITY, f64::min);
+            let fx0 = self.log_joint();
+            let t1 = slice_sample(
+                t0,
+                fx0,
+                |t| {
+                    self.arena.set_time(b, t).expect("t lies within its bounds");
+                    self.refresh();
+                    self.log_joint()
+                },
+                hi - lo,
+                (lo, hi),
+                rng,
+            );
+            self.arena.set_time(b, t1)?;
+            self.refresh();
+        }
+        Ok(())
+    }
+
+    /// A Gibbs update of `c` from eq 13 (see the [module docs](self)).
+    fn update_c<R: Rng + ?Sized>(&mut self, prior: GammaPrior, rng: &mut R) -> Result<()> {
+        let (mut count, mut slope) = (0usize, 0.0);
+        let mut counts = Vec::new();
+        for s in self.n_leaves()..self.arena.n_slots() {
+            let Ok(node) = self.arena.node(NodeId(s as u32)) else {
+                continue;
+            };
+            counts.clear();
+            counts.extend(
+                node.children()
+                    .iter()
+                    .map(|&k| self.arena.node(k).expect("live node").n_leaves()),
+            );
+            count += 1;
+            slope += harmonic_gap(&self.h, &counts) * (-node.time()).ln_1p();
+        }
+        let shape = prior.shape + count as f64;
+        let rate = prior.rate - slope;
+        let c = Gamma::new(shape, 1.0 / rate)
+            .map_err(|e| RoseTreeError::Numerical(format!("the Gibbs update of c: {e}")))?
+            .sample(rng);
+        let params = PydtParams::new(self.params.alpha(), self.params.beta(), c)?;
+        self.set_params(params);
+        Ok(())
+    }
+
+    /// Backward sampling of every node's location given the data (see the
+    /// [module docs](self)), then the Gibbs update of `1/σ²` from eq 14.
+    fn update_sigma2<R: Rng + ?Sized>(&mut self, prior: GammaPrior, rng: &mut R) -> Result<()> {
+        let d = self.x.ncols();
+        if d == 0 {
+            return Ok(());
+        }
+        let sd = self.sigma2.sqrt();
+        let mut loc = vec![0.0; self.arena.n_slots() * d];
+        let mut sum_sq = 0.0;
+        let mut edges = 0usize;
+        let root = self.arena.root();
+        let order: Vec<NodeId> = self.arena.pre_order(root)?.collect();
+        for v in order {
+            let node = self.arena.node(v)?;
+            let state = node.cache();
+            let (len, from) = match node.parent() {
+                Some(p) => (node.time() - self.arena.time(p)?, Some(p)),
+                None => (node.time().min(1.0), None),
+            };
+            // N(x; x_parent, σ² len) · N(x; μ_v, σ² v_v): mean and variance of the product.
+            let var = state.var;
+            let (w_parent, post_var) = if var == 0.0 {
+                (0.0, 0.0)
+            } else {
+                (var / (len + var), len * var / (len + var))
+            };
+            let post_sd = sd * post_var.sqrt();
+            for j in 0..d {
+                let parent = from.map_or(0.0, |p| loc[p.index() * d + j]);
+                let mean = w_parent * parent + (1.0 - w_parent) * state.mean[j];
+                let z: f64 = rng.sample(StandardNormal);
+                let value = mean + post_sd * z;
+                loc[v.index() * d + j] = value;
+                sum_sq += (value - parent).powi(2) / len;
+            }
+            edges += 1;
+        }
+        let shape = prior.shape + 0.5 * (edges * d) as f64;
+        let rate = prior.rate + 0.5 * sum_sq;
+        let precision = Gamma::new(shape, 1.0 / rate)
+            .map_err(|e| RoseTreeError::Numerical(format!("the Gibbs update of sigma2: {e}")))?
+            .sample(rng);
+        self.sigma2 = 1.0 / precision;
+        check_sigma2(self.sigma2)?;
+        self.ln_lik = self.root_log_likelihood();
+        Ok(())
+    }
+
+    /// `ln p(T, t | α, β, c)` of the current tree under other hyperparameters.
+    fn log_prior_with(&self, params: &PydtParams, nodes: &[(Vec<usize>, f64)]) -> f64 {
+        let h = params.harmonic(self.n_leaves().saturating_sub(1));
+        let ln_c = params.c().ln();
+        nodes
+            .iter()
+            .map(|(counts, ln1m_t)| {
+                params.ln_structure(counts)
+                    + ln_c
+                    + (params.c() * harmonic_gap(&h, counts) - 1.0) * ln1m_t
+            })
+            .sum()
+    }
+
+    /// Slice updates of `ln α` and `logit β` (see the [module docs](self)).
+    fn update_alpha_beta<R: Rng + ?Sized>(
+        &mut self,
+        learn: Learn,
+        priors: &Hyperpriors,
+        rng: &mut R,
+    ) -> Result<()> {
+        let nodes: Vec<(Vec<usize>, f64)> = (self.n_leaves()..self.arena.n_slots())
+            .filter_map(|s| self.arena.node(NodeId(s as u32)).ok())
+            .map(|node| {
+                let counts = node
+                    .children()
+                    .iter()
+                    .map(|&k| self.arena.node(k).expect("live node").n_leaves())
+                    .collect();
+                (counts, (-node.time()).ln_1p())
+            })
+            .collect();
+        let mut params = self.params;
+        if learn.alpha {
+            let (beta, c) = (params.beta(), params.c());
+            let f = |u: f64| match PydtParams::new(u.exp(), beta, c) {
+                Ok(p) if u.exp() > 0.0 && u.exp().is_finite() => {
+                    self.log_prior_with(&p, &nodes) + priors.alpha.ln_pdf(u.exp()) + u
+                }
+                _ => f64::NEG_INFINITY,
+            };
+            let u0 = params.alpha().ln();
+            let u1 = slice_sample(u0, f(u0), f, 1.0, (-700.0, 700.0), rng);
+            params = PydtParams::new(u1.exp(), beta, c)?;
+        }
+        if learn.beta {
+            let (alpha, c) = (params.alpha(), params.c());
+            let logistic = |u: f64| 1.0 / (1.0 + (-u).exp());
+            let f = |u: f64| {
+                let b = logistic(u);
+                match PydtParams::new(alpha, b, c) {
+                    Ok(p) if b > 0.0 && b < 1.0 => {
+                        // dβ/du = β(1 − β).
+                        self.log_prior_with(&p, &nodes)
+                            + priors.beta.ln_pdf(b)
+                            + b.ln()
+                            + (-b).ln_1p()
+                    }
+                    _ => f64::NEG_INFINITY,
+                }
+            };
+            let b0 = params.beta();
+            let u0 = (b0 / (1.0 - b0)).ln();
+            let u1 = slice_sample(u0, f(u0), f, 1.0, (-700.0, 700.0), rng);
+            params = PydtParams::new(alpha, logistic(u1), c)?;
+        }
+        if params != self.params {
+            self.set_params(params);
+        }
+        Ok(())
+    }
+
+    /// One sweep: `N` subtree moves, the divergence times, then the learnt
+    /// hyperparameters. Returns the number of accepted moves and the number proposed.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::Interrupted`] when `interrupt` returns true (polled between moves);
+    /// otherwise only on a broken invariant.
+    pub fn sweep<R: Rng + ?Sized>(
+        &mut self,
+        config: &McmcConfig,
+        rng: &mut R,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<(usize, usize)> {
+        let n = self.n_leaves();
+        let proposals = if n >= 2 { n } else { 0 };
+        let mut accepted = 0;
+        for i in 0..proposals {
+            if i % 64 == 0 && interrupt() {
+                return Err(RoseTreeError::Interrupted);
+            }
+            accepted += usize::from(self.subtree_move(rng)?);
+        }
+        self.update_times(rng)?;
+        if config.learn.c {
+            self.update_c(config.priors.c, rng)?;
+        }
+        if config.learn.alpha || config.learn.beta {
+            self.update_alpha_beta(config.learn, &config.priors, rng)?;
+        }
+        if config.learn.sigma2 {
+            self.update_sigma2(config.priors.precision, rng)?;
+        }
+        Ok((accepted, proposals))
+    }
+}
+
+/// The cache of node `v` from its children's (see the [module docs](self)).
+fn node_state(
+    arena: &Arena<NodeState>,
+    v: NodeId,
+    x: &Array2<f64>,
+    params: &PydtParams,
+    h: &[f64],
+) -> NodeState {
+    let node = arena.node(v).expect("a dirty node is live");
+    if node.is_leaf() {
+        return NodeState {
+            mean: x.row(v.index()).to_vec(),
+            ..NodeState::default()
+        };
+    }
+    let t = node.time();
+    let d = x.ncols();
+    let mut state = NodeState {
+        mean: vec![0.0; d],
+        ..NodeState::default()
+    };
+    let mut counts = Vec::with_capacity(node.children().len());
+    for (i, &k) in node.children().iter().enumerate() {
+        let child = arena.node(k).expect("live child");
+        let s = child.cache();
+        counts.push(child.n_leaves());
+        state.ln_var += s.ln_var;
+        state.quad += s.quad;
+        state.sub_prior += s.sub_prior;
+        let var_k = s.var + (child.time() - t);
+        if i == 0 {
+            state.mean.copy_from_slice(&s.mean);
+            state.var = var_k;
+            continue;
+        }
+        let total = state.var + var_k;
+        state.ln_var += total.ln();
+        let mut dist = 0.0;
+        for (m, &mk) in state.mean.iter_mut().zip(&s.mean) {
+            dist += (*m - mk) * (*m - mk);
+            *m = (*m * var_k + mk * state.var) / total;
+        }
+        state.quad += dist / total;
+        state.var = state.var * var_k / total;
+    }
+    state.prior = params.ln_structure(&counts)
+        + params.c().ln()
+        + (params.c() * harmonic_gap(h, &counts) - 1.0) * (-t).ln_1p();
+    state.sub_prior += state.prior;
+    state
+}
+
+/// Where a chain starts: a tree (or a draw from the prior when `None`) and the
+/// hyperparameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Start<'a> {
+    /// The initial tree, whose leaves are the data rows.
+    pub tree: Option<&'a Tree>,
+    /// The initial (or fixed) `α`, `β`, `c`.
+    pub params: PydtParams,
+    /// The initial (or fixed) Brownian variance per unit time.
+    pub sigma2: f64,
+}
+
+/// Runs a chain from `start` for `config.n_iter` sweeps, keeping every `thin`-th state
+/// after the burn-in; `progress(sweep, row)` is called after each sweep.
+///
+/// # Errors
+/// Those of [`Chain::new`] and of the configuration's check (naming `thin`, `burn_in`,
+/// `alpha`, `beta` or a prior); [`RoseTreeError::Interrupted`] when `interrupt` returns
+/// true.
+pub fn run(
+    x: ArrayView2<'_, f64>,
+    start: Start<'_>,
+    config: &McmcConfig,
+    seed: u64,
+    interrupt: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(usize, &TraceRow),
+) -> Result<McmcResult> {
+    let Start {
+        tree: init,
+        params,
+        sigma2,
+    } = start;
+    config.check(&params)?;
+    if x.nrows() == 0 {
+        return Err(RoseTreeError::param("n_samples", "the data have no rows"));
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let start = match init {
+        Some(tree) => tree.clone(),
+        None => sample_tree(x.nrows(), &params, &mut rng)
+            .or_else(|_| sample_tree(x.nrows(), &PydtParams::ddt(1.0)?, &mut rng))?,
+    };
+    let mut chain = Chain::new(x, &start, params, sigma2)?;
+    let mut samples = Vec::new();
+    let mut trace = Vec::with_capacity(config.n_iter);
+    let (mut proposals, mut accepted) = (0, 0);
+    for it in 0..config.n_iter {
+        let (acc, prop) = chain.sweep(config, &mut rng, interrupt)?;
+        proposals += prop;
+        accepted += acc;
+        let p = chain.params();
+        let row = TraceRow {
+            log_joint: chain.log_joint(),
+            log_likelihood: chain.log_likelihood(),
+            alpha: p.alpha(),
+            beta: p.beta(),
+            c: p.c(),
+            sigma2: chain.sigma2(),
+            acceptance: if prop == 0 {
+                0.0
+            } else {
+                acc as f64 / prop as f64
+            },
+        };
+        trace.push(row);
+        progress(it, &row);
+        if it >= config.burn_in && (it - config.burn_in).is_multiple_of(config.thin) {
+            samples.push(chain.sample()?);
+        }
+    }
+    Ok(McmcResult {
+        samples,
+        trace,
+        last: chain.sample()?,
+        proposals,
+        accepted,
+    })
+}
+
+#[cfg(test)]
+mod tests;
