@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from typing import Any, final
 
 import numpy as np
@@ -27,6 +28,7 @@ __all__ = [
     "optimal_tree",
     "pydt_log_likelihood",
     "pydt_log_prior",
+    "pydt_mcmc",
     "resolved_model",
     "sample_pydt",
 ]
@@ -261,3 +263,25 @@ def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float
 def sample_pydt(
     n: int, d: int, *, alpha: float, beta: float, c: float, sigma2: float, seed: int
 ) -> tuple[npt.NDArray[np.float64], Tree]: ...
+def pydt_mcmc(
+    x: npt.NDArray[np.float64],
+    tree: Tree | None,
+    *,
+    alpha: float,
+    beta: float,
+    c: float,
+    sigma2: float,
+    n_iter: int,
+    burn_in: int,
+    thin: int,
+    learn: tuple[bool, bool, bool, bool],
+    priors: Sequence[float],
+    seed: int,
+    verbose: bool,
+) -> tuple[
+    list[tuple[Tree, float, float, float, float, float]],
+    npt.NDArray[np.float64],
+    tuple[Tree, float, float, float, float, float],
+    int,
+    int,
+]: ...

@@ -211,3 +211,150 @@ def sample_pydt(
     tree = Tree.__new__(Tree)
     tree._set_structure(structure)
     return np.asarray(x), tree
+
+
+# ---------------------------------------------------------------------------- prediction
+def _gauss_product(
+    m1: np.ndarray, v1: float, m2: np.ndarray, v2: float
+) -> tuple[np.ndarray, float]:
+    """Mean and variance of the normalised product of two isotropic Gaussian messages.
+
+    Variances are in units of ``sigma2``; a variance of 0 is a point mass.
+    """
+    if v1 == 0.0:
+        return m1, 0.0
+    if v2 == 0.0:
+        return m2, 0.0
+    s = v1 + v2
+    return (m1 * v2 + m2 * v1) / s, v1 * v2 / s
+
+
+def _product(messages: list[tuple[np.ndarray, float]]) -> tuple[np.ndarray, float]:
+    mean, var = messages[0]
+    for m, v in messages[1:]:
+        mean, var = _gauss_product(mean, var, m, v)
+    return mean, var
+
+
+def predictive_components(
+    X: np.ndarray,
+    tree: Tree,
+    alpha: float,
+    beta: float,
+    c: float,
+    sigma2: float,
+    n_points: int = 3,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The predictive distribution of a new point under one tree (§5.3), as a mixture.
+
+    The new point follows the generative process on ``tree`` (the tree of the rows of
+    ``X``). It diverges at a branch point ``b`` (probability
+    :math:`P(\text{reach } b)\,(\alpha + K\beta)/(m + \alpha)`) or on the branch above a
+    node ``u`` at a time :math:`t` drawn from the process there; from the divergence it runs
+    alone to :math:`t = 1`. Given the divergence at :math:`t` on a branch, its location is
+    Gaussian: the posterior of the Brownian path at :math:`t` given ``X`` (the product of
+    the message from the data below ``u`` and the message from the rest of the tree, by
+    belief propagation), plus :math:`\sigma^2 (1 - t) I`. Each branch's divergence time is
+    represented by ``n_points`` times at the midpoints of equal-probability bins of its
+    (truncated exponential, in :math:`\tau = -\ln(1 - t)`) law, each with its share of the
+    branch's probability. The weights sum to one, so the mixture is a normalised density.
+
+    Returns
+    -------
+    log_weights : ndarray of shape (n_components,)
+    means : ndarray of shape (n_components, n_features)
+    variances : ndarray of shape (n_components,)
+        Isotropic variances (already multiplied by ``sigma2``).
+    """
+    from scipy.special import gammaln
+
+    n, d = X.shape
+    h = np.asarray(tree.heights, dtype=float)
+    children = tree.children
+    sizes = tree.sizes
+
+    def ln_w(m: int) -> float:
+        return float(gammaln(m - beta) - gammaln(m + 1 + alpha))
+
+    tau = np.full(tree.n_nodes, np.inf)  # tau = -ln(1 - t); the leaves (t = 1) at infinity
+    tau[n:] = -np.log1p(-h[n:])
+    # Upward messages (in units of sigma2): the data below each node, at the node.
+    up_mean = np.zeros((tree.n_nodes, d))
+    up_var = np.zeros(tree.n_nodes)
+    up_mean[:n] = X
+    for b in tree.internal_nodes:
+        msgs = [(up_mean[k], up_var[k] + (h[k] - h[b])) for k in children[b]]
+        up_mean[b], up_var[b] = _product(msgs)
+    # Outside messages: at each node's parent, from everything but the node's subtree
+    # (for the root: the origin, a point mass at 0 at t = 0).
+    out_mean = np.zeros((tree.n_nodes, d))
+    out_var = np.zeros(tree.n_nodes)
+    top = np.zeros(tree.n_nodes)  # time of the parent (0 for the root)
+    ln_reach = np.zeros(tree.n_nodes)  # log P(the new point reaches the top of the branch)
+    for b in reversed(tree.internal_nodes):
+        above = (out_mean[b], out_var[b] + (h[b] - top[b]))
+        msgs = [(up_mean[k], up_var[k] + (h[k] - h[b])) for k in children[b]]
+        rate = c * np.exp(ln_w(int(sizes[b])))
+        survive = -rate * (tau[b] - (-np.log1p(-top[b])))
+        # Everything but child i: the products of the messages before and after it.
+        before = [above]
+        for msg in msgs[:-1]:
+            before.append(_gauss_product(*before[-1], *msg))
+        after = msgs[-1]
+        for i in range(len(msgs) - 1, -1, -1):
+            k = children[b][i]
+            rest = before[i] if i == len(msgs) - 1 else _gauss_product(*before[i], *after)
+            if i < len(msgs) - 1:
+                after = _gauss_product(*after, *msgs[i])
+            out_mean[k], out_var[k] = rest
+            top[k] = h[b]
+            ln_reach[k] = ln_reach[b] + survive + np.log(sizes[k] - beta) - np.log(sizes[b] + alpha)
+    log_w: list[float] = []
+    means: list[np.ndarray] = []
+    variances: list[float] = []
+    for u in range(tree.n_nodes):
+        tau_top = -np.log1p(-top[u])
+        rate = c * np.exp(ln_w(int(sizes[u])))
+        p_div = -np.expm1(-rate * (tau[u] - tau_top))
+        if p_div > 0.0:
+            q = (np.arange(n_points) + 0.5) / n_points
+            taus = tau_top - np.log1p(-q * p_div) / rate
+            for t in -np.expm1(-taus):
+                below = (up_mean[u], up_var[u] + (h[u] - t))
+                above = (out_mean[u], out_var[u] + (t - top[u]))
+                m, v = _product([below, above])
+                log_w.append(ln_reach[u] + np.log(p_div / n_points))
+                means.append(m)
+                variances.append(v + (1.0 - t))
+        if u >= n:
+            k = len(children[u])
+            new = alpha + k * beta
+            if new > 0.0:
+                survive = -rate * (tau[u] - tau_top)
+                above = (out_mean[u], out_var[u] + (h[u] - top[u]))
+                m, v = _gauss_product(up_mean[u], up_var[u], *above)
+                log_w.append(ln_reach[u] + survive + np.log(new) - np.log(sizes[u] + alpha))
+                means.append(m)
+                variances.append(v + (1.0 - h[u]))
+    return np.asarray(log_w), np.asarray(means), sigma2 * np.asarray(variances)
+
+
+def _mixture_log_density(
+    X: np.ndarray, log_w: np.ndarray, means: np.ndarray, variances: np.ndarray
+) -> np.ndarray:
+    """``ln sum_k w_k N(x; mean_k, var_k I)`` for every row of ``X``."""
+    d = X.shape[1]
+    norm = log_w - 0.5 * d * np.log(2 * np.pi * variances)
+    out = np.empty(X.shape[0])
+    # Differences formed directly (no |x|² − 2x·m + |m|², which cancels far from the origin),
+    # a block of rows at a time.
+    step = max(1, 2**22 // max(1, means.size))
+    for start in range(0, X.shape[0], step):
+        block = X[start : start + step]
+        sq = ((block[:, None, :] - means[None, :, :]) ** 2).sum(axis=2)
+        terms = norm[None, :] - 0.5 * sq / variances[None, :]
+        top = terms.max(axis=1, keepdims=True)
+        out[start : start + step] = (top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[
+            :, 0
+        ]
+    return out

@@ -4,7 +4,9 @@
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
+use super::run_interruptible;
 use super::tree::PyTree;
+use crate::pydt::mcmc::{self, BetaPrior, GammaPrior, Hyperpriors, Learn, McmcConfig, Start};
 use crate::pydt::{self, PydtParams};
 
 /// `ln p(T, t)` of a diffusion tree (leaves at 1, divergence times in `(0, 1)`).
@@ -50,9 +52,133 @@ fn sample_pydt<'py>(
     Ok((x.into_pyarray(py), tree.into()))
 }
 
+/// One kept state: `(tree, alpha, beta, c, sigma2, log_joint)`.
+type PySample = (PyTree, f64, f64, f64, f64, f64);
+
+fn py_sample(s: mcmc::Sample) -> PySample {
+    let p = s.params;
+    (
+        s.tree.into(),
+        p.alpha(),
+        p.beta(),
+        p.c(),
+        s.sigma2,
+        s.log_joint,
+    )
+}
+
+/// Runs the MCMC sampler of `crate::pydt::mcmc` from `tree` (or a prior draw) and returns
+/// `(samples, trace, last, proposals, accepted)`: the kept states, one trace row per sweep
+/// `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`, and the last state.
+/// `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate (or `a`, `b`) of the
+/// priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With `verbose`, a line per
+/// second of progress goes to standard error. Interruptible with Ctrl-C.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
+                    seed, verbose))]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
+fn pydt_mcmc<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'_, f64>,
+    tree: Option<&Bound<'_, PyTree>>,
+    alpha: f64,
+    beta: f64,
+    c: f64,
+    sigma2: f64,
+    n_iter: usize,
+    burn_in: usize,
+    thin: usize,
+    learn: (bool, bool, bool, bool),
+    priors: [f64; 8],
+    seed: u64,
+    verbose: bool,
+) -> PyResult<(
+    Vec<PySample>,
+    Bound<'py, PyArray2<f64>>,
+    PySample,
+    usize,
+    usize,
+)> {
+    let params = PydtParams::new(alpha, beta, c)?;
+    let x = x.as_array().to_owned();
+    let init = tree.map(|t| t.get().inner.clone());
+    let gamma = |i: usize| GammaPrior {
+        shape: priors[i],
+        rate: priors[i + 1],
+    };
+    let config = McmcConfig {
+        n_iter,
+        burn_in,
+        thin,
+        learn: Learn {
+            alpha: learn.0,
+            beta: learn.1,
+            c: learn.2,
+            sigma2: learn.3,
+        },
+        priors: Hyperpriors {
+            alpha: gamma(0),
+            beta: BetaPrior {
+                a: priors[2],
+                b: priors[3],
+            },
+            c: gamma(4),
+            precision: gamma(6),
+        },
+    };
+    let result = run_interruptible(py, move |interrupt| {
+        let started = std::time::Instant::now();
+        let mut shown = 0u64;
+        let mut progress = |it: usize, row: &mcmc::TraceRow| {
+            let secs = started.elapsed().as_secs();
+            if verbose && (secs > shown || it + 1 == n_iter) {
+                shown = secs;
+                eprintln!(
+                    "pydt mcmc: sweep {}/{n_iter}, log joint {:.3}, acceptance {:.2}, \
+                     alpha {:.3}, beta {:.3}, c {:.3}, sigma2 {:.4}",
+                    it + 1,
+                    row.log_joint,
+                    row.acceptance,
+                    row.alpha,
+                    row.beta,
+                    row.c,
+                    row.sigma2
+                );
+            }
+        };
+        let start = Start {
+            tree: init.as_ref(),
+            params,
+            sigma2,
+        };
+        mcmc::run(x.view(), start, &config, seed, interrupt, &mut progress)
+    })?;
+    let trace = ndarray::Array2::from_shape_fn((result.trace.len(), 7), |(i, j)| {
+        let r = &result.trace[i];
+        [
+            r.log_joint,
+            r.log_likelihood,
+            r.alpha,
+            r.beta,
+            r.c,
+            r.sigma2,
+            r.acceptance,
+        ][j]
+    });
+    Ok((
+        result.samples.into_iter().map(py_sample).collect(),
+        trace.into_pyarray(py),
+        py_sample(result.last),
+        result.proposals,
+        result.accepted,
+    ))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;
     m.add_function(wrap_pyfunction!(sample_pydt, m)?)?;
+    m.add_function(wrap_pyfunction!(pydt_mcmc, m)?)?;
     Ok(())
 }
