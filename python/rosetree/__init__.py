@@ -36,7 +36,7 @@ from .functions import evaluate_tree, excess_bits, log_evidence, optimal_tree
 from .gp import GPExperts
 from .learning import EvidenceGradient, LearningResult, evidence_gradient, learn_hyperparameters
 from .metrics import dendrogram_purity, leave_one_out_accuracy, subtree_score
-from .pydt import pydt_log_likelihood, pydt_log_prior, sample_pydt
+from .pydt import PitmanYorDiffusionTree, pydt_log_likelihood, pydt_log_prior, sample_pydt
 from .tree import RoseTree, Tree
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "NormalInverseWishart",
     "NotFittedError",
     "NumericalError",
+    "PitmanYorDiffusionTree",
     "RoseTree",
     "RoseTreeError",
     "Tree",

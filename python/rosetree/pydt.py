@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from . import _core
+from ._base import ParamsMixin
 from ._validation import check_array, check_seed
 from .coalescent import tree_from_nested
-from .exceptions import InvalidParameterError
+from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import Tree
 
-__all__ = ["pydt_log_likelihood", "pydt_log_prior", "sample_pydt"]
+__all__ = ["PitmanYorDiffusionTree", "pydt_log_likelihood", "pydt_log_prior", "sample_pydt"]
 
 
 def _real(value: Any, name: str) -> float:
@@ -244,7 +245,7 @@ def predictive_components(
     c: float,
     sigma2: float,
     n_points: int = 3,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r"""The predictive distribution of a new point under one tree (§5.3), as a mixture.
 
     The new point follows the generative process on ``tree`` (the tree of the rows of
@@ -265,10 +266,16 @@ def predictive_components(
     means : ndarray of shape (n_components, n_features)
     variances : ndarray of shape (n_components,)
         Isotropic variances (already multiplied by ``sigma2``).
+    positions : ndarray of shape (n_components, 2)
+        Where each component's point diverges: the node ``u`` and the time ``t``; on the
+        branch into ``u`` when ``t`` is less than ``u``'s height, at the branch point ``u``
+        (a new branch) when it equals it.
     """
     from scipy.special import gammaln
 
+    X = check_array(X, allow_nan=False, min_rows=1)
     n, d = X.shape
+    tree = _tree(tree, n)
     h = np.asarray(tree.heights, dtype=float)
     children = tree.children
     sizes = tree.sizes
@@ -312,6 +319,7 @@ def predictive_components(
     log_w: list[float] = []
     means: list[np.ndarray] = []
     variances: list[float] = []
+    where: list[tuple[int, float]] = []
     for u in range(tree.n_nodes):
         tau_top = -np.log1p(-top[u])
         rate = c * np.exp(ln_w(int(sizes[u])))
@@ -326,6 +334,7 @@ def predictive_components(
                 log_w.append(ln_reach[u] + np.log(p_div / n_points))
                 means.append(m)
                 variances.append(v + (1.0 - t))
+                where.append((u, t))
         if u >= n:
             k = len(children[u])
             new = alpha + k * beta
@@ -336,7 +345,13 @@ def predictive_components(
                 log_w.append(ln_reach[u] + survive + np.log(new) - np.log(sizes[u] + alpha))
                 means.append(m)
                 variances.append(v + (1.0 - h[u]))
-    return np.asarray(log_w), np.asarray(means), sigma2 * np.asarray(variances)
+                where.append((u, h[u]))
+    return (
+        np.asarray(log_w),
+        np.asarray(means),
+        sigma2 * np.asarray(variances),
+        np.asarray(where, dtype=float).reshape(-1, 2),
+    )
 
 
 def _mixture_log_density(
@@ -357,4 +372,383 @@ def _mixture_log_density(
         out[start : start + step] = (top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[
             :, 0
         ]
+    return out
+
+
+# ---------------------------------------------------------------------------- estimator
+_LIKELIHOODS = ("gaussian", "probit")
+_INFERENCES = ("greedy-em", "mcmc")
+_HYPERPARAMETERS = ("alpha", "beta", "c", "sigma2")
+_PRIOR_DEFAULTS: dict[str, tuple[float, float]] = {
+    "alpha": (1.0, 1.0),
+    "beta": (1.0, 1.0),
+    "c": (1.0, 1.0),
+    "precision": (1.0, 1.0),
+}
+_TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
+
+
+class PitmanYorDiffusionTree(ParamsMixin):
+    r"""Density modelling and hierarchical clustering with the Pitman–Yor diffusion tree.
+
+    The rows of ``X`` are the leaves of a tree drawn from the Pitman–Yor diffusion tree
+    (Knowles & Ghahramani 2011; Neal's Dirichlet diffusion tree when ``alpha = beta = 0``),
+    with Brownian motion of covariance :math:`\sigma^2 I` per unit time from the origin
+    (location 0 at :math:`t = 0`) to the data at :math:`t = 1`. Branch points may have any
+    number of branches: ``alpha`` and ``beta`` set how readily a point opens a new branch
+    at an existing branch point, ``c`` how early points diverge (:math:`a(t) = c/(1 - t)`).
+    The model is not translation invariant: centre the data (and scale them so that
+    ``sigma2`` near 1 is sensible, e.g. unit variance per column) before fitting.
+
+    Parameters
+    ----------
+    alpha, beta : float, default=0.5, 0.2
+        The concentration :math:`\alpha \ge -2\beta` and discount :math:`0 \le \beta < 1`
+        (their starting values when learnt).
+    c : float, default=1.0
+        The divergence constant :math:`c > 0` (starting value when learnt).
+    sigma2 : float, default=1.0
+        The Brownian variance per unit time (starting value when learnt).
+    likelihood : {"gaussian", "probit"}, default="gaussian"
+        Real-valued rows observed exactly at the leaves (eq 10), or binary rows
+        (0/1, NaN for missing) thresholding a latent Gaussian diffusion (§5.4).
+    inference : {"greedy-em", "mcmc"}, default="greedy-em"
+        Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
+        re-attaching subtrees where the EM-optimised log joint is highest, keeping the 10
+        best trees; or MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio,
+        slice moves of the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2`
+        and slice moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`.
+    n_iter : int, default=100
+        EM iterations (at most), or MCMC sweeps (each: one subtree move per node on
+        average, one slice move per divergence time, one update of each learnt
+        hyperparameter).
+    learn_hyperparameters : bool or collection of str, default=True
+        Which of ``"alpha"``, ``"beta"``, ``"c"``, ``"sigma2"`` to learn (EM: their
+        posterior modes or variational means; MCMC: sampled). ``True`` learns ``c`` and
+        ``sigma2``, and ``alpha`` and ``beta`` where they start positive (their moves act
+        on :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`; so ``alpha = beta = 0`` keeps
+        the Dirichlet diffusion tree). ``False`` learns none. Under the probit likelihood
+        ``sigma2`` is fixed (the threshold at 0 leaves its scale unidentified).
+    priors : dict, default=None
+        Hyperpriors of the learnt hyperparameters, by name: ``"alpha"`` (shape, rate of a
+        Gamma), ``"beta"`` (the two parameters of a Beta), ``"c"`` (Gamma shape, rate),
+        ``"precision"`` (Gamma shape, rate of :math:`1/\sigma^2`). Missing names take
+        ``(1, 1)``.
+    burn_in : int, default=None
+        MCMC sweeps discarded before samples are kept (``None``: ``n_iter // 2``).
+    thin : int, default=1
+        Keep every ``thin``-th sweep after the burn-in.
+    n_predictive_points : int, default=3
+        Divergence times per branch in the predictive mixture (:meth:`score_samples`).
+    verbose : bool, default=False
+        Print a line of progress to standard error about once a second.
+    random_state : int, default=None
+        Seed (``None`` means 0); the result is a function of the seed and the inputs.
+
+    Attributes
+    ----------
+    tree_ : Tree
+        The best tree found (MCMC: the kept sample with the highest log joint): leaves (the
+        rows) at height 1, branch points at their divergence times in :math:`(0, 1)`.
+    log_joint_ : float
+        :math:`\ln p(X, T, t \mid \alpha, \beta, c, \sigma^2)` of ``tree_`` under
+        ``alpha_``, ``beta_``, ``c_``, ``sigma2_`` (for the probit likelihood, with the
+        EP approximation of :math:`\ln p(X \mid T, t)`; MCMC: with the latent values).
+    alpha_, beta_, c_, sigma2_ : float
+        The hyperparameters that go with ``tree_``.
+    samples_ : list of Tree
+        The trees the predictive density averages over: the kept MCMC samples, or the K
+        best EM trees (best first).
+    sample_hyperparameters_ : ndarray of shape (n_samples, 4)
+        ``alpha, beta, c, sigma2`` of each of ``samples_``.
+    sample_log_joint_ : ndarray of shape (n_samples,)
+        The log joint of each of ``samples_``.
+    trace_ : dict of str to ndarray
+        Per iteration: ``"log_joint"`` (EM: of the current tree; MCMC: of the chain's state)
+        and, for MCMC, ``"log_likelihood"``, ``"alpha"``, ``"beta"``, ``"c"``,
+        ``"sigma2"`` and ``"acceptance"`` (the sweep's subtree-move acceptance rate).
+    acceptance_rate_ : float or None
+        MCMC: accepted subtree moves over proposals; ``None`` for EM.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, rosetree as rt
+    >>> X, _ = rt.sample_pydt(n=30, d=2, alpha=0.5, beta=0.2, random_state=0)
+    >>> est = rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=50, random_state=0).fit(X)
+    >>> est.tree_.n_leaves, len(est.samples_)
+    (30, 25)
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.5,
+        beta: float = 0.2,
+        c: float = 1.0,
+        sigma2: float = 1.0,
+        likelihood: str = "gaussian",
+        inference: str = "greedy-em",
+        n_iter: int = 100,
+        learn_hyperparameters: Any = True,
+        priors: dict[str, Any] | None = None,
+        burn_in: int | None = None,
+        thin: int = 1,
+        n_predictive_points: int = 3,
+        verbose: bool = False,
+        random_state: int | None = None,
+    ) -> None:
+        self.alpha = alpha
+        self.beta = beta
+        self.c = c
+        self.sigma2 = sigma2
+        self.likelihood = likelihood
+        self.inference = inference
+        self.n_iter = n_iter
+        self.learn_hyperparameters = learn_hyperparameters
+        self.priors = priors
+        self.burn_in = burn_in
+        self.thin = thin
+        self.n_predictive_points = n_predictive_points
+        self.verbose = verbose
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any = None) -> PitmanYorDiffusionTree:
+        """Fit a diffusion tree to the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The data, one row per leaf: real values (``likelihood="gaussian"``) or 0/1 with
+            NaN for missing (``"probit"``).
+        y : ignored
+
+        Returns
+        -------
+        self : PitmanYorDiffusionTree
+
+        Raises
+        ------
+        InvalidParameterError
+            For an unknown likelihood or inference, hyperparameters out of range, an
+            unknown name in ``learn_hyperparameters`` or ``priors``, a non-positive prior
+            parameter, or a bad ``n_iter``, ``burn_in`` or ``thin``.
+        InvalidDataError
+            For NaN or infinite values with the Gaussian likelihood, or a value other than
+            0, 1 or NaN with the probit likelihood, naming its row and column.
+        """
+        if self.likelihood not in _LIKELIHOODS:
+            raise InvalidParameterError(
+                f"likelihood must be one of {_LIKELIHOODS}, got {self.likelihood!r}",
+                "likelihood",
+            )
+        if self.inference not in _INFERENCES:
+            raise InvalidParameterError(
+                f"inference must be one of {_INFERENCES}, got {self.inference!r}", "inference"
+            )
+        probit = self.likelihood == "probit"
+        X = check_array(X, allow_nan=probit, min_rows=2)
+        if probit:
+            _check_binary(X)
+        alpha, beta = _real(self.alpha, "alpha"), _real(self.beta, "beta")
+        c, sigma2 = _real(self.c, "c"), _real(self.sigma2, "sigma2")
+        n_iter = _count(self.n_iter, "n_iter")
+        learn = _learn_flags(self.learn_hyperparameters, alpha, beta, probit)
+        priors = _prior_vector(self.priors)
+        seed = check_seed(self.random_state)
+        verbose = _flag(self.verbose, "verbose")
+        self._n_points = _count(self.n_predictive_points, "n_predictive_points")
+        common = dict(
+            alpha=alpha, beta=beta, c=c, sigma2=sigma2, learn=learn, priors=priors, seed=seed
+        )
+        if probit:
+            common["likelihood"] = "probit"
+        if self.inference == "mcmc":
+            burn_in = n_iter // 2 if self.burn_in is None else self.burn_in
+            if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)):
+                raise InvalidParameterError(
+                    f"burn_in must be None or an integer, got {self.burn_in!r}", "burn_in"
+                )
+            if not 0 <= burn_in < n_iter:
+                raise InvalidParameterError(
+                    f"burn_in must lie in [0, n_iter) = [0, {n_iter}), got {burn_in}", "burn_in"
+                )
+            thin = _count(self.thin, "thin")
+            samples, trace, last, proposals, accepted = _core.pydt_mcmc(
+                X,
+                None,
+                n_iter=n_iter,
+                burn_in=int(burn_in),
+                thin=thin,
+                verbose=verbose,
+                **common,
+            )
+            if not samples:  # interrupted during the burn-in: keep the last state
+                samples = [last]
+            trace = np.asarray(trace)
+            self.trace_ = {name: trace[:, j].copy() for j, name in enumerate(_TRACE_COLUMNS)}
+            self.acceptance_rate_: float | None = accepted / proposals if proposals else 0.0
+            best = max(range(len(samples)), key=lambda i: samples[i][5])
+        else:
+            samples, trace = _core.pydt_greedy_em(
+                X, None, max_iter=n_iter, k_best=10, verbose=verbose, **common
+            )
+            self.trace_ = {"log_joint": np.asarray(trace, dtype=float)}
+            self.acceptance_rate_ = None
+            best = 0
+        self.samples_ = [_wrap(s[0]) for s in samples]
+        self.sample_hyperparameters_ = np.array([s[1:5] for s in samples], dtype=float)
+        self.sample_log_joint_ = np.array([s[5] for s in samples], dtype=float)
+        self.tree_ = self.samples_[best]
+        self.alpha_, self.beta_, self.c_, self.sigma2_ = map(float, samples[best][1:5])
+        self.log_joint_ = float(samples[best][5])
+        self.n_features_in_ = X.shape[1]
+        self._X = X
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "tree_"):
+            raise NotFittedError("call fit before using the fitted tree")
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        r"""Log predictive density of each row of ``X`` (§5.3).
+
+        A new point follows the generative process on each tree of ``samples_``: it
+        diverges from a branch (at one of ``n_predictive_points`` representative times of
+        the divergence-time law there) or at a branch point, and from there runs alone to
+        :math:`t = 1`, its location Gaussian given the data by belief propagation. Each
+        tree gives a normalised mixture of Gaussians; the density is their average over
+        ``samples_`` (uniform weights).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+
+        Returns
+        -------
+        log_density : ndarray of shape (n_new,)
+
+        Raises
+        ------
+        InvalidParameterError
+            For the probit likelihood (binary rows have no density; not implemented).
+        """
+        self._check_fitted()
+        if self.likelihood == "probit":
+            raise InvalidParameterError(
+                "score_samples needs the Gaussian likelihood; binary rows have no density",
+                "likelihood",
+            )
+        X = check_array(X, allow_nan=False, min_rows=1)
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidDataError(
+                f"X has {X.shape[1]} columns but the tree was fitted to {self.n_features_in_}"
+            )
+        terms = np.empty((len(self.samples_), X.shape[0]))
+        for i, (tree, (alpha, beta, c, sigma2)) in enumerate(
+            zip(self.samples_, self.sample_hyperparameters_, strict=True)
+        ):
+            log_w, means, variances, _ = predictive_components(
+                self._X, tree, alpha, beta, c, sigma2, self._n_points
+            )
+            terms[i] = _mixture_log_density(X, log_w, means, variances)
+        top = terms.max(axis=0)
+        return top + np.log(np.exp(terms - top).mean(axis=0))
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
+        return float(np.mean(self.score_samples(X)))
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}", name)
+    return bool(value)
+
+
+def _wrap(structure: Any) -> Tree:
+    tree = Tree.__new__(Tree)
+    tree._set_structure(structure)
+    return tree
+
+
+def _check_binary(X: np.ndarray) -> None:
+    bad = ~(np.isnan(X) | (X == 0.0) | (X == 1.0))
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise InvalidDataError(
+            f"X[{row}, {col}] = {X[row, col]!r}: the probit likelihood needs 0, 1 or NaN",
+            row=int(row),
+            column=int(col),
+        )
+
+
+def _learn_flags(
+    value: Any, alpha: float, beta: float, probit: bool
+) -> tuple[bool, bool, bool, bool]:
+    """``(alpha, beta, c, sigma2)``: which hyperparameters to learn."""
+    if isinstance(value, (bool, np.bool_)):
+        if not value:
+            return (False, False, False, False)
+        return (alpha > 0.0, beta > 0.0, True, not probit)
+    if isinstance(value, str) or not hasattr(value, "__iter__"):
+        raise InvalidParameterError(
+            "learn_hyperparameters must be True, False or a collection of names from "
+            f"{_HYPERPARAMETERS}, got {value!r}",
+            "learn_hyperparameters",
+        )
+    names = set(value)
+    unknown = names - set(_HYPERPARAMETERS)
+    if unknown:
+        raise InvalidParameterError(
+            f"learn_hyperparameters: unknown name(s) {sorted(map(str, unknown))}; "
+            f"available: {_HYPERPARAMETERS}",
+            "learn_hyperparameters",
+        )
+    if "alpha" in names and alpha <= 0.0:
+        raise InvalidParameterError(
+            f"alpha can be learnt only from a positive start (its moves act on ln alpha), "
+            f"got alpha = {alpha}",
+            "alpha",
+        )
+    if "beta" in names and beta <= 0.0:
+        raise InvalidParameterError(
+            f"beta can be learnt only from a positive start (its moves act on logit beta), "
+            f"got beta = {beta}",
+            "beta",
+        )
+    if "sigma2" in names and probit:
+        raise InvalidParameterError(
+            "sigma2 cannot be learnt under the probit likelihood (its scale is not identified)",
+            "learn_hyperparameters",
+        )
+    return ("alpha" in names, "beta" in names, "c" in names, "sigma2" in names)
+
+
+def _prior_vector(priors: Any) -> list[float]:
+    """The eight prior parameters in the order the core takes them."""
+    if priors is None:
+        priors = {}
+    if not isinstance(priors, dict):
+        raise InvalidParameterError(f"priors must be a dict or None, got {priors!r}", "priors")
+    unknown = set(priors) - set(_PRIOR_DEFAULTS)
+    if unknown:
+        raise InvalidParameterError(
+            f"priors: unknown name(s) {sorted(map(str, unknown))}; available: "
+            f"{tuple(_PRIOR_DEFAULTS)}",
+            "priors",
+        )
+    out: list[float] = []
+    for name, default in _PRIOR_DEFAULTS.items():
+        pair = priors.get(name, default)
+        try:
+            a, b = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise InvalidParameterError(
+                f"priors[{name!r}] must be a pair of positive numbers, got {pair!r}", "priors"
+            ) from None
+        if not (a > 0.0 and b > 0.0 and np.isfinite(a) and np.isfinite(b)):
+            raise InvalidParameterError(
+                f"priors[{name!r}] must be a pair of positive numbers, got {pair!r}", "priors"
+            )
+        out += [a, b]
     return out

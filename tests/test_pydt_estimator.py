@@ -1,0 +1,141 @@
+"""The contract of ``rosetree.PitmanYorDiffusionTree``: attributes that mean what they say,
+determinism, and a named exception for every bad input."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import rosetree as rt
+
+X, _ = rt.sample_pydt(25, 3, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=7)
+
+
+def _mcmc(**kw: object) -> rt.PitmanYorDiffusionTree:
+    args: dict[str, object] = dict(inference="mcmc", n_iter=30, random_state=0)
+    args.update(kw)
+    return rt.PitmanYorDiffusionTree(**args).fit(X)
+
+
+def test_mcmc_attributes_are_consistent():
+    est = _mcmc(thin=3)
+    heights = np.asarray(est.tree_.heights)
+    assert est.tree_.n_leaves == 25
+    np.testing.assert_array_equal(heights[:25], 1.0)
+    assert np.all((heights[25:] > 0) & (heights[25:] < 1))
+    # The log joint of tree_ under its own hyperparameters, from the density functions.
+    expected = rt.pydt_log_prior(
+        est.tree_, alpha=est.alpha_, beta=est.beta_, c=est.c_
+    ) + rt.pydt_log_likelihood(X, est.tree_, sigma2=est.sigma2_)
+    assert est.log_joint_ == pytest.approx(expected, rel=1e-10)
+    assert len(est.samples_) == 5  # sweeps 15, 18, ..., 27
+    assert est.sample_hyperparameters_.shape == (5, 4)
+    assert est.log_joint_ == est.sample_log_joint_.max()
+    for tree, (a, b, c, s2), lj in zip(
+        est.samples_, est.sample_hyperparameters_, est.sample_log_joint_, strict=True
+    ):
+        assert rt.pydt_log_prior(tree, alpha=a, beta=b, c=c) + rt.pydt_log_likelihood(
+            X, tree, sigma2=s2
+        ) == pytest.approx(lj, rel=1e-10)
+    assert set(est.trace_) == {
+        "log_joint",
+        "log_likelihood",
+        "alpha",
+        "beta",
+        "c",
+        "sigma2",
+        "acceptance",
+    }
+    assert all(v.shape == (30,) for v in est.trace_.values())
+    assert 0.0 < est.acceptance_rate_ < 1.0
+    assert np.all((est.trace_["acceptance"] >= 0) & (est.trace_["acceptance"] <= 1))
+    assert est.n_features_in_ == 3
+
+
+def test_fixed_hyperparameters_stay_fixed():
+    est = _mcmc(alpha=0.3, beta=0.1, c=2.0, sigma2=0.5, learn_hyperparameters=False)
+    np.testing.assert_array_equal(est.sample_hyperparameters_, [[0.3, 0.1, 2.0, 0.5]] * 15)
+    only_c = _mcmc(learn_hyperparameters={"c"})
+    hyper = only_c.sample_hyperparameters_
+    np.testing.assert_array_equal(hyper[:, [0, 1, 3]], [[0.5, 0.2, 1.0]] * 15)
+    assert np.unique(hyper[:, 2]).size > 1
+
+
+def test_the_dirichlet_diffusion_tree_stays_binary():
+    est = _mcmc(alpha=0.0, beta=0.0, n_iter=20)
+    np.testing.assert_array_equal(est.sample_hyperparameters_[:, :2], 0.0)
+    for tree in est.samples_:
+        assert all(len(ch) == 2 for ch in (tree.children[b] for b in tree.internal_nodes))
+
+
+def test_results_depend_on_the_seed_alone():
+    a, b, c = _mcmc(random_state=3), _mcmc(random_state=3), _mcmc(random_state=4)
+    assert a.tree_.to_nested() == b.tree_.to_nested()
+    np.testing.assert_array_equal(a.trace_["log_joint"], b.trace_["log_joint"])
+    assert not np.array_equal(a.trace_["log_joint"], c.trace_["log_joint"])
+
+
+def test_params_protocol_and_pickle():
+    est = rt.PitmanYorDiffusionTree(c=2.0)
+    assert est.get_params()["c"] == 2.0
+    assert est.set_params(inference="mcmc", n_iter=10).inference == "mcmc"
+    fitted = est.fit(X)
+    again = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_allclose(again.score_samples(X[:4]), fitted.score_samples(X[:4]))
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"),
+    [
+        ({"likelihood": "poisson"}, "likelihood"),
+        ({"inference": "gibbs"}, "inference"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"beta": 1.0}, "beta"),
+        ({"c": 0.0}, "c"),
+        ({"sigma2": -1.0}, "sigma2"),
+        ({"alpha": "1"}, "alpha"),
+        ({"n_iter": 0}, "n_iter"),
+        ({"burn_in": 30}, "burn_in"),
+        ({"burn_in": -1}, "burn_in"),
+        ({"thin": 0}, "thin"),
+        ({"learn_hyperparameters": {"gamma"}}, "learn_hyperparameters"),
+        ({"learn_hyperparameters": "c"}, "learn_hyperparameters"),
+        ({"learn_hyperparameters": ["alpha"], "alpha": 0.0}, "alpha"),
+        ({"priors": {"c": (1.0, -1.0)}}, "priors"),
+        ({"priors": {"delta": (1.0, 1.0)}}, "priors"),
+        ({"priors": [1, 1]}, "priors"),
+        ({"n_predictive_points": 0}, "n_predictive_points"),
+        ({"verbose": 1}, "verbose"),
+        ({"random_state": -1}, "random_state"),
+    ],
+)
+def test_bad_parameters_are_named(kw, name):
+    with pytest.raises(rt.InvalidParameterError) as info:
+        _mcmc(**kw)
+    assert info.value.parameter == name
+
+
+def test_bad_data_is_named():
+    bad = X.copy()
+    bad[4, 1] = np.nan
+    with pytest.raises(rt.InvalidDataError):
+        rt.PitmanYorDiffusionTree(inference="mcmc").fit(bad)
+    binary = (X > 0).astype(float)
+    binary[2, 0] = 0.5
+    with pytest.raises(rt.InvalidDataError) as info:
+        rt.PitmanYorDiffusionTree(likelihood="probit", inference="mcmc").fit(binary)
+    assert (info.value.row, info.value.column) == (2, 0)
+    with pytest.raises(rt.InvalidDataError):
+        rt.PitmanYorDiffusionTree(inference="mcmc").fit(X[:1])
+
+
+def test_prediction_needs_a_fit_and_matching_columns():
+    est = rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=10)
+    with pytest.raises(rt.NotFittedError):
+        est.score_samples(X)
+    est.fit(X)
+    with pytest.raises(rt.InvalidDataError):
+        est.score_samples(X[:, :2])
+    with pytest.raises(rt.InvalidDataError):
+        est.score_samples(np.full((1, 3), np.inf))
