@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+r"""Pitman–Yor diffusion tree inference: rosetree's MCMC against the authors' C++ sampler.
+
+For each n the script draws one data set from the model (``rt.sample_pydt(n, d, alpha=1,
+beta=0.2, c=1, sigma2=1, random_state=0)``, d = 10), then in the same process runs
+
+* rosetree's MCMC, ``sweeps`` sweeps with the hyperparameters fixed (each sweep makes
+  n − 1 + … subtree proposals — one per non-root node on average — and slice-samples every
+  divergence time once), from a draw of the prior;
+* the reference sampler of Knowles & Ghahramani (github.com/davidaknowles/pydt, built by
+  ``benchmarks/peer_pydt.py``), as many iterations as rosetree made subtree proposals
+  (each iteration detaches one subtree and slice-samples where it goes back), from its
+  own default start (a Dirichlet diffusion tree draw), hyperparameters fixed;
+
+``--repeat`` times each (same seeds: the repeats differ only in timing noise; the fastest
+is kept), and reports subtree moves per second of each, their ratio, and the log joint
+each chain ends at (rosetree's ``pydt_log_prior + pydt_log_likelihood`` of both final
+trees, so the two are scored by the same code, which agrees with the peer's own to
+1e-11 — ``python benchmarks/peer_pydt.py --src <pydt> check``). A rosetree move is one
+Metropolis–Hastings proposal; a peer move is one slice-sampling step, which evaluates
+several candidate positions ("attempts", also reported, with rosetree's proposals per
+second over the peer's attempts per second) and always ends in a move.
+
+    python benchmarks/bench_pydt.py --src /path/to/pydt --sizes 100 200 400
+
+With ``--em`` it instead times greedy EM (``PitmanYorDiffusionTree(inference="greedy-em")``)
+at each size, with the growth exponent ``log(t_k / t_{k-1}) / log(n_k / n_{k-1})``; the
+peer has no EM to compare with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import rosetree as rt
+from rosetree import _core
+
+sys.path.insert(0, str(Path(__file__).parent))
+from peer_pydt import build_peer, run_peer
+
+ALPHA, BETA, C = 1.0, 0.2, 1.0
+PRIORS = [1.0] * 8
+
+
+def data(n: int, d: int) -> np.ndarray:
+    """``n`` points in ``d`` dimensions drawn from the PYDT itself (seed 0)."""
+    X, _ = rt.sample_pydt(n, d, alpha=ALPHA, beta=BETA, c=C, sigma2=1.0, random_state=0)
+    return X
+
+
+def log_joint(X: np.ndarray, tree: object) -> float:
+    """The log joint of a tree under the fixed hyperparameters, by rosetree's functions."""
+    return rt.pydt_log_prior(tree, alpha=ALPHA, beta=BETA, c=C) + rt.pydt_log_likelihood(X, tree)
+
+
+def run_rosetree(X: np.ndarray, sweeps: int, seed: int = 0) -> dict[str, float]:
+    """``sweeps`` MCMC sweeps with fixed hyperparameters; wall time and moves."""
+    start = time.perf_counter()
+    _, _, last, proposals, accepted = _core.pydt_mcmc(
+        X,
+        None,
+        alpha=ALPHA,
+        beta=BETA,
+        c=C,
+        sigma2=1.0,
+        n_iter=sweeps,
+        burn_in=sweeps - 1,
+        thin=1,
+        learn=(False, False, False, False),
+        priors=PRIORS,
+        seed=seed,
+        verbose=False,
+    )
+    wall = time.perf_counter() - start
+    tree = rt.pydt._wrap(last[0])
+    return {
+        "wall_s": wall,
+        "moves": proposals,
+        "accepted": accepted,
+        "log_joint": log_joint(X, tree),
+    }
+
+
+def compare_mcmc(args: argparse.Namespace) -> None:
+    """Moves per second of both samplers at every size; prints a Markdown table."""
+    binary = build_peer(args.src, args.build_dir)
+    print(
+        "| n | d | rosetree sweeps | moves | rosetree moves/s | peer moves/s | ratio | "
+        "peer attempts/move | ratio per attempt | rosetree acceptance | "
+        "final log joint: rosetree | peer |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    run_rosetree(data(20, args.d), 2)  # warm-up
+    for n in args.sizes:
+        X = data(n, args.d)
+        ours = min(
+            (run_rosetree(X, args.sweeps) for _ in range(args.repeat)), key=lambda r: r["wall_s"]
+        )
+        peer = min(
+            (
+                run_peer(binary, X, ours["moves"], ALPHA, BETA, C, 1.0, False, seed=0)
+                for _ in range(args.repeat)
+            ),
+            key=lambda r: r["wall_s"],
+        )
+        ours_rate = ours["moves"] / ours["wall_s"]
+        print(
+            f"| {n} | {args.d} | {args.sweeps} | {ours['moves']} | {ours_rate:.0f} | "
+            f"{peer['moves_per_s']:.0f} | {ours_rate / peer['moves_per_s']:.2f} | "
+            f"{peer['attempts_per_move']:.2f} | {ours_rate / peer['attempts_per_s']:.2f} | "
+            f"{ours['accepted'] / ours['moves']:.2f} | "
+            f"{ours['log_joint']:.1f} | {log_joint(X, peer['tree']):.1f} |",
+            flush=True,
+        )
+
+
+def time_em(args: argparse.Namespace) -> None:
+    """Greedy EM's wall time at every size, with growth exponents."""
+    print("| n | d | greedy EM s | exponent | log joint |")
+    print("|---:|---:|---:|---:|---:|")
+    previous: tuple[int, float] | None = None
+    for n in args.sizes:
+        X = data(n, args.d)
+        times, est = [], None
+        for _ in range(args.repeat):
+            est = rt.PitmanYorDiffusionTree(alpha=ALPHA, beta=BETA, c=C, random_state=0)
+            start = time.perf_counter()
+            est.fit(X)
+            times.append(time.perf_counter() - start)
+        t = min(times)
+        growth = (
+            "–"
+            if previous is None
+            else f"{math.log(t / previous[1]) / math.log(n / previous[0]):.2f}"
+        )
+        assert est is not None
+        print(f"| {n} | {args.d} | {t:.2f} | {growth} | {est.log_joint_:.1f} |", flush=True)
+        previous = (n, t)
+
+
+def main() -> None:
+    """Parse the arguments and run the chosen comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--src", help="checkout of github.com/davidaknowles/pydt")
+    ap.add_argument("--build-dir", help="where to put the peer's binary")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 400])
+    ap.add_argument("--d", type=int, default=10)
+    ap.add_argument("--sweeps", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--em", action="store_true", help="time greedy EM instead")
+    args = ap.parse_args()
+    if args.em:
+        time_em(args)
+    else:
+        compare_mcmc(args)
+
+
+if __name__ == "__main__":
+    main()
