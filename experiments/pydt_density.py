@@ -202,7 +202,9 @@ def figure(results: dict[str, Any], path: Path) -> None:
                 color=color,
                 label=label,
             )
-            bottom.plot([p["seconds"] for p in curve], [p["log_likelihood"] for p in curve], color=color)
+            bottom.plot(
+                [p["seconds"] for p in curve], [p["log_likelihood"] for p in curve], color=color
+            )
     top.axhline(0.0, color="grey", lw=0.8)
     top.set_ylabel("test log density − KDE (nats/row)")
     top.legend()

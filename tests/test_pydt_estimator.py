@@ -139,3 +139,11 @@ def test_prediction_needs_a_fit_and_matching_columns():
         est.score_samples(X[:, :2])
     with pytest.raises(rt.InvalidDataError):
         est.score_samples(np.full((1, 3), np.inf))
+
+
+def test_progress_goes_to_python_stderr(capsys):
+    rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=10, verbose=True).fit(X)
+    err = capsys.readouterr().err
+    assert "pydt mcmc: sweep 10/10" in err
+    rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=10).fit(X)
+    assert capsys.readouterr().err == ""

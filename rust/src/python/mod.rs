@@ -115,6 +115,18 @@ fn prepared_leaves<M: ClusterModel>(
 /// How often the waiting thread looks for Ctrl-C while a worker computes.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
+/// Writes a line of progress to Python's `sys.stderr` (so that it shows in notebooks too),
+/// from any thread: it takes the interpreter while writing. Progress is best effort, so a
+/// failed write is ignored.
+pub(crate) fn progress_line(line: &str) {
+    Python::attach(|py| {
+        if let Ok(stderr) = py.import("sys").and_then(|sys| sys.getattr("stderr")) {
+            let _ = stderr.call_method1("write", (format!("{line}\n"),));
+            let _ = stderr.call_method0("flush");
+        }
+    });
+}
+
 /// Runs `work` on a thread of its own while the calling thread waits, detached, and checks
 /// for Ctrl-C every 50 ms. On Ctrl-C the work is told to stop (its `interrupt` returns
 /// `true`, which every engine polls between steps) and the call raises `KeyboardInterrupt`

@@ -4,8 +4,8 @@
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-use super::run_interruptible;
 use super::tree::PyTree;
+use super::{progress_line, run_interruptible};
 use crate::pydt::mcmc::{self, BetaPrior, GammaPrior, Hyperpriors, Learn, McmcConfig, Start};
 use crate::pydt::{self, PydtParams};
 
@@ -72,7 +72,7 @@ fn py_sample(s: mcmc::Sample) -> PySample {
 /// `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`, and the last state.
 /// `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate (or `a`, `b`) of the
 /// priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With `verbose`, a line per
-/// second of progress goes to standard error. Interruptible with Ctrl-C.
+/// second of progress goes to Python's `sys.stderr`. Interruptible with Ctrl-C.
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
                     seed, verbose))]
@@ -134,7 +134,7 @@ fn pydt_mcmc<'py>(
             let secs = started.elapsed().as_secs();
             if verbose && (secs > shown || it + 1 == n_iter) {
                 shown = secs;
-                eprintln!(
+                progress_line(&format!(
                     "pydt mcmc: sweep {}/{n_iter}, log joint {:.3}, acceptance {:.2}, \
                      alpha {:.3}, beta {:.3}, c {:.3}, sigma2 {:.4}",
                     it + 1,
@@ -144,7 +144,7 @@ fn pydt_mcmc<'py>(
                     row.beta,
                     row.c,
                     row.sigma2
-                );
+                ));
             }
         };
         let start = Start {
