@@ -176,7 +176,7 @@ pub struct Learn {
     pub beta: bool,
     /// Gibbs-sample `c`.
     pub c: bool,
-    /// Gibbs-sample `1/σ²` (with data only).
+    /// Gibbs-sample `1/σ²` (with data only; an error with [`Likelihood::Probit`]).
     pub sigma2: bool,
 }
 

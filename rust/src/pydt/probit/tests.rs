@@ -3,8 +3,10 @@
 //! update against tilted moments by quadrature; EP by tree messages against EP in the
 //! covariance form (Rasmussen & Williams, Algorithm 3.5); EP's evidence against the exact
 //! orthant probabilities of two and three points (`1/4 + asin ρ/(2π)`,
-//! `1/8 + Σ asin ρ_ij/(4π)`); the auxiliary-variable chain's posterior over the structures of
-//! three binary points against exact enumeration with the times integrated numerically.
+//! `1/8 + Σ asin ρ_ij/(4π)`); the latent Gibbs draws against the mean of a truncated
+//! bivariate normal in closed form; the auxiliary-variable chain's posterior over the
+//! structures of three binary points against exact enumeration with the times integrated
+//! numerically.
 
 use std::collections::BTreeMap;
 use std::f64::consts::PI;
@@ -537,6 +539,42 @@ fn the_latent_values_follow_the_signs_and_the_caches_follow_them() {
     )
     .unwrap();
     assert!(gaussian.latent().is_none());
+}
+
+#[test]
+fn the_latent_draws_follow_the_truncated_bivariate_normal() {
+    // On a fixed tree of two points diverging at ρ, repeated latent draws target
+    // z ~ N(0, σ²[[1, ρ], [ρ, 1]]) given the signs. By parts,
+    // E[z₁ 1{z₁ > 0, s z₂ > 0}] = σ (1 + sρ)/(2√(2π)), and P = 1/4 + s asin(ρ)/(2π).
+    let rho: f64 = 0.6;
+    for (s, sigma2) in [(1.0, 1.0), (-1.0, 2.5)] {
+        let t = tree(2, vec![vec![0, 1]], &[rho]);
+        let x = array![[1.0], [if s > 0.0 { 1.0 } else { 0.0 }]];
+        let mut chain = Chain::new_probit(x.view(), &t, params(0.5, 0.2, 1.0), sigma2).unwrap();
+        let mut r = rng(23);
+        let n = 100_000;
+        let mut z1 = Vec::with_capacity(n);
+        for _ in 0..n {
+            chain.update_latent(&mut r).unwrap();
+            z1.push(chain.latent().unwrap()[[0, 0]]);
+        }
+        let p = 0.25 + s * rho.asin() / (2.0 * PI);
+        let want = sigma2.sqrt() * (1.0 + s * rho) / (2.0 * (2.0 * PI).sqrt()) / p;
+        let batches = 50;
+        let means: Vec<f64> = z1
+            .chunks(n / batches)
+            .map(|b| b.iter().sum::<f64>() / b.len() as f64)
+            .collect();
+        let m = means.iter().sum::<f64>() / batches as f64;
+        let se = (means.iter().map(|v| (v - m).powi(2)).sum::<f64>()
+            / (batches * (batches - 1)) as f64)
+            .sqrt();
+        assert!(
+            (m - want).abs() < 4.5 * se,
+            "s={s}: {m} vs {want} (se {se})"
+        );
+        assert!(se < 0.01 * want, "{se}");
+    }
 }
 
 #[test]
