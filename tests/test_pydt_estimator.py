@@ -147,3 +147,16 @@ def test_progress_goes_to_python_stderr(capsys):
     assert "pydt mcmc: sweep 10/10" in err
     rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=10).fit(X)
     assert capsys.readouterr().err == ""
+
+
+def test_probit_mcmc_finds_the_insects_of_the_animals_data():
+    animals = rt.datasets.load_animals()
+    est = rt.PitmanYorDiffusionTree(
+        likelihood="probit", inference="mcmc", n_iter=200, random_state=0
+    ).fit(animals.data)
+    assert est.sigma2_ == 1.0  # fixed under the probit likelihood
+    insects = set(np.flatnonzero(animals.target == "insect"))
+    tree = est.tree_
+    assert any(set(tree.leaves(v)) == insects for v in tree.internal_nodes)
+    with pytest.raises(rt.InvalidParameterError):
+        est.score_samples(animals.data)

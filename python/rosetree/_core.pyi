@@ -29,6 +29,7 @@ __all__ = [
     "pydt_log_likelihood",
     "pydt_log_prior",
     "pydt_mcmc",
+    "pydt_probit_ep",
     "resolved_model",
     "sample_pydt",
 ]
@@ -278,6 +279,7 @@ def pydt_mcmc(
     priors: Sequence[float],
     seed: int,
     verbose: bool,
+    likelihood: str = "gaussian",
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],
@@ -285,3 +287,11 @@ def pydt_mcmc(
     int,
     int,
 ]: ...
+def pydt_probit_ep(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    sigma2: float = 1.0,
+    max_iter: int = 200,
+    tol: float = 1e-10,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]: ...

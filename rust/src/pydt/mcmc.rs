@@ -65,6 +65,12 @@
 //! - `α` and `β`: slice sampling of `ln α` and `logit β` (their priors a Gamma and a Beta,
 //!   with the Jacobians), on the structure and time terms (eqs 7 with the erratum, 9).
 //!
+//! # Binary data
+//! With [`Likelihood::Probit`] the rows are binary and the Brownian motion's leaf locations
+//! become latent values `z` (`x = 1` exactly when `z > 0`); each sweep first redraws `z`
+//! by Gibbs sampling and then runs the moves above with `z` as the data. See
+//! [`super::probit`].
+//!
 //! # Random streams
 //! One `Xoshiro256PlusPlus` seeded from the caller's seed drives the whole chain; the result
 //! is a function of the seed and the inputs alone (the chain is sequential).
@@ -74,6 +80,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp1, Gamma, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+pub use super::probit::Likelihood;
 use super::slice::slice_sample;
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap, sample_tree};
 use crate::error::{Result, RoseTreeError};
@@ -169,7 +176,7 @@ pub struct Learn {
     pub beta: bool,
     /// Gibbs-sample `c`.
     pub c: bool,
-    /// Gibbs-sample `1/σ²` (with data only).
+    /// Gibbs-sample `1/σ²` (with data only; an error with [`Likelihood::Probit`]).
     pub sigma2: bool,
 }
 
@@ -187,6 +194,8 @@ pub struct McmcConfig {
     pub learn: Learn,
     /// Their priors.
     pub priors: Hyperpriors,
+    /// How the data are observed: Gaussian locations or binary signs (probit).
+    pub likelihood: Likelihood,
 }
 
 impl Default for McmcConfig {
@@ -197,6 +206,7 @@ impl Default for McmcConfig {
             thin: 1,
             learn: Learn::default(),
             priors: Hyperpriors::default(),
+            likelihood: Likelihood::Gaussian,
         }
     }
 }
@@ -227,6 +237,13 @@ impl McmcConfig {
                 ));
             }
         }
+        if self.learn.sigma2 && self.likelihood == Likelihood::Probit {
+            return Err(RoseTreeError::param(
+                "sigma2",
+                "cannot be learnt with the probit likelihood: the signs of the latent values \
+                 do not depend on their scale (fix sigma2, e.g. at 1)",
+            ));
+        }
         if self.learn.alpha && params.alpha() <= 0.0 {
             return Err(RoseTreeError::param(
                 "alpha",
@@ -256,7 +273,8 @@ impl McmcConfig {
 pub struct TraceRow {
     /// `ln p(X, T, t | α, β, c, σ²)` at the end of the sweep.
     pub log_joint: f64,
-    /// `ln p(X | T, t, σ²)` (0 without data).
+    /// `ln p(X | T, t, σ²)` (0 without data); with [`Likelihood::Probit`],
+    /// `ln p(z | T, t, σ²)` of the current latent values (see [`super::probit`]).
     pub log_likelihood: f64,
     /// The hyperparameters at the end of the sweep.
     pub alpha: f64,
@@ -300,7 +318,7 @@ pub struct McmcResult {
 
 /// The cache of a node (see the [module docs](self)).
 #[derive(Debug, Clone, Default)]
-struct NodeState {
+pub(super) struct NodeState {
     /// Mean of the message from the data below (the data at a leaf); empty without data.
     mean: Vec<f64>,
     /// Its variance in units of `σ²` (0 at a leaf).
@@ -322,10 +340,10 @@ fn tau(t: f64) -> f64 {
 /// per leaf); see the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Chain {
-    arena: Arena<NodeState>,
-    x: Array2<f64>,
+    pub(super) arena: Arena<NodeState>,
+    pub(super) x: Array2<f64>,
     params: PydtParams,
-    sigma2: f64,
+    pub(super) sigma2: f64,
     /// `w_m` for `m = 0..=N` (`w_0` unused) and `H_0..=H_{N−1}`.
     w: Vec<f64>,
     h: Vec<f64>,
@@ -333,6 +351,9 @@ pub struct Chain {
     ln_prior: f64,
     /// Scratch: the success probabilities `Z(u)` of the exact conditioned draw.
     z: Vec<f64>,
+    /// With the probit likelihood, the binary observations (`NaN` missing); `x` then holds
+    /// the latent values.
+    pub(super) observed: Option<Array2<f64>>,
 }
 
 impl Chain {
@@ -376,6 +397,7 @@ impl Chain {
             ln_lik: 0.0,
             ln_prior: 0.0,
             z: Vec::new(),
+            observed: None,
         };
         chain.set_params(params);
         Ok(chain)
@@ -396,7 +418,8 @@ impl Chain {
         self.sigma2
     }
 
-    /// `ln p(X | T, t, σ²)` of the current state (0 without data).
+    /// `ln p(X | T, t, σ²)` of the current state (0 without data); for a probit chain,
+    /// `ln p(z | T, t, σ²)` of its latent values.
     pub fn log_likelihood(&self) -> f64 {
         self.ln_lik
     }
@@ -406,7 +429,8 @@ impl Chain {
         self.ln_prior
     }
 
-    /// `ln p(X, T, t | α, β, c, σ²)` of the current state.
+    /// `ln p(X, T, t | α, β, c, σ²)` of the current state (`X` = the latent values for a
+    /// probit chain).
     pub fn log_joint(&self) -> f64 {
         self.ln_lik + self.ln_prior
     }
@@ -440,6 +464,12 @@ impl Chain {
             .chain((1..=n).map(|m| params.ln_rate_factor(m).exp()))
             .collect();
         self.h = params.harmonic(n.saturating_sub(1));
+        self.refresh_data();
+    }
+
+    /// Marks every leaf dirty and recomputes the caches: after the data (the latent values
+    /// of a probit chain) change.
+    pub(super) fn refresh_data(&mut self) {
         for v in 0..self.n_leaves() {
             self.arena
                 .mark_dirty(NodeId(v as u32))
@@ -787,12 +817,14 @@ impl Chain {
     }
 
     /// Backward sampling of every node's location given the data (see the
-    /// [module docs](self)), then the Gibbs update of `1/σ²` from eq 14.
-    fn update_sigma2<R: Rng + ?Sized>(&mut self, prior: GammaPrior, rng: &mut R) -> Result<()> {
+    /// [module docs](self)): a draw from `p(locations | X, T, t, σ²)`, `D` values per arena
+    /// slot (a leaf's are its data). Also returns the branches' total
+    /// `Σ_{[ab]} ‖x_b − x_a‖²/(t_b − t_a)` and their number, the origin's branch included.
+    pub(super) fn sample_locations<R: Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+    ) -> Result<(Vec<f64>, f64, usize)> {
         let d = self.x.ncols();
-        if d == 0 {
-            return Ok(());
-        }
         let sd = self.sigma2.sqrt();
         let mut loc = vec![0.0; self.arena.n_slots() * d];
         let mut sum_sq = 0.0;
@@ -824,6 +856,17 @@ impl Chain {
             }
             edges += 1;
         }
+        Ok((loc, sum_sq, edges))
+    }
+
+    /// Backward sampling of every node's location given the data, then the Gibbs update
+    /// of `1/σ²` from eq 14 (see the [module docs](self)).
+    fn update_sigma2<R: Rng + ?Sized>(&mut self, prior: GammaPrior, rng: &mut R) -> Result<()> {
+        let d = self.x.ncols();
+        if d == 0 {
+            return Ok(());
+        }
+        let (_, sum_sq, edges) = self.sample_locations(rng)?;
         let shape = prior.shape + 0.5 * (edges * d) as f64;
         let rate = prior.rate + 0.5 * sum_sq;
         let precision = Gamma::new(shape, 1.0 / rate)
@@ -907,8 +950,9 @@ impl Chain {
         Ok(())
     }
 
-    /// One sweep: `N` subtree moves, the divergence times, then the learnt
-    /// hyperparameters. Returns the number of accepted moves and the number proposed.
+    /// One sweep: for a probit chain first a Gibbs draw of the latent values, then `N`
+    /// subtree moves, the divergence times, then the learnt hyperparameters. Returns the
+    /// number of accepted moves and the number proposed.
     ///
     /// # Errors
     /// [`RoseTreeError::Interrupted`] when `interrupt` returns true (polled between moves);
@@ -922,6 +966,9 @@ impl Chain {
         let n = self.n_leaves();
         let proposals = if n >= 2 { n } else { 0 };
         let mut accepted = 0;
+        if self.observed.is_some() {
+            self.update_latent(rng)?;
+        }
         for i in 0..proposals {
             if i % 64 == 0 && interrupt() {
                 return Err(RoseTreeError::Interrupted);
@@ -1010,9 +1057,10 @@ pub struct Start<'a> {
 /// after the burn-in; `progress(sweep, row)` is called after each sweep.
 ///
 /// # Errors
-/// Those of [`Chain::new`] and of the configuration's check (naming `thin`, `burn_in`,
-/// `alpha`, `beta` or a prior); [`RoseTreeError::Interrupted`] when `interrupt` returns
-/// true.
+/// Those of [`Chain::new`] (or [`Chain::new_probit`] with [`Likelihood::Probit`]) and of
+/// the configuration's check (naming `thin`, `burn_in`, `alpha`, `beta`, a prior, or
+/// `sigma2` when it is to be learnt under the probit likelihood);
+/// [`RoseTreeError::Interrupted`] when `interrupt` returns true.
 pub fn run(
     x: ArrayView2<'_, f64>,
     start: Start<'_>,
@@ -1036,7 +1084,10 @@ pub fn run(
         None => sample_tree(x.nrows(), &params, &mut rng)
             .or_else(|_| sample_tree(x.nrows(), &PydtParams::ddt(1.0)?, &mut rng))?,
     };
-    let mut chain = Chain::new(x, &start, params, sigma2)?;
+    let mut chain = match config.likelihood {
+        Likelihood::Gaussian => Chain::new(x, &start, params, sigma2)?,
+        Likelihood::Probit => Chain::new_probit(x, &start, params, sigma2)?,
+    };
     let mut samples = Vec::new();
     let mut trace = Vec::with_capacity(config.n_iter);
     let (mut proposals, mut accepted) = (0, 0);

@@ -4,7 +4,8 @@
 //!
 //! This module has the foundation: the exact log density of a tree's structure and times
 //! ([`log_prior`]), the Gaussian likelihood with the internal locations integrated out
-//! ([`log_likelihood`]), and the generative process ([`sampler`]).
+//! ([`log_likelihood`]), and the generative process ([`sampler`]); the MCMC sampler
+//! ([`mcmc`]) and the probit likelihood for binary data ([`probit`]) build on it.
 //!
 //! # The tree
 //! Time runs forward from the origin (`t = 0`, location 0) to the data (`t = 1`). A tree is
@@ -105,6 +106,7 @@
 
 pub mod divergence;
 pub mod mcmc;
+pub mod probit;
 pub mod sampler;
 pub(crate) mod slice;
 

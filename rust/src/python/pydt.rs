@@ -1,12 +1,17 @@
 //! The Pitman–Yor diffusion tree from Python: the density of a timed tree, its Gaussian
-//! likelihood, and draws from the generative process.
+//! likelihood, draws from the generative process, the MCMC sampler (Gaussian or probit
+//! likelihood) and expectation propagation for binary data on one tree.
 
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
-use crate::pydt::mcmc::{self, BetaPrior, GammaPrior, Hyperpriors, Learn, McmcConfig, Start};
+use crate::error::RoseTreeError;
+use crate::pydt::mcmc::{
+    self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start,
+};
+use crate::pydt::probit::{self, EpConfig};
 use crate::pydt::{self, PydtParams};
 
 /// `ln p(T, t)` of a diffusion tree (leaves at 1, divergence times in `(0, 1)`).
@@ -72,10 +77,13 @@ fn py_sample(s: mcmc::Sample) -> PySample {
 /// `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`, and the last state.
 /// `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate (or `a`, `b`) of the
 /// priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With `verbose`, a line per
-/// second of progress goes to Python's `sys.stderr`. Interruptible with Ctrl-C.
+/// second of progress goes to Python's `sys.stderr`. Interruptible with Ctrl-C. `likelihood`
+/// is `"gaussian"` (rows are locations) or `"probit"` (rows are binary, 0/1 with NaN missing;
+/// `sigma2` is then fixed and the trace's log likelihood is that of the latent values,
+/// `ln p(z | T, t)`).
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
-                    seed, verbose))]
+                    seed, verbose, likelihood="gaussian"))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 fn pydt_mcmc<'py>(
@@ -93,6 +101,7 @@ fn pydt_mcmc<'py>(
     priors: [f64; 8],
     seed: u64,
     verbose: bool,
+    likelihood: &str,
 ) -> PyResult<(
     Vec<PySample>,
     Bound<'py, PyArray2<f64>>,
@@ -101,6 +110,7 @@ fn pydt_mcmc<'py>(
     usize,
 )> {
     let params = PydtParams::new(alpha, beta, c)?;
+    let likelihood: Likelihood = likelihood.parse()?;
     let x = x.as_array().to_owned();
     let init = tree.map(|t| t.get().inner.clone());
     let gamma = |i: usize| GammaPrior {
@@ -126,6 +136,7 @@ fn pydt_mcmc<'py>(
             c: gamma(4),
             precision: gamma(6),
         },
+        likelihood,
     };
     let result = run_interruptible(py, move |interrupt| {
         let started = std::time::Instant::now();
@@ -175,10 +186,44 @@ fn pydt_mcmc<'py>(
     ))
 }
 
+/// Expectation propagation for binary `x` (0/1, NaN missing) on a fixed diffusion tree:
+/// `(site_means, site_precisions, log_marginal)`, the Gaussian sites (pseudo-observations
+/// with noise variance `1/site_precisions`; 0 where missing) and the approximation of
+/// `ln p(x | tree)`. Raises when the sweeps have not converged within `max_iter`.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, sigma2=1.0, max_iter=200, tol=1e-10))]
+#[allow(clippy::type_complexity)]
+fn pydt_probit_ep<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    sigma2: f64,
+    max_iter: usize,
+    tol: f64,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, f64)> {
+    let x = x.as_array().to_owned();
+    let tree = tree.get().inner.clone();
+    let config = EpConfig { max_iter, tol };
+    let ep = py.detach(|| probit::expectation_propagation(x.view(), &tree, sigma2, &config))?;
+    if !ep.converged {
+        return Err(RoseTreeError::Numerical(format!(
+            "expectation propagation did not converge in max_iter = {max_iter} sweeps to tol \
+             = {tol}"
+        ))
+        .into());
+    }
+    Ok((
+        ep.site_means.into_pyarray(py),
+        ep.site_precisions.into_pyarray(py),
+        ep.log_marginal,
+    ))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;
     m.add_function(wrap_pyfunction!(sample_pydt, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_mcmc, m)?)?;
+    m.add_function(wrap_pyfunction!(pydt_probit_ep, m)?)?;
     Ok(())
 }

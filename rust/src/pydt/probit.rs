@@ -1,0 +1,620 @@
+//! The probit likelihood for binary data under the Pitman–Yor diffusion tree (Knowles &
+//! Ghahramani, §5.4 and §6.3): an auxiliary-variable MCMC step for the sampler of
+//! [`super::mcmc`], and expectation propagation (EP) on a fixed tree.
+//!
+//! # The model
+//! The tree's Brownian motion (variance `σ²` per unit time, from the origin at `t = 0`)
+//! reaches the leaves at `t = 1` at latent values `z_nd`, and the data are their signs:
+//! `x_nd = 1` when `z_nd > 0`, `x_nd = 0` otherwise. A missing entry (`NaN`) leaves its
+//! `z_nd` unconstrained, which is exactly marginalising it. Marginally each column is
+//! `z_·d ~ N(0, σ²C)` with `C_ij` the divergence time of the lowest common ancestor of
+//! `i ≠ j` and `C_ii = 1` (see [`super::log_likelihood`]), so `p(x_·d | T, t)` is an orthant
+//! probability of that Gaussian.
+//!
+//! The paper names "a probit model for binary vectors" and "EP on the probit factor" and
+//! adds nothing else: no bias (the origin is at 0) and no observation noise. The hard
+//! threshold at the leaf *is* a probit factor: given the location `y_p` of leaf `n`'s parent
+//! (at `t_p`), `z_n ~ N(y_p, σ²(1 − t_p))` and
+//!
+//! ```text
+//!   P(x_n = 1 | y_p) = Φ(y_p / (σ √(1 − t_p))),
+//! ```
+//!
+//! the leaf's own branch playing the part of the probit's Gaussian noise. (Noise of variance
+//! `ν` added to `z` would lengthen every leaf branch by `ν/σ²`; it is not part of the model.)
+//!
+//! # The scale `σ²` is not identifiable
+//! Multiplying every `z` by `s > 0` keeps its signs, and `z/s` is the Brownian motion with
+//! variance `σ²/s²`: `p(x | T, t, σ²)` does not depend on `σ²`. The paper learns `σ²` only
+//! for Gaussian data; here `σ²` stays fixed (1 by default; another value only rescales the
+//! latent values and changes no probability of `x`, trees or times), and asking the chain to
+//! learn it under the probit likelihood is an error naming `sigma2`.
+//!
+//! # Auxiliary-variable MCMC
+//! The chain's state is `(T, t, α, β, c, z)` with target `p(T, t, α, β, c, z | x)`. Each
+//! sweep first redraws `z` (the paper slice-samples these auxiliary variables; we draw them
+//! from their exact conditional) in two Gibbs blocks:
+//! 1. the internal locations `y | z, T, t`: backward sampling from the cached Gaussian
+//!    messages, the step the Gibbs update of `1/σ²` already uses
+//!    ([`Chain::sample_locations`](super::mcmc::Chain));
+//! 2. `z | y, x, T, t`: given every internal location the leaves are independent, and
+//!    `p(z_nd | y, x_nd) ∝ N(z_nd; y_{p(n)d}, σ²(1 − t_{p(n)})) · 1[sign(z_nd) agrees with
+//!    x_nd]`, a normal truncated to one side of 0 (untruncated when `x_nd` is missing).
+//!
+//! If `z ~ p(z | x, T, t)`, step 1 gives `(y, z) ~ p(y, z | x, T, t)` and step 2 then
+//! `(y, z') ~ p(y, z | x, T, t)`: `z'` has the same law, so dropping `y` leaves
+//! `p(z | x, T, t)` invariant. The messages are then refreshed from the new `z` (every leaf
+//! marked dirty, `O(N D)`), and the sweep's subtree, time and hyperparameter moves run
+//! with `z` as Gaussian data. They leave `p(T, t, α, β, c | z)` invariant, which is
+//! `p(T, t, α, β, c | z, x)` because `x` is a function of `z`. Together the sweep leaves the
+//! joint posterior invariant, and the trees it visits follow `p(T, t | x)`.
+//!
+//! The chain's reported likelihood under the probit model is `ln p(z | T, t, σ²)` of the
+//! current latent values (and its joint `ln p(z, T, t | α, β, c, σ²)`), cached and free.
+//! `ln p(x | T, t)` is an `N`-dimensional orthant probability per column, with no closed
+//! form beyond `N = 3`; [`expectation_propagation`] approximates it for one tree.
+//!
+//! # Sampling the truncated normal
+//! `N(0, 1)` truncated to `(a, ∞)`, written by hand (`rand_distr` has no truncated normal):
+//! for `a ≤ 0`, draws of `N(0, 1)` until one exceeds `a` (acceptance `1 − Φ(a) ≥ 1/2`); for
+//! `a > 0`, Robert's (1995) exponential rejection sampler: propose `a + E/λ` with
+//! `E ~ Exp(1)` and `λ = (a + √(a² + 4))/2`, accept with probability
+//! `exp(−(z − λ)²/2)` (acceptance above 0.76 for every `a ≥ 0`, tending to 1). Both are
+//! exact, and neither evaluates `Φ` or its inverse, so the far tails (`a = 40`, where
+//! `1 − Φ(a)` underflows) lose nothing to rounding, which an inverse-CDF draw would.
+//!
+//! # Expectation propagation for one tree
+//! The columns are independent given the tree; within a column write `y_n = ±1` for the sign
+//! of an observed `x_n`. The posterior `p(z | x) ∝ N(z; 0, σ²C) Π_n 1[y_n z_n > 0]` is
+//! approximated by `N(z; 0, σ²C) Π_n Z̃_n N(z_n; μ̃_n, 1/τ̃_n)`, one Gaussian site per
+//! observed entry (Minka 2001; Rasmussen & Williams 2006, §3.6).
+//!
+//! *Cavity.* The product of the prior with every site but `n`'s, marginal at `z_n`, is the
+//! message into leaf `n` from the rest of the tree: `N(μ_{−n}, s²)`.
+//!
+//! *Tilted moments.* With `ẑ = y_n μ_{−n}/s` and `r = φ(ẑ)/Φ(ẑ)`, the normaliser and
+//! moments of `1[y z > 0] N(z; μ_{−n}, s²)` are (the truncated normal's; R&W eq 3.58 with
+//! its `√(1 + s²)` replaced by `s`, our factor having no unit noise)
+//!
+//! ```text
+//!   Z_n = Φ(ẑ),   μ̂ = μ_{−n} + y_n s r,   σ̂² = s² (1 − g),   g = r (ẑ + r) ∈ (0, 1).
+//! ```
+//!
+//! *Site update.* Matching moments, `τ̃_n = 1/σ̂² − 1/s²` and `τ̃_n μ̃_n = μ̂/σ̂² − μ_{−n}/s²`.
+//! Written without cancellation (with `μ_{−n} = y_n s ẑ`):
+//!
+//! ```text
+//!   τ̃_n = g / (s² (1 − g)),   μ̃_n = μ_{−n} + y_n s / (ẑ + r),
+//! ```
+//!
+//! since `μ̂/σ̂² − μ_{−n}/s² = y_n r (ẑ² + ẑ r + 1)/(s (1 − g))`, divided by `τ̃_n`. A
+//! truncation always shrinks the variance (`0 < g < 1`), so `τ̃_n > 0`: this EP never makes
+//! a negative site precision. The sites are updated one at a time, in leaf order, until the
+//! tilted means and standard deviations move by less than `tol · σ` in a sweep.
+//!
+//! *Normaliser.* `Z̃_n` makes the site reproduce `Z_n` against its cavity:
+//! `ln Z̃_n = ln Z_n − ln N(μ_{−n}; μ̃_n, 1/τ̃_n + s²)`. The approximation of the evidence is
+//!
+//! ```text
+//!   ln p(x | T, t) ≈ ln Z_EP = Σ_n ln Z̃_n + ln N(μ̃; 0, σ²C + diag(1/τ̃)),
+//! ```
+//!
+//! the last term being the Gaussian likelihood of the pseudo-observations `μ̃_n` with
+//! noise variances `1/τ̃_n` at the leaves (R&W eq 3.65). A Gaussian-likelihood method (an
+//! EM over the times, say) can use the sites as those pseudo-observations.
+//!
+//! *On the tree.* Nothing above needs `C` itself. Each node keeps its upward message from
+//! the sites below in precision form `(λ, η)` (`N(μ, v)` is `λ = 1/v`, `η = μ/v`; a leaf's
+//! is its site, a subtree without sites has `λ = 0`); a child's message crossing its branch
+//! of variance `ℓ = σ²(t_child − t_parent)` becomes `(λ, η)/(1 + ℓλ)`, and a node's message
+//! is the sum of its children's. The cavity of leaf `n` is its downward message: start at
+//! the root with the origin's `(1/(σ² t_root), 0)`, and at each node on the path add the
+//! other children's messages and cross the branch down. A site update then refreshes the
+//! upward messages on its path. Each update costs `O(depth · K)`, a sweep
+//! `O(N · depth · K)` per column (`O(N log N)` on a balanced tree, `O(N²)` on a caterpillar)
+//! against the `O(N³)` of the covariance form, which the tests use as the independent
+//! check. `ln N(μ̃; 0, σ²C + diag(1/τ̃))` is one upward pass of the Gaussian messages
+//! with normalisers, as in [`super::log_likelihood`] with leaf noise.
+//!
+//! # Examples
+//! For two leaves diverging at `t`, `P(x = (1, 1)) = 1/4 + asin(t)/(2π)`; EP comes close.
+//! ```
+//! use ndarray::array;
+//! use rosetree::pydt::probit::{EpConfig, expectation_propagation};
+//! use rosetree::tree::{Topology, Tree};
+//!
+//! let t = 0.6;
+//! let tree = Tree::new(&Topology::new(2, vec![vec![0, 1]])?, Some(vec![1.0, 1.0, t]))?;
+//! let x = array![[1.0], [1.0]];
+//! let ep = expectation_propagation(x.view(), &tree, 1.0, &EpConfig::default())?;
+//! let exact = (0.25 + t.asin() / (2.0 * std::f64::consts::PI)).ln();
+//! assert!((ep.log_marginal - exact).abs() < 0.02);
+//! assert!(ep.site_precisions.iter().all(|&p| p > 0.0));
+//! # Ok::<(), rosetree::RoseTreeError>(())
+//! ```
+
+use ndarray::{Array2, ArrayView2};
+use rand::Rng;
+use rand_distr::{Exp1, StandardNormal};
+
+use super::mcmc::Chain;
+use super::{PydtParams, check_diffusion_tree, check_sigma2};
+use crate::error::{Result, RoseTreeError};
+use crate::tree::Tree;
+use crate::tree::arena::NodeId;
+
+/// How the data of a chain are observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Likelihood {
+    /// The data are the leaf locations (eq 10).
+    #[default]
+    Gaussian,
+    /// The data are binary, the signs of the leaf locations (see the [module docs](self)).
+    Probit,
+}
+
+impl std::str::FromStr for Likelihood {
+    type Err = RoseTreeError;
+
+    /// `"gaussian"` or `"probit"`.
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "gaussian" => Ok(Self::Gaussian),
+            "probit" => Ok(Self::Probit),
+            other => Err(RoseTreeError::param(
+                "likelihood",
+                format!("must be 'gaussian' or 'probit', got {other:?}"),
+            )),
+        }
+    }
+}
+
+/// Checks that every entry of `x` is 0, 1 or `NaN` (missing).
+///
+/// # Errors
+/// [`RoseTreeError::InvalidData`] naming the first other entry's row and column.
+pub fn check_binary(x: ArrayView2<'_, f64>) -> Result<()> {
+    match x
+        .indexed_iter()
+        .find(|(_, v)| !(v.is_nan() || **v == 0.0 || **v == 1.0))
+    {
+        Some(((i, j), v)) => Err(RoseTreeError::data(
+            i,
+            Some(j),
+            format!("binary data must be 0, 1 or NaN (missing), got {v}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A draw of `N(0, 1)` truncated to `(a, ∞)` (see the [module docs](self)). Exact for every
+/// finite `a`.
+pub(crate) fn standard_normal_tail<R: Rng + ?Sized>(a: f64, rng: &mut R) -> f64 {
+    if a <= 0.0 {
+        loop {
+            let z: f64 = rng.sample(StandardNormal);
+            if z > a {
+                return z;
+            }
+        }
+    }
+    // Robert (1995): the exponential proposal with the rate that maximises acceptance.
+    let lambda = 0.5 * (a + (a * a + 4.0).sqrt());
+    loop {
+        let e: f64 = rng.sample(Exp1);
+        let z = a + e / lambda;
+        let u: f64 = rng.sample(Exp1);
+        if u >= 0.5 * (z - lambda) * (z - lambda) {
+            return z;
+        }
+    }
+}
+
+/// A draw of `N(mean, sd²)` truncated to `z > 0` (`positive`) or `z < 0`, for `sd > 0`.
+pub(crate) fn truncated_normal<R: Rng + ?Sized>(
+    mean: f64,
+    sd: f64,
+    positive: bool,
+    rng: &mut R,
+) -> f64 {
+    if positive {
+        mean + sd * standard_normal_tail(-mean / sd, rng)
+    } else {
+        -(-mean + sd * standard_normal_tail(mean / sd, rng))
+    }
+}
+
+/// `(ln Φ(z), φ(z)/Φ(z))`, in double precision for every finite `z`: from `erfc` (libm)
+/// for `z ≥ −5`, and below from the continued fraction of Mills' ratio
+/// `(1 − Φ(x))/φ(x) = 1/(x + 1/(x + 2/(x + 3/(x + …))))` at `x = −z` (Lentz's method;
+/// written by hand, no crate in use has it). The fraction needs at most 25 terms for
+/// `x ≥ 5`, keeps full precision where `Φ(z)` underflows (`z < −38`), and is more accurate
+/// than libm's `erfc` in the tail (which errs by about `1e-13` at `x = 25`).
+pub(crate) fn ln_cdf_and_ratio(z: f64) -> (f64, f64) {
+    let ln_pdf = -0.5 * z * z - 0.5 * (2.0 * std::f64::consts::PI).ln();
+    if z >= -5.0 {
+        let tail = 0.5 * libm::erfc(z.abs() * std::f64::consts::FRAC_1_SQRT_2);
+        // Φ(z) = 1 − tail above 0 (ln by ln_1p), tail itself below.
+        let (ln_cdf, cdf) = if z > 0.0 {
+            ((-tail).ln_1p(), 1.0 - tail)
+        } else {
+            (tail.ln(), tail)
+        };
+        return (ln_cdf, ln_pdf.exp() / cdf);
+    }
+    let mills = mills_ratio(-z);
+    (ln_pdf + mills.ln(), 1.0 / mills)
+}
+
+/// Mills' ratio `(1 − Φ(x))/φ(x)` for `x ≥ 5` by its continued fraction (see
+/// [`ln_cdf_and_ratio`]).
+fn mills_ratio(x: f64) -> f64 {
+    // f = x + 1/(x + 2/(x + …)); the ratio is 1/f. Lentz's method.
+    let tiny = 1e-300;
+    let mut f = x;
+    let (mut c, mut d) = (f, 0.0);
+    for k in 1..2000 {
+        let a = k as f64;
+        d = x + a * d;
+        if d.abs() < tiny {
+            d = tiny;
+        }
+        d = 1.0 / d;
+        c = x + a / c;
+        if c.abs() < tiny {
+            c = tiny;
+        }
+        let delta = c * d;
+        f *= delta;
+        if (delta - 1.0).abs() < 1e-16 {
+            break;
+        }
+    }
+    1.0 / f
+}
+
+impl Chain {
+    /// A probit chain (see the [module docs](self)) started at `tree` for binary data `x`
+    /// (0, 1 or `NaN` for missing; row `i` at leaf `i`), its latent values starting at
+    /// `±σ` by the signs of `x` (0 where missing); the first sweep redraws them.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidData`] naming the row and column of an entry other than 0, 1
+    /// or `NaN`; otherwise as [`Chain::new`].
+    pub fn new_probit(
+        x: ArrayView2<'_, f64>,
+        tree: &Tree,
+        params: PydtParams,
+        sigma2: f64,
+    ) -> Result<Self> {
+        check_sigma2(sigma2)?;
+        check_binary(x)?;
+        let sd = sigma2.sqrt();
+        let z = x.mapv(|v| {
+            if v.is_nan() {
+                0.0
+            } else if v == 1.0 {
+                sd
+            } else {
+                -sd
+            }
+        });
+        let mut chain = Chain::new(z.view(), tree, params, sigma2)?;
+        chain.observed = Some(x.to_owned());
+        Ok(chain)
+    }
+
+    /// The current latent values `z` of a probit chain (`None` for Gaussian data).
+    pub fn latent(&self) -> Option<ArrayView2<'_, f64>> {
+        self.observed.as_ref().map(|_| self.x.view())
+    }
+
+    /// The Gibbs draw of the latent values given the tree, the times and the binary data
+    /// (see the [module docs](self)), then the refresh of every message.
+    ///
+    /// # Errors
+    /// Only on a broken invariant of the arena.
+    pub(super) fn update_latent<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<()> {
+        let d = self.x.ncols();
+        let Some(observed) = self.observed.take() else {
+            return Ok(());
+        };
+        if d > 0 {
+            let (loc, _, _) = self.sample_locations(rng)?;
+            let sd = self.sigma2.sqrt();
+            for n in 0..self.n_leaves() {
+                let leaf = NodeId(n as u32);
+                let parent = self.arena.parent(leaf)?;
+                let len = match parent {
+                    Some(p) => 1.0 - self.arena.time(p)?,
+                    None => 1.0,
+                };
+                let sd_n = sd * len.sqrt();
+                for j in 0..d {
+                    let mean = parent.map_or(0.0, |p| loc[p.index() * d + j]);
+                    let obs = observed[[n, j]];
+                    self.x[[n, j]] = if obs.is_nan() {
+                        let e: f64 = rng.sample(StandardNormal);
+                        mean + sd_n * e
+                    } else {
+                        truncated_normal(mean, sd_n, obs == 1.0, rng)
+                    };
+                }
+            }
+        }
+        self.observed = Some(observed);
+        self.refresh_data();
+        Ok(())
+    }
+}
+
+/// The settings of [`expectation_propagation`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpConfig {
+    /// The most sweeps over the sites.
+    pub max_iter: usize,
+    /// Converged when no tilted mean or standard deviation moved by more than `tol · σ`
+    /// in a sweep.
+    pub tol: f64,
+}
+
+impl Default for EpConfig {
+    /// 200 sweeps, `tol = 1e-10`.
+    fn default() -> Self {
+        Self {
+            max_iter: 200,
+            tol: 1e-10,
+        }
+    }
+}
+
+/// The result of [`expectation_propagation`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpResult {
+    /// `μ̃`, the site means (`N × D`; 0 where `x` is missing).
+    pub site_means: Array2<f64>,
+    /// `τ̃`, the site precisions (`N × D`; 0 where `x` is missing): the noise variance of
+    /// the pseudo-observation `μ̃` is `1/τ̃`.
+    pub site_precisions: Array2<f64>,
+    /// `ln Z_EP`, the approximation of `ln p(x | T, t)` (see the [module docs](self)).
+    pub log_marginal: f64,
+    /// `Σ ln Z̃_n`, the sites' normalisers: `log_marginal` minus the Gaussian likelihood of
+    /// the pseudo-observations.
+    pub log_site_normalisers: f64,
+    /// The most sweeps any column took.
+    pub iterations: usize,
+    /// Whether every column converged within `max_iter` sweeps.
+    pub converged: bool,
+}
+
+/// The tree as parent and child lists with branch variances `σ²(t_child − t_parent)`
+/// (the root's from the origin).
+struct Geometry {
+    parent: Vec<Option<usize>>,
+    children: Vec<Vec<usize>>,
+    len: Vec<f64>,
+    root: usize,
+}
+
+impl Geometry {
+    fn new(tree: &Tree, t: &[f64], sigma2: f64) -> Self {
+        let nodes = tree.nodes();
+        let len = nodes
+            .iter()
+            .enumerate()
+            .map(|(v, node)| sigma2 * node.parent.map_or(t[v].min(1.0), |p| t[v] - t[p]))
+            .collect();
+        Self {
+            parent: nodes.iter().map(|node| node.parent).collect(),
+            children: nodes.iter().map(|node| node.children.clone()).collect(),
+            len,
+            root: tree.root(),
+        }
+    }
+
+    /// Node `k`'s upward message after crossing its branch.
+    fn lift(&self, up: &[(f64, f64)], k: usize) -> (f64, f64) {
+        let (lambda, eta) = up[k];
+        let f = 1.0 / (1.0 + self.len[k] * lambda);
+        (lambda * f, eta * f)
+    }
+
+    /// Recomputes the upward messages on the path from leaf `n` to the root.
+    fn refresh_path(&self, up: &mut [(f64, f64)], n: usize) {
+        let mut v = n;
+        while let Some(p) = self.parent[v] {
+            up[p] = self.children[p]
+                .iter()
+                .map(|&k| self.lift(up, k))
+                .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+            v = p;
+        }
+    }
+
+    /// The cavity `(mean, variance)` of leaf `n`: its downward message.
+    fn cavity(&self, up: &[(f64, f64)], n: usize, path: &mut Vec<usize>) -> (f64, f64) {
+        path.clear();
+        let mut v = n;
+        path.push(v);
+        while let Some(p) = self.parent[v] {
+            path.push(p);
+            v = p;
+        }
+        let (mut lambda, mut eta) = (1.0 / self.len[self.root], 0.0);
+        for w in path.windows(2).rev() {
+            let (child, node) = (w[0], w[1]);
+            for &k in &self.children[node] {
+                if k != child {
+                    let (l, e) = self.lift(up, k);
+                    lambda += l;
+                    eta += e;
+                }
+            }
+            let f = 1.0 / (1.0 + self.len[child] * lambda);
+            lambda *= f;
+            eta *= f;
+        }
+        (eta / lambda, 1.0 / lambda)
+    }
+
+    /// `ln N(μ̃; 0, σ²C + diag(1/τ̃))` over the sites with `τ̃ > 0`: one upward pass of
+    /// Gaussian messages in moment form with their normalisers.
+    fn log_pseudo_likelihood(&self, mu: &[f64], tau: &[f64]) -> f64 {
+        // Children have smaller ids than their parents: ascending ids are a post-order.
+        let n_nodes = self.parent.len();
+        let mut msg: Vec<Option<(f64, f64)>> = vec![None; n_nodes];
+        let mut total = 0.0;
+        for v in 0..n_nodes {
+            if self.children[v].is_empty() {
+                if tau[v] >= f64::MIN_POSITIVE {
+                    msg[v] = Some((mu[v], 1.0 / tau[v]));
+                }
+                continue;
+            }
+            let mut acc: Option<(f64, f64)> = None;
+            for &k in &self.children[v] {
+                let Some((m, var)) = msg[k] else { continue };
+                let var = var + self.len[k];
+                acc = Some(match acc {
+                    None => (m, var),
+                    Some((m0, v0)) => {
+                        total += ln_normal(m0, m, v0 + var);
+                        let w = v0 / (v0 + var);
+                        (m0 + w * (m - m0), var * w)
+                    }
+                });
+            }
+            msg[v] = acc;
+        }
+        // Against the origin, across the root's branch (a lone leaf's is `σ²`).
+        if let Some((m, var)) = msg[self.root] {
+            total += ln_normal(m, 0.0, var + self.len[self.root]);
+        }
+        total
+    }
+}
+
+/// `ln N(x; m, v)`.
+fn ln_normal(x: f64, m: f64, v: f64) -> f64 {
+    -0.5 * (2.0 * std::f64::consts::PI * v).ln() - 0.5 * (x - m) * (x - m) / v
+}
+
+/// One site's EP update from its cavity `N(mean, var)` and sign `y = ±1`: the new
+/// `(μ̃, τ̃)`, the tilted mean and standard deviation, and `ln Z_n` (see the
+/// [module docs](self)).
+pub(crate) fn site_update(mean: f64, var: f64, y: f64) -> (f64, f64, f64, f64, f64) {
+    let s = var.sqrt();
+    let zh = y * mean / s;
+    let (ln_z, r) = ln_cdf_and_ratio(zh);
+    let g = r * (zh + r);
+    let tau = g / (var * (1.0 - g));
+    let mu = mean + y * s / (zh + r);
+    (mu, tau, mean + y * s * r, s * (1.0 - g).sqrt(), ln_z)
+}
+
+/// Expectation propagation for the probit likelihood on a fixed tree (see the
+/// [module docs](self)): binary `x` (0, 1 or `NaN` for missing, row `i` at leaf `i`), the
+/// Brownian motion's variance `sigma2` per unit time. Returns the Gaussian sites and the
+/// approximation of `ln p(x | T, t)`; `O(N · depth · K · D)` per sweep.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] naming `sigma2` unless finite and `> 0`, `max_iter`
+/// when 0, `tol` unless finite and `> 0`; [`RoseTreeError::InvalidTree`] from
+/// [`check_diffusion_tree`] or when the tree's leaves are not the rows of `x`;
+/// [`RoseTreeError::InvalidData`] naming the row and column of an entry other than 0, 1 or
+/// `NaN`.
+pub fn expectation_propagation(
+    x: ArrayView2<'_, f64>,
+    tree: &Tree,
+    sigma2: f64,
+    config: &EpConfig,
+) -> Result<EpResult> {
+    check_sigma2(sigma2)?;
+    if config.max_iter == 0 {
+        return Err(RoseTreeError::param("max_iter", "must be at least 1"));
+    }
+    if !(config.tol.is_finite() && config.tol > 0.0) {
+        return Err(RoseTreeError::param(
+            "tol",
+            format!("must be finite and > 0, got {}", config.tol),
+        ));
+    }
+    let t = check_diffusion_tree(tree)?;
+    let n = tree.n_leaves();
+    if n != x.nrows() {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "the tree has {n} leaves for {} rows",
+            x.nrows()
+        )));
+    }
+    check_binary(x)?;
+    let geo = Geometry::new(tree, t, sigma2);
+    let n_nodes = geo.parent.len();
+    let sd = sigma2.sqrt();
+    let mut result = EpResult {
+        site_means: Array2::zeros(x.dim()),
+        site_precisions: Array2::zeros(x.dim()),
+        log_marginal: 0.0,
+        log_site_normalisers: 0.0,
+        iterations: 0,
+        converged: true,
+    };
+    let mut up = vec![(0.0, 0.0); n_nodes];
+    let mut mu = vec![0.0; n_nodes];
+    let mut tau = vec![0.0; n_nodes];
+    let mut moments = vec![(f64::NAN, f64::NAN); n];
+    let mut path = Vec::new();
+    for (j, column) in x.columns().into_iter().enumerate() {
+        up.iter_mut().for_each(|m| *m = (0.0, 0.0));
+        mu.iter_mut().for_each(|m| *m = 0.0);
+        tau.iter_mut().for_each(|m| *m = 0.0);
+        moments.iter_mut().for_each(|m| *m = (f64::NAN, f64::NAN));
+        let observed: Vec<(usize, f64)> = column
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_nan())
+            .map(|(i, &v)| (i, if v == 1.0 { 1.0 } else { -1.0 }))
+            .collect();
+        let mut converged = false;
+        let mut sweeps = 0;
+        while sweeps < config.max_iter && !converged {
+            sweeps += 1;
+            let mut change: f64 = 0.0;
+            for &(i, y) in &observed {
+                let (m, v) = geo.cavity(&up, i, &mut path);
+                let (mu_i, tau_i, mean_hat, sd_hat, _) = site_update(m, v, y);
+                let (m0, s0) = moments[i];
+                let moved = ((mean_hat - m0).abs() + (sd_hat - s0).abs()) / sd;
+                change = change.max(if moved.is_nan() { f64::INFINITY } else { moved });
+                moments[i] = (mean_hat, sd_hat);
+                mu[i] = mu_i;
+                tau[i] = tau_i;
+                up[i] = (tau_i, tau_i * mu_i);
+                geo.refresh_path(&mut up, i);
+            }
+            converged = change < config.tol;
+        }
+        result.iterations = result.iterations.max(sweeps);
+        result.converged &= converged;
+        // The normalisers against the final cavities.
+        let mut ln_sites = 0.0;
+        for &(i, y) in &observed {
+            let (m, v) = geo.cavity(&up, i, &mut path);
+            let ln_z = ln_cdf_and_ratio(y * m / v.sqrt()).0;
+            ln_sites += if tau[i] >= f64::MIN_POSITIVE {
+                ln_z - ln_normal(m, mu[i], 1.0 / tau[i] + v)
+            } else {
+                // A flat site is the constant Z_n.
+                ln_z
+            };
+            result.site_means[[i, j]] = mu[i];
+            result.site_precisions[[i, j]] = tau[i];
+        }
+        result.log_site_normalisers += ln_sites;
+        result.log_marginal += ln_sites + geo.log_pseudo_likelihood(&mu, &tau);
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests;
