@@ -158,5 +158,13 @@ def test_probit_mcmc_finds_the_insects_of_the_animals_data():
     insects = set(np.flatnonzero(animals.target == "insect"))
     tree = est.tree_
     assert any(set(tree.leaves(v)) == insects for v in tree.internal_nodes)
+    # log_joint_ is ln p(X, T, t) of the binary rows, with EP for ln p(X | T, t).
+    _, _, log_marginal = rt._core.pydt_probit_ep(animals.data, tree._structure)
+    prior = rt.pydt_log_prior(tree, alpha=est.alpha_, beta=est.beta_, c=est.c_)
+    assert est.log_joint_ == pytest.approx(prior + log_marginal, rel=1e-12)
+    assert est.log_joint_ == est.sample_log_joint_.max()
+    with pytest.raises(rt.InvalidParameterError) as info:
+        rt.PitmanYorDiffusionTree(likelihood="probit").fit(animals.data)
+    assert info.value.parameter == "inference"
     with pytest.raises(rt.InvalidParameterError):
         est.score_samples(animals.data)

@@ -411,7 +411,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
         The Brownian variance per unit time (starting value when learnt).
     likelihood : {"gaussian", "probit"}, default="gaussian"
         Real-valued rows observed exactly at the leaves (eq 10), or binary rows
-        (0/1, NaN for missing) thresholding a latent Gaussian diffusion (§5.4).
+        (0/1, NaN for missing) thresholding a latent Gaussian diffusion at 0 (§5.4); the
+        probit likelihood needs ``inference="mcmc"``, which samples the latent values.
     inference : {"greedy-em", "mcmc"}, default="greedy-em"
         Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
         re-attaching subtrees where the EM-optimised log joint is highest, keeping the 10
@@ -452,8 +453,9 @@ class PitmanYorDiffusionTree(ParamsMixin):
         rows) at height 1, branch points at their divergence times in :math:`(0, 1)`.
     log_joint_ : float
         :math:`\ln p(X, T, t \mid \alpha, \beta, c, \sigma^2)` of ``tree_`` under
-        ``alpha_``, ``beta_``, ``c_``, ``sigma2_`` (for the probit likelihood, with the
-        EP approximation of :math:`\ln p(X \mid T, t)`; MCMC: with the latent values).
+        ``alpha_``, ``beta_``, ``c_``, ``sigma2_``; for the probit likelihood with
+        :math:`\ln p(X \mid T, t)` approximated by expectation propagation on the probit
+        factors (the binary ``X``, not the sampler's latent values).
     alpha_, beta_, c_, sigma2_ : float
         The hyperparameters that go with ``tree_``.
     samples_ : list of Tree
@@ -462,9 +464,10 @@ class PitmanYorDiffusionTree(ParamsMixin):
     sample_hyperparameters_ : ndarray of shape (n_samples, 4)
         ``alpha, beta, c, sigma2`` of each of ``samples_``.
     sample_log_joint_ : ndarray of shape (n_samples,)
-        The log joint of each of ``samples_``.
+        The log joint of each of ``samples_`` (as ``log_joint_``).
     trace_ : dict of str to ndarray
-        Per iteration: ``"log_joint"`` (EM: of the current tree; MCMC: of the chain's state)
+        Per iteration: ``"log_joint"`` (EM: of the current tree; MCMC: of the chain's state,
+        for the probit likelihood with the latent values in place of ``X``)
         and, for MCMC, ``"log_likelihood"``, ``"alpha"``, ``"beta"``, ``"c"``,
         ``"sigma2"`` and ``"acceptance"`` (the sweep's subtree-move acceptance rate).
     acceptance_rate_ : float or None
@@ -546,6 +549,12 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 f"inference must be one of {_INFERENCES}, got {self.inference!r}", "inference"
             )
         probit = self.likelihood == "probit"
+        if probit and self.inference != "mcmc":
+            raise InvalidParameterError(
+                "the probit likelihood is available with inference='mcmc' only (greedy EM "
+                "needs the Gaussian likelihood)",
+                "inference",
+            )
         X = check_array(X, allow_nan=probit, min_rows=2)
         if probit:
             _check_binary(X)
@@ -587,6 +596,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
             trace = np.asarray(trace)
             self.trace_ = {name: trace[:, j].copy() for j, name in enumerate(_TRACE_COLUMNS)}
             self.acceptance_rate_: float | None = accepted / proposals if proposals else 0.0
+            if probit:  # score the kept trees by ln p(X, T, t), EP for ln p(X | T, t)
+                samples = [(*s[:5], _probit_log_joint(X, *s[:5])) for s in samples]
             best = max(range(len(samples)), key=lambda i: samples[i][5])
         else:
             samples, trace = _core.pydt_greedy_em(
@@ -663,6 +674,14 @@ def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidParameterError(f"{name} must be True or False, got {value!r}", name)
     return bool(value)
+
+
+def _probit_log_joint(
+    X: np.ndarray, tree: Any, alpha: float, beta: float, c: float, sigma2: float
+) -> float:
+    """``ln p(T, t) + ln p(X | T, t)`` of binary ``X``, the latter by EP."""
+    _, _, log_marginal = _core.pydt_probit_ep(X, tree, sigma2=sigma2)
+    return _core.pydt_log_prior(tree, alpha=alpha, beta=beta, c=c) + log_marginal
 
 
 def _wrap(structure: Any) -> Tree:
