@@ -104,6 +104,7 @@
 //! ```
 
 pub mod divergence;
+pub mod em;
 pub mod mcmc;
 pub mod sampler;
 pub(crate) mod slice;
