@@ -8,13 +8,21 @@
 //! The objective of a state `(T, t, α, β, c, σ²)` is
 //!
 //! ```text
-//!   F = ln p(X | T, t, σ²) + ln p(T, t | α, β, c) + Σ_{learnt θ} ln p(θ),
+//!   F = ln p(X | T, t, σ²) + ln p(T, t | α, β, c) + Σ_b ln(1 − t_b) + Σ_{learnt θ} ln p(θ),
 //! ```
 //!
-//! the exact log joint ([`super::log_likelihood`] + [`super::log_prior`]) plus the log prior
-//! densities of the hyperparameters that are learnt ([`Learn`], priors as in
-//! [`Hyperpriors`]; `1/σ²`'s density in the precision). With nothing learnt `F` is the log
-//! joint. Every step below is a (generalised) EM or coordinate-ascent step on `F`, so `F`
+//! the exact log joint ([`super::log_likelihood`] + [`super::log_prior`]) with the
+//! divergence times measured as `u_b = −ln(1 − t_b)` (the Jacobian `Σ_b ln(1 − t_b)` over the
+//! branch points `b`), plus the log prior densities of the hyperparameters that are learnt
+//! ([`Learn`], priors as in [`Hyperpriors`]; `1/σ²`'s density in the precision).
+//!
+//! *Why `u`.* On the scale `u` the divergence rate `a(t) dt = c du` is constant and the prior
+//! density of a branch point, `∝ c e^{−c J u}`, is bounded. In `t` it is `∝ c (1 − t)^{c J − 1}`,
+//! unbounded at `t = 1` when `c J < 1`, and the log joint in `t` has no maximum: with `c < 1`
+//! it grows without bound as `σ² → ∞` while every cherry's branch point moves towards `t = 1`
+//! (each cherry's maximum over its time scales as `σ^{2 − 2cJ}`). In `u` the same maximum
+//! scales as `σ^{−2cJ}`. The kept trees report the log joint in `t` ([`EmTree::log_joint`]),
+//! comparable with [`super::mcmc`]'s. Every step below is a (generalised) EM or coordinate-ascent step on `F`, so `F`
 //! never decreases; a step that would lower it because of rounding is undone.
 //!
 //! # E-step: the locations given the tree (belief propagation)
@@ -39,10 +47,11 @@
 //! With `S` fixed, the expected complete log joint as a function of the times is
 //!
 //! ```text
-//!   Q(t) = Σ_branches [−(D/2) ln ℓ_v − S_v/(2σ² ℓ_v)] + Σ_internal (c J_b − 1) ln(1 − t_b) + const,
+//!   Q(t) = Σ_branches [−(D/2) ln ℓ_v − S_v/(2σ² ℓ_v)] + Σ_internal c J_b ln(1 − t_b) + const,
 //! ```
 //!
-//! the paper's eq 15 with point values of `c` and `1/σ²`. It is maximised over all the
+//! the paper's eq 15 with point values of `c` and `1/σ²` and the Jacobian to `u` (which
+//! turns its `c J − 1` into `c J`). It is maximised over all the
 //! times jointly by L-BFGS (the `argmin` crate, Moré–Thuente line search).
 //!
 //! *Parametrisation.* The paper's `s = logit t` does not by itself keep a parent before its
@@ -70,7 +79,7 @@
 //!
 //! ```text
 //!   ∂Q/∂s_i = ε_i σ(−s_i) − σ(s_i) A_i,
-//!   A_i = (c J_i − 1 + ε^L_i) h_i/(δ + h_i) + Σ_{internal children k} (ε_k + A_k),
+//!   A_i = (c J_i + ε^L_i) h_i/(δ + h_i) + Σ_{internal children k} (ε_k + A_k),
 //! ```
 //!
 //! accumulated children first: `O(|I|)` per evaluation, free of `D` (the `S` carry the
@@ -114,7 +123,10 @@
 //! [`EmConfig::n_candidates`] best positions get EM, and the best of them replaces the
 //! current tree if it raises `F`. A pass with no accepted move ends the search. The initial
 //! tree, unless given, is built by sequential attachment: the points in an order drawn from
-//! the seed, each at its best-scoring position followed by EM.
+//! the seed, each at its best-scoring position followed by EM. The hyperparameters are held
+//! at their starting values while it is built (learnt from a few points they can fall into
+//! a corner such as `β → 1`, where every branch point sits at `t ≈ 0`) and learnt from the
+//! complete tree on.
 //!
 //! *Cost.* One detachment costs `O(N D)` for the scores and `n_candidates` EMs of
 //! `O(N D + N · L)` per step (`L` objective evaluations of L-BFGS); a pass over the `~2N`
@@ -250,7 +262,8 @@ pub struct EmTree {
     pub sigma2: f64,
     /// `ln p(X, T, t | α, β, c, σ²)`, exactly `log_prior + log_likelihood`.
     pub log_joint: f64,
-    /// The objective: the log joint plus the log priors of the learnt hyperparameters.
+    /// The objective `F` (see the [module docs](self)): the log joint, the Jacobian to
+    /// `u = −ln(1 − t)` and the log priors of the learnt hyperparameters.
     pub objective: f64,
 }
 
@@ -304,7 +317,7 @@ pub(super) struct TimeProblem {
     parent: Vec<usize>,
     /// `S` of the node's own branch.
     stat: Vec<f64>,
-    /// `c J − 1`.
+    /// `c J`: the coefficient of `ln(1 − t)` (see `F` in the [module docs](self)).
     kappa: Vec<f64>,
     /// The number of leaf children, and the sum of `S` over their branches.
     n_leaf: Vec<f64>,
@@ -536,7 +549,18 @@ impl<'a> State<'a> {
 
     /// The objective `F` (see the [module docs](self)).
     pub(super) fn objective(&self) -> f64 {
-        self.log_joint() + self.hyper_ln_prior()
+        self.log_joint() + self.hyper_ln_prior() + self.ln_time_jacobian()
+    }
+
+    /// `Σ_b ln(1 − t_b)` over the branch points: the log Jacobian from the times `t` to
+    /// `u = −ln(1 − t)`.
+    fn ln_time_jacobian(&self) -> f64 {
+        self.pre_order()
+            .into_iter()
+            .map(|v| self.arena.node(v).expect("live node"))
+            .filter(|node| !node.is_leaf())
+            .map(|node| (-node.time()).ln_1p())
+            .sum()
     }
 
     /// The time of `v`'s parent (0 for the root: the origin).
@@ -641,7 +665,7 @@ impl<'a> State<'a> {
                     p.leaf_stat[i] += e.stat[k.index()];
                 }
             }
-            p.kappa[i] = self.params.c() * harmonic_gap(&self.h, &counts) - 1.0;
+            p.kappa[i] = self.params.c() * harmonic_gap(&self.h, &counts);
         }
         (internal, p)
     }
@@ -653,9 +677,12 @@ impl<'a> State<'a> {
             .map(|&v| {
                 let t = self.arena.time(v).expect("live node");
                 let ta = self.top_time(v);
-                let ha = 1.0 - TIME_GAP - ta;
-                let hv = (1.0 - TIME_GAP - t).clamp(ha * 1e-15, ha * (1.0 - 1e-15));
-                let ell = (t - ta).clamp(ha * 1e-15, ha);
+                // Times at or past the ceiling (a given tree, or nudged apart) map to tiny
+                // gaps instead of failing.
+                let ha = (1.0 - TIME_GAP - ta).max(1e-300);
+                let (lo, hi) = (ha * 1e-15, ha * (1.0 - 1e-15));
+                let hv = (1.0 - TIME_GAP - t).clamp(lo, hi);
+                let ell = (t - ta).clamp(lo, ha);
                 ell.ln() - hv.ln()
             })
             .collect()
@@ -1108,9 +1135,14 @@ impl KBest {
     }
 }
 
-/// The order of the candidates, best first (ties keep the scoring order).
+/// The order of the candidates by their objective `F` (the log joint plus `ln(1 − t)` of a
+/// new branch point), best first (ties keep the scoring order).
 fn best_candidates(mut c: Vec<Candidate>, n: usize) -> Vec<Candidate> {
-    c.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal));
+    let rank = |c: &Candidate| match c.at {
+        Attachment::Branch { time, .. } => c.score + (-time).ln_1p(),
+        Attachment::Node(_) => c.score,
+    };
+    c.sort_by(|a, b| rank(b).partial_cmp(&rank(a)).unwrap_or(Ordering::Equal));
     c.truncate(n);
     c
 }
@@ -1306,7 +1338,10 @@ fn sequential<'a, R: rand::Rng + ?Sized>(
     let arena = Arena::from_topology(&Topology::new(n, internal)?, &times, |_| {
         NodeState::default()
     })?;
-    let mut state = State::new(arena, x, params, sigma2, config.learn, config.priors);
+    // The hyperparameters stay fixed while the tree is built: learnt on a handful of points
+    // they can run into a corner (β → 1 pins every branch point at t ≈ 0) that the search
+    // cannot leave.
+    let mut state = State::new(arena, x, params, sigma2, Learn::default(), config.priors);
     let mut handles = Vec::with_capacity(n - 2);
     for &i in &perm[2..] {
         handles.push(state.arena.detach(NodeId(i as u32))?);
@@ -1327,6 +1362,8 @@ fn sequential<'a, R: rand::Rng + ?Sized>(
         state.refresh();
         state.em(config.em_steps, config.tol)?;
     }
+    state.learn = config.learn;
+    state.em(config.em_steps, config.tol)?;
     Ok(state)
 }
 
