@@ -26,6 +26,7 @@ __all__ = [
     "fit_coalescent",
     "log_marginal",
     "optimal_tree",
+    "pydt_greedy_em",
     "pydt_log_likelihood",
     "pydt_log_prior",
     "pydt_mcmc",
@@ -264,6 +265,24 @@ def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float
 def sample_pydt(
     n: int, d: int, *, alpha: float, beta: float, c: float, sigma2: float, seed: int
 ) -> tuple[npt.NDArray[np.float64], Tree]: ...
+def pydt_greedy_em(
+    x: npt.NDArray[np.float64],
+    tree: Tree | None = None,
+    *,
+    alpha: float,
+    beta: float,
+    c: float,
+    sigma2: float,
+    max_iter: int,
+    k_best: int,
+    learn: tuple[bool, bool, bool, bool],
+    priors: Sequence[float],
+    seed: int,
+    verbose: bool,
+) -> tuple[
+    list[tuple[Tree, float, float, float, float, float]],
+    npt.NDArray[np.float64],
+]: ...
 def pydt_mcmc(
     x: npt.NDArray[np.float64],
     tree: Tree | None,

@@ -108,7 +108,7 @@ impl GammaPrior {
             - self.rate * x
     }
 
-    fn check(&self, name: &str) -> Result<()> {
+    pub(super) fn check(&self, name: &str) -> Result<()> {
         for (what, v) in [("shape", self.shape), ("rate", self.rate)] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(RoseTreeError::param(
@@ -320,15 +320,15 @@ pub struct McmcResult {
 #[derive(Debug, Clone, Default)]
 pub(super) struct NodeState {
     /// Mean of the message from the data below (the data at a leaf); empty without data.
-    mean: Vec<f64>,
+    pub(super) mean: Vec<f64>,
     /// Its variance in units of `σ²` (0 at a leaf).
-    var: f64,
+    pub(super) var: f64,
     /// Subtree sums of `ln(v₁ + v₂)` and `‖μ₁ − μ₂‖²/(v₁ + v₂)` over the merges.
-    ln_var: f64,
-    quad: f64,
+    pub(super) ln_var: f64,
+    pub(super) quad: f64,
     /// This node's prior term, and the sum over its subtree.
-    prior: f64,
-    sub_prior: f64,
+    pub(super) prior: f64,
+    pub(super) sub_prior: f64,
 }
 
 /// `τ = −ln(1 − t)`, the time in which the divergence hazard is constant.
@@ -491,19 +491,7 @@ impl Chain {
 
     /// `ln p(X | T, t, σ²)` from the root's cache (see the [module docs](self)).
     fn root_log_likelihood(&self) -> f64 {
-        let d = self.x.ncols();
-        if d == 0 {
-            return 0.0;
-        }
-        let root = self.arena.root();
-        let node = self.arena.node(root).expect("the root exists");
-        let s = node.cache().var + node.time().min(1.0);
-        let ln_var = node.cache().ln_var + s.ln();
-        let quad = node.cache().quad + node.cache().mean.iter().map(|m| m * m).sum::<f64>() / s;
-        let (n, d) = (self.n_leaves() as f64, d as f64);
-        -0.5 * n * d * (2.0 * std::f64::consts::PI * self.sigma2).ln()
-            - 0.5 * d * ln_var
-            - 0.5 * quad / self.sigma2
+        root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2)
     }
 
     /// Time of `v`'s parent (0 for the root: the origin).
@@ -989,8 +977,23 @@ impl Chain {
     }
 }
 
+/// `ln p(X | T, t, σ²)` of the data under the arena's root, from the root's cache (see the
+/// [module docs](self)); 0 without columns.
+pub(super) fn root_log_likelihood(arena: &Arena<NodeState>, d: usize, sigma2: f64) -> f64 {
+    if d == 0 {
+        return 0.0;
+    }
+    let root = arena.root();
+    let node = arena.node(root).expect("the root exists");
+    let s = node.cache().var + node.time().min(1.0);
+    let ln_var = node.cache().ln_var + s.ln();
+    let quad = node.cache().quad + node.cache().mean.iter().map(|m| m * m).sum::<f64>() / s;
+    let (n, d) = (node.n_leaves() as f64, d as f64);
+    -0.5 * n * d * (2.0 * std::f64::consts::PI * sigma2).ln() - 0.5 * d * ln_var - 0.5 * quad / sigma2
+}
+
 /// The cache of node `v` from its children's (see the [module docs](self)).
-fn node_state(
+pub(super) fn node_state(
     arena: &Arena<NodeState>,
     v: NodeId,
     x: &Array2<f64>,

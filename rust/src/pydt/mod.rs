@@ -105,6 +105,7 @@
 //! ```
 
 pub mod divergence;
+pub mod em;
 pub mod mcmc;
 pub mod probit;
 pub mod sampler;

@@ -9,6 +9,7 @@ mod fit;
 mod learn;
 mod models;
 mod pydt;
+mod pydt_em;
 mod tree;
 
 use std::sync::Arc;
@@ -303,6 +304,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fit::register(m)?;
     coalescent::register(m)?;
     pydt::register(m)?;
+    pydt_em::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,1371 @@
+//! Greedy Bayesian EM for Pitman–Yor diffusion trees (Knowles & Ghahramani, §5.2): for a
+//! fixed tree structure, EM over the divergence times with the internal locations
+//! integrated out by belief propagation, point updates of the hyperparameters; over
+//! structures, a greedy search that detaches subtrees and re-attaches them where a quick
+//! score of the log joint is best, keeping the `K` best trees seen.
+//!
+//! # What is maximised
+//! The objective of a state `(T, t, α, β, c, σ²)` is
+//!
+//! ```text
+//!   F = ln p(X | T, t, σ²) + ln p(T, t | α, β, c) + Σ_b ln(1 − t_b) + Σ_{learnt θ} ln p(θ),
+//! ```
+//!
+//! the exact log joint ([`super::log_likelihood`] + [`super::log_prior`]) with the
+//! divergence times measured as `u_b = −ln(1 − t_b)` (the Jacobian `Σ_b ln(1 − t_b)` over the
+//! branch points `b`), plus the log prior densities of the hyperparameters that are learnt
+//! ([`Learn`], priors as in [`Hyperpriors`]; `1/σ²`'s density in the precision).
+//!
+//! *Why `u`.* On the scale `u` the divergence rate `a(t) dt = c du` is constant and the prior
+//! density of a branch point, `∝ c e^{−c J u}`, is bounded. In `t` it is `∝ c (1 − t)^{c J − 1}`,
+//! unbounded at `t = 1` when `c J < 1`, and the log joint in `t` has no maximum: with `c < 1`
+//! it grows without bound as `σ² → ∞` while every cherry's branch point moves towards `t = 1`
+//! (each cherry's maximum over its time scales as `σ^{2 − 2cJ}`). In `u` the same maximum
+//! scales as `σ^{−2cJ}`. The kept trees report the log joint in `t` ([`EmTree::log_joint`]),
+//! comparable with [`super::mcmc`]'s. Every step below is a (generalised) EM or coordinate-ascent step on `F`, so `F`
+//! never decreases; a step that would lower it because of rounding is undone.
+//!
+//! # E-step: the locations given the tree (belief propagation)
+//! Each node `v` caches the upward message from the data below it, `N(x_v; μ_v, σ² u_v I)`
+//! (`u_v = 0` at a leaf; the caches of [`super::mcmc`]). Given its parent `a` (the origin,
+//! location 0 at `t = 0`, above the root), the location of `v` depends on the data only
+//! through that message, and with the branch length `ℓ = t_v − t_a`:
+//!
+//! ```text
+//!   x_v | x_a, X  ~  N(k x_a + (1 − k) μ_v, σ² ℓ u_v/(ℓ + u_v)),    k = u_v/(ℓ + u_v).
+//! ```
+//!
+//! A top-down pass from the origin (mean 0, variance 0) gives the posterior marginals
+//! `N(m_v, σ² P_v I)`: `m_v = k m_a + (1 − k) μ_v`, `P_v = k² P_a + ℓ u_v/(ℓ + u_v)`, and, since
+//! `x_v − x_a = (1 − k)(μ_v − x_a) + noise`, the expected squared length of each branch
+//!
+//! ```text
+//!   S_v = E‖x_v − x_a‖² = (1 − k)² (‖μ_v − m_a‖² + D σ² P_a) + D σ² ℓ u_v/(ℓ + u_v).
+//! ```
+//!
+//! # M-step over the divergence times (eq 15)
+//! With `S` fixed, the expected complete log joint as a function of the times is
+//!
+//! ```text
+//!   Q(t) = Σ_branches [−(D/2) ln ℓ_v − S_v/(2σ² ℓ_v)] + Σ_internal c J_b ln(1 − t_b) + const,
+//! ```
+//!
+//! the paper's eq 15 with point values of `c` and `1/σ²` and the Jacobian to `u` (which
+//! turns its `c J − 1` into `c J`). It is maximised over all the
+//! times jointly by L-BFGS (the `argmin` crate, Moré–Thuente line search).
+//!
+//! *Parametrisation.* The paper's `s = logit t` does not by itself keep a parent before its
+//! children (the `1/ℓ` terms do, but only from inside: a line search may step across). Here
+//! every point of `ℝ^{|I|}` is a valid tree: with a ceiling `1 − δ` ([`TIME_GAP`] `= δ`) and
+//! `h_v = 1 − δ − t_v` the gap below it (`h = 1 − δ` at the origin), each internal node takes
+//! a fraction `σ(s_v)` of its parent's gap:
+//!
+//! ```text
+//!   h_v = h_a σ(−s_v),    ℓ_v = t_v − t_a = h_a σ(s_v),    1 − t_v = δ + h_v,
+//! ```
+//!
+//! i.e. `ln h_v = ln h_a − softplus(s_v)` and `ln ℓ_v = ln h_a − softplus(−s_v)`: times increase
+//! down the tree and stay below `1 − δ`, so leaf branches (`ℓ = δ + h_a`) never vanish. For
+//! a node at the origin this is the paper's `s = logit t` up to `δ`. `δ` keeps exactly
+//! repeated points, whose density grows without bound as their branch point approaches
+//! `t = 1`, at representable times.
+//!
+//! *Gradient.* Write `ε_v = ∂/∂ln ℓ_v [−(D/2) ln ℓ_v − S_v/(2σ²ℓ_v)] = −D/2 + S_v/(2σ²ℓ_v)`
+//! for an internal branch, and for the leaf branches below `b` (their length is `δ + h_b`)
+//! `ε^L_b = −(D/2) n^L_b + S^L_b/(2σ²(δ + h_b))` with `n^L_b` of them and `S^L_b` the sum of
+//! their `S`. Since `∂ ln h_j/∂s_i = −σ(s_i)` for every internal `j` under `i` (`i` itself
+//! included), `∂ ln ℓ_i/∂s_i = σ(−s_i)`, `∂ ln ℓ_j/∂s_i = −σ(s_i)` for internal `j` strictly
+//! under `i`, and `∂ ln(δ + h_j)/∂s_i = −σ(s_i) h_j/(δ + h_j)`:
+//!
+//! ```text
+//!   ∂Q/∂s_i = ε_i σ(−s_i) − σ(s_i) A_i,
+//!   A_i = (c J_i + ε^L_i) h_i/(δ + h_i) + Σ_{internal children k} (ε_k + A_k),
+//! ```
+//!
+//! accumulated children first: `O(|I|)` per evaluation, free of `D` (the `S` carry the
+//! data). Logs of branch lengths below `e^{−300}` are floored (a region no optimum reaches)
+//! so that the line search never meets an overflow.
+//!
+//! # Hyperparameters
+//! With the E-step's `q` held fixed, each update maximises `F`'s lower bound in one
+//! hyperparameter (generalised EM):
+//! - `1/σ²`: the variational posterior is the Gibbs conditional of eq 14 with the expected
+//!   statistics, `Gamma(a_σ + |E| D/2, b_σ + Σ_v S_v/(2ℓ_v))` over all `|E|` branches (the one
+//!   from the origin and those into the leaves included); the point value is its mode
+//!   `(a_σ + |E| D/2 − 1)/(b_σ + Σ_v S_v/(2ℓ_v))`, which maximises
+//!   `E_q[ln p(X, x | T, t, σ²)] + ln p(1/σ²)`. At a fixed point of EM it maximises
+//!   `ln p(X | T, t, σ²) + ln p(1/σ²)` itself.
+//! - `c`: no latent variable enters; the posterior is exactly eq 13,
+//!   `Gamma(a_c + |I|, b_c − Σ_b J_b ln(1 − t_b))`, and its mode maximises `F` in `c`.
+//! - `α` and `β`: golden-section search (the `argmin` crate) on `ln α` and `logit β` over
+//!   the structure and time terms (eqs 7 with the erratum, 9) plus their log prior
+//!   densities; the result is kept only if `F` improves. Learnt only if asked.
+//!
+//! # Greedy search over structures
+//! *Quick score.* With a subtree detached from the tree (what remains is `R`), attaching it at
+//! a position `X` gives a tree `T'` whose exact log joint at the current times (a new branch
+//! point at the midpoint of the branch, or of its part before the subtree's root) is
+//!
+//! ```text
+//!   ln p(X_R, R) + [ln p(T') − ln p(R)] + ln p(X_s | X_R, T').
+//! ```
+//!
+//! The prior ratio collects the new or changed branch point and the changed terms of its
+//! ancestors (their counts grow by the subtree's `n_s` leaves), summed down the tree in one
+//! pass. The likelihood term is the subtree's own merges times
+//! `N(μ_s; m*, σ²(p* + u_s + t_s − t*) I)`, with `N(m*, σ² p*)` the posterior of the location at
+//! the attachment point given `X_R`: the product of the message from outside the branch's
+//! subtree (a top-down pass with leave-one-out products over siblings) and the branch's
+//! upward message. One detachment scores every branch midpoint and every branch point in
+//! `O(N D)`; the scores are exact log joints of the candidate trees.
+//!
+//! *Moves.* Every non-root node is detached in turn (in an order drawn from the seed), the
+//! [`EmConfig::n_candidates`] best positions get EM, and the best of them replaces the
+//! current tree if it raises `F`. A pass with no accepted move ends the search. The initial
+//! tree, unless given, is built by sequential attachment: the points in an order drawn from
+//! the seed, each at its best-scoring position followed by EM. The hyperparameters are held
+//! at their starting values while it is built (learnt from a few points they can fall into
+//! a corner such as `β → 1`, where every branch point sits at `t ≈ 0`) and learnt from the
+//! complete tree on.
+//!
+//! *Cost.* One detachment costs `O(N D)` for the scores and `n_candidates` EMs of
+//! `O(N D + N · L)` per step (`L` objective evaluations of L-BFGS); a pass over the `~2N`
+//! subtrees is `O(N² (D + L))`.
+//!
+//! # Random streams
+//! One `Xoshiro256PlusPlus` seeded from the caller's seed draws the order of the points and
+//! of the subtrees; the search is sequential and a function of the seed and the inputs.
+
+use std::cmp::Ordering;
+
+use argmin::core::{CostFunction, Executor, Gradient, State as _};
+use argmin::solver::goldensectionsearch::GoldenSectionSearch;
+use argmin::solver::linesearch::MoreThuenteLineSearch;
+use argmin::solver::quasinewton::LBFGS;
+use ndarray::{Array2, ArrayView2};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use super::mcmc::{Hyperpriors, Learn, NodeState, node_state, root_log_likelihood};
+use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
+use crate::error::{Result, RoseTreeError};
+use crate::tree::arena::{Arena, Attachment, NodeId};
+use crate::tree::{Topology, Tree};
+
+/// `δ`: divergence times stay at most `1 − δ` during EM (see the [module docs](self)).
+pub const TIME_GAP: f64 = 1e-9;
+
+/// The floor of `ln ℓ` inside the M-step objective.
+const LN_LEN_FLOOR: f64 = -300.0;
+
+/// The most L-BFGS iterations of one M-step.
+const LBFGS_MAX_ITERS: u64 = 200;
+
+/// The settings of [`greedy_em`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmConfig {
+    /// The most passes of re-attachment over all subtrees.
+    pub max_iter: usize,
+    /// How many distinct trees to keep, best first.
+    pub k_best: usize,
+    /// How many of the best-scoring positions of a detached subtree get EM.
+    pub n_candidates: usize,
+    /// The most EM steps (E-step, M-step, hyperparameters) per tree.
+    pub em_steps: usize,
+    /// Which hyperparameters to learn.
+    pub learn: Learn,
+    /// Their priors.
+    pub priors: Hyperpriors,
+    /// EM stops when a step raises the objective by less than this; a move is accepted when
+    /// it raises the objective by more.
+    pub tol: f64,
+}
+
+impl Default for EmConfig {
+    /// 10 passes, `K = 10`, 3 candidates, 10 EM steps, nothing learnt, default priors,
+    /// `tol = 1e-6`.
+    fn default() -> Self {
+        Self {
+            max_iter: 10,
+            k_best: 10,
+            n_candidates: 3,
+            em_steps: 10,
+            learn: Learn::default(),
+            priors: Hyperpriors::default(),
+            tol: 1e-6,
+        }
+    }
+}
+
+impl EmConfig {
+    fn check(&self, params: &PydtParams) -> Result<()> {
+        for (name, v) in [
+            ("k_best", self.k_best),
+            ("n_candidates", self.n_candidates),
+            ("em_steps", self.em_steps),
+        ] {
+            if v == 0 {
+                return Err(RoseTreeError::param(name, "must be at least 1"));
+            }
+        }
+        if !(self.tol.is_finite() && self.tol >= 0.0) {
+            return Err(RoseTreeError::param(
+                "tol",
+                format!("must be finite and ≥ 0, got {}", self.tol),
+            ));
+        }
+        let p = &self.priors;
+        p.alpha.check("alpha_prior")?;
+        p.c.check("c_prior")?;
+        p.precision.check("sigma2_prior")?;
+        for (what, v) in [("a", p.beta.a), ("b", p.beta.b)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(RoseTreeError::param(
+                    "beta_prior",
+                    format!("the Beta prior's {what} must be finite and > 0, got {v}"),
+                ));
+            }
+        }
+        if self.learn.alpha && params.alpha() <= 0.0 {
+            return Err(RoseTreeError::param(
+                "alpha",
+                format!(
+                    "learning alpha needs a starting value > 0 (it is searched on the log \
+                     scale), got {}",
+                    params.alpha()
+                ),
+            ));
+        }
+        if self.learn.beta && params.beta() <= 0.0 {
+            return Err(RoseTreeError::param(
+                "beta",
+                format!(
+                    "learning beta needs a starting value in (0, 1) (it is searched on the \
+                     logit scale), got {}",
+                    params.beta()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One of the trees kept by [`greedy_em`].
+#[derive(Debug, Clone)]
+pub struct EmTree {
+    /// The tree, heights = divergence times.
+    pub tree: Tree,
+    /// The hyperparameters.
+    pub params: PydtParams,
+    /// The Brownian variance per unit time.
+    pub sigma2: f64,
+    /// `ln p(X, T, t | α, β, c, σ²)`, exactly `log_prior + log_likelihood`.
+    pub log_joint: f64,
+    /// The objective `F` (see the [module docs](self)): the log joint, the Jacobian to
+    /// `u = −ln(1 − t)` and the log priors of the learnt hyperparameters.
+    pub objective: f64,
+}
+
+/// The progress of one pass, for [`greedy_em`]'s callback.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassRow {
+    /// The objective after the pass.
+    pub objective: f64,
+    /// The log joint after the pass.
+    pub log_joint: f64,
+    /// Moves accepted in the pass.
+    pub accepted: usize,
+    /// The hyperparameters after the pass.
+    pub params: PydtParams,
+    /// See `params`.
+    pub sigma2: f64,
+}
+
+/// The result of [`greedy_em`].
+#[derive(Debug, Clone)]
+pub struct EmResult {
+    /// The `k_best` best distinct trees seen (fewer if fewer were seen), best first.
+    pub best: Vec<EmTree>,
+    /// The objective of the current tree after the initial tree's EM, then after each pass:
+    /// never decreasing.
+    pub trace: Vec<f64>,
+    /// Moves accepted over the search.
+    pub accepted: usize,
+}
+
+/// `ln(1 + eˣ)` without overflow.
+fn softplus(x: f64) -> f64 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
+}
+
+/// The logistic function `1/(1 + e⁻ˣ)` without overflow.
+fn logistic(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// The expected complete log joint of the times for L-BFGS (see the [module docs](self)),
+/// over the internal nodes in pre-order.
+#[derive(Debug, Clone)]
+pub(super) struct TimeProblem {
+    /// The parent's position in the list; `usize::MAX` for the root (parent = the origin).
+    parent: Vec<usize>,
+    /// `S` of the node's own branch.
+    stat: Vec<f64>,
+    /// `c J`: the coefficient of `ln(1 − t)` (see `F` in the [module docs](self)).
+    kappa: Vec<f64>,
+    /// The number of leaf children, and the sum of `S` over their branches.
+    n_leaf: Vec<f64>,
+    leaf_stat: Vec<f64>,
+    half_d: f64,
+    inv_2s2: f64,
+}
+
+impl TimeProblem {
+    /// The branch term `−(D/2) ln ℓ − S/(2σ²ℓ)` and its derivative in `ln ℓ`.
+    fn branch(&self, ln_len: f64, stat: f64) -> (f64, f64) {
+        let l = ln_len.max(LN_LEN_FLOOR);
+        let quad = stat * self.inv_2s2 * (-l).exp();
+        let eps = if ln_len < LN_LEN_FLOOR {
+            0.0
+        } else {
+            quad - self.half_d
+        };
+        (-self.half_d * l - quad, eps)
+    }
+
+    /// `Q(s)` (to maximise), and its gradient into `grad` when given.
+    pub(super) fn eval(&self, s: &[f64], grad: Option<&mut [f64]>) -> f64 {
+        let m = s.len();
+        let mut ln_h = vec![0.0; m];
+        let mut eps = vec![0.0; m];
+        let mut acc = vec![0.0; m];
+        let ln_h0 = (-TIME_GAP).ln_1p();
+        let mut q = 0.0;
+        for i in 0..m {
+            let lhp = if self.parent[i] == usize::MAX {
+                ln_h0
+            } else {
+                ln_h[self.parent[i]]
+            };
+            ln_h[i] = lhp - softplus(s[i]);
+            let (phi, e) = self.branch(lhp - softplus(-s[i]), self.stat[i]);
+            let h = ln_h[i].exp();
+            let ln_gap = (TIME_GAP + h).ln();
+            let (phi_l, eps_l) = if self.n_leaf[i] > 0.0 {
+                let quad = self.leaf_stat[i] * self.inv_2s2 / (TIME_GAP + h);
+                (
+                    -self.half_d * self.n_leaf[i] * ln_gap - quad,
+                    quad - self.half_d * self.n_leaf[i],
+                )
+            } else {
+                (0.0, 0.0)
+            };
+            q += phi + self.kappa[i] * ln_gap + phi_l;
+            eps[i] = e;
+            acc[i] = (self.kappa[i] + eps_l) * h / (TIME_GAP + h);
+        }
+        if let Some(g) = grad {
+            for i in (0..m).rev() {
+                g[i] = eps[i] * logistic(-s[i]) - logistic(s[i]) * acc[i];
+                let p = self.parent[i];
+                if p != usize::MAX {
+                    acc[p] += eps[i] + acc[i];
+                }
+            }
+        }
+        q
+    }
+}
+
+/// `−Q` for argmin, which minimises.
+struct Negated<'a>(&'a TimeProblem);
+
+impl CostFunction for Negated<'_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+
+    fn cost(&self, s: &Vec<f64>) -> std::result::Result<f64, argmin::core::Error> {
+        let q = self.0.eval(s, None);
+        if q.is_nan() {
+            return Err(argmin::core::Error::msg("the M-step objective is not a number"));
+        }
+        Ok(-q)
+    }
+}
+
+impl Gradient for Negated<'_> {
+    type Param = Vec<f64>;
+    type Gradient = Vec<f64>;
+
+    fn gradient(&self, s: &Vec<f64>) -> std::result::Result<Vec<f64>, argmin::core::Error> {
+        let mut g = vec![0.0; s.len()];
+        self.0.eval(s, Some(&mut g));
+        g.iter_mut().for_each(|v| *v = -*v);
+        Ok(g)
+    }
+}
+
+/// A one-dimensional function for argmin's golden-section search (minimised).
+struct OneDim<F: Fn(f64) -> f64>(F);
+
+impl<F: Fn(f64) -> f64> CostFunction for OneDim<F> {
+    type Param = f64;
+    type Output = f64;
+
+    fn cost(&self, u: &f64) -> std::result::Result<f64, argmin::core::Error> {
+        Ok(-(self.0)(*u))
+    }
+}
+
+/// The maximiser of `f` on `[lo, hi]` by golden-section search, started at `u0`; `None`
+/// when the search fails.
+fn golden_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, u0: f64) -> Option<f64> {
+    let solver = GoldenSectionSearch::new(lo, hi).ok()?.with_tolerance(1e-7).ok()?;
+    let res = Executor::new(OneDim(f), solver)
+        .configure(|st| st.param(u0.clamp(lo, hi)).max_iters(200))
+        .run()
+        .ok()?;
+    res.state().get_best_param().copied()
+}
+
+fn numerical(what: &str, e: impl std::fmt::Display) -> RoseTreeError {
+    RoseTreeError::Numerical(format!("{what}: {e}"))
+}
+
+/// The E-step's result: posterior marginals `N(m_v, σ² P_v I)` and `S_v = E‖x_v − x_a‖²`,
+/// indexed by slot.
+#[derive(Debug, Clone)]
+pub(super) struct Estep {
+    pub(super) mean: Vec<f64>,
+    pub(super) var: Vec<f64>,
+    pub(super) stat: Vec<f64>,
+}
+
+/// A candidate position for a detached subtree, with its quick score.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Candidate {
+    pub(super) at: Attachment,
+    pub(super) score: f64,
+}
+
+/// The search state: a tree with cached messages, the hyperparameters and the data.
+#[derive(Debug, Clone)]
+pub(super) struct State<'a> {
+    pub(super) arena: Arena<NodeState>,
+    x: &'a Array2<f64>,
+    params: PydtParams,
+    sigma2: f64,
+    h: Vec<f64>,
+    learn: Learn,
+    priors: Hyperpriors,
+    ln_lik: f64,
+    ln_prior: f64,
+}
+
+impl<'a> State<'a> {
+    /// A state over `arena` (every cache computed here).
+    pub(super) fn new(
+        arena: Arena<NodeState>,
+        x: &'a Array2<f64>,
+        params: PydtParams,
+        sigma2: f64,
+        learn: Learn,
+        priors: Hyperpriors,
+    ) -> Self {
+        let mut state = Self {
+            arena,
+            x,
+            params,
+            sigma2,
+            h: Vec::new(),
+            learn,
+            priors,
+            ln_lik: 0.0,
+            ln_prior: 0.0,
+        };
+        state.set_params(params);
+        state
+    }
+
+    pub(super) fn params(&self) -> PydtParams {
+        self.params
+    }
+
+    pub(super) fn sigma2(&self) -> f64 {
+        self.sigma2
+    }
+
+    /// Sets the hyperparameters, recomputing every cache.
+    fn set_params(&mut self, params: PydtParams) {
+        self.params = params;
+        self.h = params.harmonic(self.arena.n_leaves().saturating_sub(1));
+        for v in 0..self.arena.n_leaves() {
+            self.arena
+                .mark_dirty(NodeId(v as u32))
+                .expect("leaves are never freed");
+        }
+        self.refresh();
+    }
+
+    /// Recomputes the dirty caches and the totals.
+    pub(super) fn refresh(&mut self) {
+        let (x, params, h) = (self.x, &self.params, &self.h);
+        self.arena
+            .refresh_dirty(|arena, v| node_state(arena, v, x, params, h));
+        let root = self.arena.root();
+        self.ln_prior = self.arena.cache(root).expect("the root exists").sub_prior;
+        self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
+    }
+
+    /// `ln p(X, T, t | α, β, c, σ²)` of the tree under the root.
+    pub(super) fn log_joint(&self) -> f64 {
+        self.ln_lik + self.ln_prior
+    }
+
+    /// The log priors of the learnt hyperparameters.
+    fn hyper_ln_prior(&self) -> f64 {
+        let (l, p) = (&self.learn, &self.priors);
+        let mut s = 0.0;
+        if l.alpha {
+            s += p.alpha.ln_pdf(self.params.alpha());
+        }
+        if l.beta {
+            s += p.beta.ln_pdf(self.params.beta());
+        }
+        if l.c {
+            s += p.c.ln_pdf(self.params.c());
+        }
+        if l.sigma2 {
+            s += p.precision.ln_pdf(1.0 / self.sigma2);
+        }
+        s
+    }
+
+    /// The objective `F` (see the [module docs](self)).
+    pub(super) fn objective(&self) -> f64 {
+        self.log_joint() + self.hyper_ln_prior() + self.ln_time_jacobian()
+    }
+
+    /// `Σ_b ln(1 − t_b)` over the branch points: the log Jacobian from the times `t` to
+    /// `u = −ln(1 − t)`.
+    fn ln_time_jacobian(&self) -> f64 {
+        self.pre_order()
+            .into_iter()
+            .map(|v| self.arena.node(v).expect("live node"))
+            .filter(|node| !node.is_leaf())
+            .map(|node| (-node.time()).ln_1p())
+            .sum()
+    }
+
+    /// The time of `v`'s parent (0 for the root: the origin).
+    fn top_time(&self, v: NodeId) -> f64 {
+        self.arena
+            .parent(v)
+            .expect("live node")
+            .map_or(0.0, |p| self.arena.time(p).expect("live node"))
+    }
+
+    /// The length of the branch above `v`.
+    fn branch_len(&self, v: NodeId) -> f64 {
+        self.arena.time(v).expect("live node").min(1.0) - self.top_time(v)
+    }
+
+    /// The nodes of the tree in pre-order.
+    fn pre_order(&self) -> Vec<NodeId> {
+        self.arena
+            .pre_order(self.arena.root())
+            .expect("the root exists")
+            .collect()
+    }
+
+    /// The E-step (see the [module docs](self)).
+    pub(super) fn estep(&self) -> Estep {
+        let d = self.x.ncols();
+        let df = d as f64;
+        let slots = self.arena.n_slots();
+        let mut e = Estep {
+            mean: vec![0.0; slots * d],
+            var: vec![0.0; slots],
+            stat: vec![0.0; slots],
+        };
+        let zero = vec![0.0; d];
+        for v in self.pre_order() {
+            let node = self.arena.node(v).expect("live node");
+            let parent = node.parent();
+            let (pa, ma) = match parent {
+                Some(a) => (e.var[a.index()], a.index() * d),
+                None => (0.0, usize::MAX),
+            };
+            let ell = self.branch_len(v);
+            let st = node.cache();
+            let u = st.var;
+            let (k, keep) = if u == 0.0 {
+                (0.0, 0.0)
+            } else {
+                (u / (ell + u), ell * u / (ell + u))
+            };
+            let one_k = ell / (ell + u);
+            let mut dist = 0.0;
+            for j in 0..d {
+                let m_a = if ma == usize::MAX {
+                    zero[j]
+                } else {
+                    e.mean[ma + j]
+                };
+                dist += (st.mean[j] - m_a).powi(2);
+                e.mean[v.index() * d + j] = k * m_a + one_k * st.mean[j];
+            }
+            e.stat[v.index()] =
+                one_k * one_k * (dist + df * self.sigma2 * pa) + df * self.sigma2 * keep;
+            e.var[v.index()] = k * k * pa + keep;
+        }
+        e
+    }
+
+    /// The internal nodes in pre-order, and the M-step problem built from the E-step.
+    pub(super) fn time_problem(&self, e: &Estep) -> (Vec<NodeId>, TimeProblem) {
+        let internal: Vec<NodeId> = self
+            .pre_order()
+            .into_iter()
+            .filter(|&v| !self.arena.node(v).expect("live node").is_leaf())
+            .collect();
+        let mut pos = vec![usize::MAX; self.arena.n_slots()];
+        for (i, v) in internal.iter().enumerate() {
+            pos[v.index()] = i;
+        }
+        let m = internal.len();
+        let mut p = TimeProblem {
+            parent: vec![usize::MAX; m],
+            stat: vec![0.0; m],
+            kappa: vec![0.0; m],
+            n_leaf: vec![0.0; m],
+            leaf_stat: vec![0.0; m],
+            half_d: 0.5 * self.x.ncols() as f64,
+            inv_2s2: 0.5 / self.sigma2,
+        };
+        let mut counts = Vec::new();
+        for (i, &v) in internal.iter().enumerate() {
+            let node = self.arena.node(v).expect("live node");
+            if let Some(a) = node.parent() {
+                p.parent[i] = pos[a.index()];
+            }
+            p.stat[i] = e.stat[v.index()];
+            counts.clear();
+            for &k in node.children() {
+                let child = self.arena.node(k).expect("live node");
+                counts.push(child.n_leaves());
+                if child.is_leaf() {
+                    p.n_leaf[i] += 1.0;
+                    p.leaf_stat[i] += e.stat[k.index()];
+                }
+            }
+            p.kappa[i] = self.params.c() * harmonic_gap(&self.h, &counts);
+        }
+        (internal, p)
+    }
+
+    /// The parameters `s` of the current times.
+    pub(super) fn times_to_s(&self, internal: &[NodeId]) -> Vec<f64> {
+        internal
+            .iter()
+            .map(|&v| {
+                let t = self.arena.time(v).expect("live node");
+                let ta = self.top_time(v);
+                // Times at or past the ceiling (a given tree, or nudged apart) map to tiny
+                // gaps instead of failing.
+                let ha = (1.0 - TIME_GAP - ta).max(1e-300);
+                let (lo, hi) = (ha * 1e-15, ha * (1.0 - 1e-15));
+                let hv = (1.0 - TIME_GAP - t).clamp(lo, hi);
+                let ell = (t - ta).clamp(lo, ha);
+                ell.ln() - hv.ln()
+            })
+            .collect()
+    }
+
+    /// Sets the internal nodes' times from `s`, in pre-order, keeping each strictly after
+    /// its parent in floating point.
+    pub(super) fn set_s(&mut self, internal: &[NodeId], s: &[f64]) -> Result<()> {
+        let ln_h0 = (-TIME_GAP).ln_1p();
+        let mut ln_h = vec![0.0; self.arena.n_slots()];
+        let mut by_slot = vec![0.0; self.arena.n_slots()];
+        let mut times = Vec::with_capacity(internal.len());
+        for (&v, &si) in internal.iter().zip(s) {
+            let parent = self.arena.parent(v)?;
+            let lhp = parent.map_or(ln_h0, |a| ln_h[a.index()]);
+            ln_h[v.index()] = lhp - softplus(si);
+            let mut t = 1.0 - TIME_GAP - ln_h[v.index()].exp();
+            let ta = parent.map_or(0.0, |a| by_slot[a.index()]);
+            if t <= ta {
+                t = ta.next_up();
+            }
+            by_slot[v.index()] = t;
+            times.push(t);
+        }
+        self.set_times(internal, &times)
+    }
+
+    /// Moves the internal nodes (in pre-order) to `times`, which must be ordered down the
+    /// tree: first each to the earlier of its old and new time (top-down), then to the new
+    /// one (bottom-up), so that every intermediate tree is valid.
+    pub(super) fn set_times(&mut self, internal: &[NodeId], times: &[f64]) -> Result<()> {
+        for (&v, &t) in internal.iter().zip(times) {
+            let old = self.arena.time(v)?;
+            if t < old {
+                self.arena.set_time(v, t)?;
+            }
+        }
+        for (&v, &t) in internal.iter().zip(times).rev() {
+            if self.arena.time(v)? != t {
+                self.arena.set_time(v, t)?;
+            }
+        }
+        self.refresh();
+        Ok(())
+    }
+
+    /// The M-step over the times (see the [module docs](self)); a result that lowers the
+    /// objective (by rounding) is undone.
+    fn mstep_times(&mut self, e: &Estep) -> Result<()> {
+        let (internal, problem) = self.time_problem(e);
+        if internal.is_empty() {
+            return Ok(());
+        }
+        let s0 = self.times_to_s(&internal);
+        let s1 = lbfgs_max(&problem, s0)?;
+        let Some(s1) = s1 else { return Ok(()) };
+        let before = self.objective();
+        let old: Vec<f64> = internal
+            .iter()
+            .map(|&v| self.arena.time(v).expect("live node"))
+            .collect();
+        self.set_s(&internal, &s1)?;
+        if !(self.objective() >= before) {
+            self.set_times(&internal, &old)?;
+        }
+        Ok(())
+    }
+
+    /// The update of `1/σ²` to the mode of its variational posterior (see the
+    /// [module docs](self)).
+    fn update_sigma2(&mut self, e: &Estep) {
+        let d = self.x.ncols() as f64;
+        let (mut edges, mut sum) = (0usize, 0.0);
+        for v in self.pre_order() {
+            edges += 1;
+            sum += e.stat[v.index()] / (2.0 * self.branch_len(v));
+        }
+        let prior = self.priors.precision;
+        let shape = prior.shape + 0.5 * edges as f64 * d;
+        let precision = (shape - 1.0) / (prior.rate + sum);
+        if !(precision.is_finite() && precision > 0.0) {
+            return;
+        }
+        let before = (self.objective(), self.sigma2);
+        self.sigma2 = 1.0 / precision;
+        self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
+        if !(self.objective() >= before.0) {
+            self.sigma2 = before.1;
+            self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
+        }
+    }
+
+    /// `(counts, ln(1 − t))` of every branch point.
+    fn branch_points(&self) -> Vec<(Vec<usize>, f64)> {
+        self.pre_order()
+            .into_iter()
+            .filter_map(|v| {
+                let node = self.arena.node(v).expect("live node");
+                (!node.is_leaf()).then(|| {
+                    let counts = node
+                        .children()
+                        .iter()
+                        .map(|&k| self.arena.node(k).expect("live node").n_leaves())
+                        .collect();
+                    (counts, (-node.time()).ln_1p())
+                })
+            })
+            .collect()
+    }
+
+    /// The update of `c` to the mode of eq 13 (see the [module docs](self)).
+    fn update_c(&mut self) -> Result<()> {
+        let nodes = self.branch_points();
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let slope: f64 = nodes
+            .iter()
+            .map(|(counts, l)| harmonic_gap(&self.h, counts) * l)
+            .sum();
+        let prior = self.priors.c;
+        let c = (prior.shape + nodes.len() as f64 - 1.0) / (prior.rate - slope);
+        if !(c.is_finite() && c > 0.0) {
+            return Ok(());
+        }
+        self.try_params(PydtParams::new(self.params.alpha(), self.params.beta(), c)?);
+        Ok(())
+    }
+
+    /// Moves to `params` if that does not lower the objective.
+    fn try_params(&mut self, params: PydtParams) {
+        let (before, old) = (self.objective(), self.params);
+        self.set_params(params);
+        if !(self.objective() >= before) {
+            self.set_params(old);
+        }
+    }
+
+    /// Golden-section updates of `α` and `β` (see the [module docs](self)).
+    fn update_alpha_beta(&mut self) -> Result<()> {
+        let nodes = self.branch_points();
+        let n = self.arena.n_leaves();
+        let ln_prior = |p: &PydtParams| -> f64 {
+            let h = p.harmonic(n.saturating_sub(1));
+            nodes
+                .iter()
+                .map(|(counts, l)| {
+                    p.ln_structure(counts)
+                        + p.c().ln()
+                        + (p.c() * harmonic_gap(&h, counts) - 1.0) * l
+                })
+                .sum()
+        };
+        let priors = self.priors;
+        let mut params = self.params;
+        if self.learn.alpha {
+            let (beta, c) = (params.beta(), params.c());
+            let f = |u: f64| match PydtParams::new(u.exp(), beta, c) {
+                Ok(p) => ln_prior(&p) + priors.alpha.ln_pdf(u.exp()),
+                Err(_) => f64::NEG_INFINITY,
+            };
+            let u0 = params.alpha().ln();
+            if let Some(u) = golden_max(f, (u0 - 5.0).max(-20.0), (u0 + 5.0).min(10.0), u0) {
+                params = PydtParams::new(u.exp(), beta, c)?;
+            }
+        }
+        if self.learn.beta {
+            let (alpha, c) = (params.alpha(), params.c());
+            let f = |u: f64| match PydtParams::new(alpha, logistic(u), c) {
+                Ok(p) if logistic(u) > 0.0 && logistic(u) < 1.0 => {
+                    ln_prior(&p) + priors.beta.ln_pdf(logistic(u))
+                }
+                _ => f64::NEG_INFINITY,
+            };
+            let b0 = params.beta();
+            let u0 = (b0 / (1.0 - b0)).ln();
+            if let Some(u) = golden_max(f, (u0 - 5.0).max(-20.0), (u0 + 5.0).min(20.0), u0) {
+                params = PydtParams::new(alpha, logistic(u), c)?;
+            }
+        }
+        if params != self.params {
+            self.try_params(params);
+        }
+        Ok(())
+    }
+
+    /// EM for the current structure: at most `steps` rounds of E-step, M-step over the
+    /// times and hyperparameter updates, until a round gains less than `tol`.
+    pub(super) fn em(&mut self, steps: usize, tol: f64) -> Result<()> {
+        let mut f_old = self.objective();
+        for _ in 0..steps {
+            let e = self.estep();
+            self.mstep_times(&e)?;
+            if self.learn.sigma2 {
+                self.update_sigma2(&e);
+            }
+            if self.learn.c {
+                self.update_c()?;
+            }
+            if self.learn.alpha || self.learn.beta {
+                self.update_alpha_beta()?;
+            }
+            let f = self.objective();
+            if !(f - f_old > tol) {
+                break;
+            }
+            f_old = f;
+        }
+        Ok(())
+    }
+
+    /// The prior term of a branch point with `counts` at time `t`.
+    fn node_term(&self, counts: &[usize], t: f64) -> f64 {
+        let p = &self.params;
+        p.ln_structure(counts)
+            + p.c().ln()
+            + (p.c() * harmonic_gap(&self.h, counts) - 1.0) * (-t).ln_1p()
+    }
+
+    /// The quick scores of every position for the detached subtree under `sub`: the exact
+    /// log joint of the tree with the subtree attached there, at the current times and a new
+    /// branch point at the midpoint (see the [module docs](self)). Caches must be fresh.
+    pub(super) fn score_attachments(&self, sub: NodeId) -> Vec<Candidate> {
+        let d = self.x.ncols();
+        let df = d as f64;
+        let s_node = self.arena.node(sub).expect("live node");
+        let (t_s, n_s) = (s_node.time(), s_node.n_leaves());
+        let s_state = s_node.cache();
+        let base = self.log_joint() + s_state.sub_prior
+            - 0.5 * (n_s * d) as f64 * (2.0 * std::f64::consts::PI * self.sigma2).ln()
+            - 0.5 * df * s_state.ln_var
+            - 0.5 * s_state.quad / self.sigma2;
+        let lik = |m_star: &[f64], p_star: f64, t_star: f64| -> f64 {
+            let v = p_star + s_state.var + t_s - t_star;
+            let dist: f64 = m_star
+                .iter()
+                .zip(&s_state.mean)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum();
+            -0.5 * df * v.ln() - 0.5 * dist / (v * self.sigma2)
+        };
+        let slots = self.arena.n_slots();
+        // The message at the parent's location from outside each node's subtree, and the sum
+        // of the changes of the ancestors' prior terms.
+        let mut o_mean = vec![0.0; slots * d];
+        let mut o_var = vec![0.0; slots];
+        let mut path = vec![0.0; slots];
+        let mut out = Vec::new();
+        let mut m_star = vec![0.0; d];
+        let mut counts = Vec::new();
+        let mut pre_prec = Vec::new();
+        let mut pre_eta = Vec::new();
+        for b in self.pre_order() {
+            let node = self.arena.node(b).expect("live node");
+            let st = node.cache();
+            let (t_a, t_b) = (self.top_time(b), node.time());
+            let om = &o_mean[b.index() * d..(b.index() + 1) * d];
+            let ov = o_var[b.index()];
+            let product = |t_star: f64, m_star: &mut [f64]| -> f64 {
+                let v1 = ov + (t_star - t_a);
+                let v2 = st.var + (t_b - t_star);
+                for j in 0..d {
+                    m_star[j] = (om[j] * v2 + st.mean[j] * v1) / (v1 + v2);
+                }
+                v1 * v2 / (v1 + v2)
+            };
+            let hi = t_b.min(t_s);
+            let t_star = 0.5 * (t_a + hi);
+            if t_a < t_star && t_star < hi {
+                let p_star = product(t_star, &mut m_star);
+                let prior = path[b.index()] + self.node_term(&[node.n_leaves(), n_s], t_star);
+                let score = base + prior + lik(&m_star, p_star, t_star);
+                if score.is_finite() {
+                    out.push(Candidate {
+                        at: Attachment::Branch {
+                            below: b,
+                            time: t_star,
+                        },
+                        score,
+                    });
+                }
+            }
+            if node.is_leaf() {
+                continue;
+            }
+            counts.clear();
+            counts.extend(
+                node.children()
+                    .iter()
+                    .map(|&k| self.arena.node(k).expect("live node").n_leaves()),
+            );
+            if t_b < t_s {
+                let p_star = product(t_b, &mut m_star);
+                counts.push(n_s);
+                let prior = path[b.index()] + self.node_term(&counts, t_b) - st.prior;
+                counts.pop();
+                let score = base + prior + lik(&m_star, p_star, t_b);
+                if score.is_finite() {
+                    out.push(Candidate {
+                        at: Attachment::Node(b),
+                        score,
+                    });
+                }
+            }
+            // Messages into b's location: from above, then from each child; leave-one-out
+            // products by prefix and suffix sums of natural parameters.
+            let kids = node.children();
+            let above_var = ov + (t_b - t_a);
+            pre_prec.clear();
+            pre_eta.clear();
+            pre_prec.push(1.0 / above_var);
+            pre_eta.extend(om.iter().map(|m| m / above_var));
+            for (i, &k) in kids.iter().enumerate() {
+                let ks = self.arena.node(k).expect("live node");
+                let var = ks.cache().var + (ks.time() - t_b);
+                let prev = pre_prec[i];
+                pre_prec.push(prev + 1.0 / var);
+                for j in 0..d {
+                    let e = pre_eta[i * d + j] + ks.cache().mean[j] / var;
+                    pre_eta.push(e);
+                }
+            }
+            let mut suf_prec = 0.0;
+            let mut suf_eta = vec![0.0; d];
+            for (i, &k) in kids.iter().enumerate().rev() {
+                let prec = pre_prec[i] + suf_prec;
+                o_var[k.index()] = 1.0 / prec;
+                for j in 0..d {
+                    o_mean[k.index() * d + j] = (pre_eta[i * d + j] + suf_eta[j]) / prec;
+                }
+                counts[i] += n_s;
+                path[k.index()] =
+                    path[b.index()] + self.node_term(&counts, t_b) - st.prior;
+                counts[i] -= n_s;
+                let ks = self.arena.node(k).expect("live node");
+                let var = ks.cache().var + (ks.time() - t_b);
+                suf_prec += 1.0 / var;
+                for (j, e) in suf_eta.iter_mut().enumerate() {
+                    *e += ks.cache().mean[j] / var;
+                }
+            }
+        }
+        out
+    }
+
+    /// A canonical key of the tree's structure (children ordered by their smallest leaf).
+    fn structure_key(&self) -> Vec<u32> {
+        let slots = self.arena.n_slots();
+        let mut min_leaf = vec![u32::MAX; slots];
+        let root = self.arena.root();
+        for v in self.arena.post_order(root).expect("the root exists") {
+            let node = self.arena.node(v).expect("live node");
+            min_leaf[v.index()] = if node.is_leaf() {
+                v.0
+            } else {
+                node.children()
+                    .iter()
+                    .map(|k| min_leaf[k.index()])
+                    .min()
+                    .unwrap_or(u32::MAX)
+            };
+        }
+        const OPEN: u32 = u32::MAX;
+        const CLOSE: u32 = u32::MAX - 1;
+        let mut key = Vec::with_capacity(3 * self.arena.n_leaves());
+        let mut stack = vec![(root, false)];
+        while let Some((v, done)) = stack.pop() {
+            let node = self.arena.node(v).expect("live node");
+            if node.is_leaf() {
+                key.push(v.0);
+            } else if done {
+                key.push(CLOSE);
+            } else {
+                key.push(OPEN);
+                stack.push((v, true));
+                let mut kids = node.children().to_vec();
+                kids.sort_by_key(|k| std::cmp::Reverse(min_leaf[k.index()]));
+                stack.extend(kids.into_iter().map(|k| (k, false)));
+            }
+        }
+        key
+    }
+
+    /// The state as an [`EmTree`].
+    pub(super) fn em_tree(&self) -> Result<EmTree> {
+        Ok(EmTree {
+            tree: self.arena.to_tree()?,
+            params: self.params,
+            sigma2: self.sigma2,
+            log_joint: self.log_joint(),
+            objective: self.objective(),
+        })
+    }
+}
+
+/// Maximises `Q(s)` by L-BFGS from `s0`; `None` when it found nothing better.
+pub(super) fn lbfgs_max(problem: &TimeProblem, s0: Vec<f64>) -> Result<Option<Vec<f64>>> {
+    let q0 = problem.eval(&s0, None);
+    let line = MoreThuenteLineSearch::new();
+    let solver = LBFGS::new(line, 7)
+        .with_tolerance_grad(1e-9)
+        .map_err(|e| numerical("L-BFGS", e))?
+        // A step that changes the objective by rounding only ends the search (the line
+        // search returns a zero step when it can no longer make progress).
+        .with_tolerance_cost(1e-13 * q0.abs().max(1.0))
+        .map_err(|e| numerical("L-BFGS", e))?;
+    let res = Executor::new(Negated(problem), solver)
+        .configure(|st| st.param(s0).max_iters(LBFGS_MAX_ITERS))
+        .run();
+    let Ok(res) = res else { return Ok(None) };
+    let Some(s1) = res.state().get_best_param() else {
+        return Ok(None);
+    };
+    let q1 = problem.eval(s1, None);
+    Ok((s1.iter().all(|v| v.is_finite()) && q1 > q0).then(|| s1.clone()))
+}
+
+/// The K best distinct trees seen, by objective.
+struct KBest {
+    k: usize,
+    items: Vec<(Vec<u32>, EmTree)>,
+}
+
+impl KBest {
+    fn offer(&mut self, state: &State<'_>) -> Result<()> {
+        let f = state.objective();
+        if self.items.len() >= self.k
+            && self
+                .items
+                .last()
+                .is_some_and(|(_, t)| t.objective >= f)
+        {
+            return Ok(());
+        }
+        let key = state.structure_key();
+        if let Some(i) = self.items.iter().position(|(k, _)| *k == key) {
+            if self.items[i].1.objective >= f {
+                return Ok(());
+            }
+            self.items.remove(i);
+        }
+        self.items.push((key, state.em_tree()?));
+        self.items.sort_by(|a, b| {
+            b.1.objective
+                .partial_cmp(&a.1.objective)
+                .unwrap_or(Ordering::Equal)
+        });
+        self.items.truncate(self.k);
+        Ok(())
+    }
+}
+
+/// The order of the candidates by their objective `F` (the log joint plus `ln(1 − t)` of a
+/// new branch point), best first (ties keep the scoring order).
+fn best_candidates(mut c: Vec<Candidate>, n: usize) -> Vec<Candidate> {
+    let rank = |c: &Candidate| match c.at {
+        Attachment::Branch { time, .. } => c.score + (-time).ln_1p(),
+        Attachment::Node(_) => c.score,
+    };
+    c.sort_by(|a, b| rank(b).partial_cmp(&rank(a)).unwrap_or(Ordering::Equal));
+    c.truncate(n);
+    c
+}
+
+/// Greedy Bayesian EM (see the [module docs](self)) for data `x` (row `i` at leaf `i`),
+/// from `start` (or a tree built by sequential attachment when `None`) and the starting
+/// hyperparameters `params`, `sigma2` (fixed unless learnt). `progress(pass, row)` is called
+/// after each pass.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] naming `sigma2`, `n_samples` (no rows), `n_features`
+/// (no columns), `k_best`, `n_candidates`, `em_steps`, `tol`, a prior, or `alpha`/`beta`
+/// when learnt from 0; [`RoseTreeError::InvalidData`] for a non-finite entry of `x`;
+/// [`RoseTreeError::InvalidTree`] when `start` is not a diffusion tree over the rows;
+/// [`RoseTreeError::Interrupted`] when `interrupt` returns true (polled between moves).
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use rosetree::pydt::{self, PydtParams};
+/// use rosetree::pydt::em::{EmConfig, greedy_em};
+///
+/// let x = array![[0.0, 0.1], [0.1, 0.0], [5.0, 5.1], [5.1, 5.0]];
+/// let params = PydtParams::ddt(1.0)?;
+/// let r = greedy_em(x.view(), None, params, 10.0, &EmConfig::default(), 0, &|| false, &mut |_, _| {})?;
+/// let best = &r.best[0];
+/// let exact = pydt::log_prior(&best.tree, &best.params)? + pydt::log_likelihood(x.view(), &best.tree, best.sigma2)?;
+/// assert!((best.log_joint - exact).abs() < 1e-8);
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn greedy_em(
+    x: ArrayView2<'_, f64>,
+    start: Option<&Tree>,
+    params: PydtParams,
+    sigma2: f64,
+    config: &EmConfig,
+    seed: u64,
+    interrupt: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(usize, &PassRow),
+) -> Result<EmResult> {
+    check_sigma2(sigma2)?;
+    config.check(&params)?;
+    let n = x.nrows();
+    if n == 0 {
+        return Err(RoseTreeError::param("n_samples", "the data have no rows"));
+    }
+    if x.ncols() == 0 {
+        return Err(RoseTreeError::param("n_features", "the data have no columns"));
+    }
+    if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        return Err(RoseTreeError::data(
+            i,
+            Some(j),
+            format!("must be finite, got {v}"),
+        ));
+    }
+    let x = x.to_owned();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let (learn, priors, tol) = (config.learn, config.priors, config.tol);
+    let mut state = match start {
+        Some(tree) => {
+            let t = check_diffusion_tree(tree)?;
+            if tree.n_leaves() != n {
+                return Err(RoseTreeError::InvalidTree(format!(
+                    "the tree has {} leaves for {n} rows",
+                    tree.n_leaves()
+                )));
+            }
+            let arena = Arena::from_topology(&tree.topology(), t, |_| NodeState::default())?;
+            let mut state = State::new(arena, &x, params, sigma2, learn, priors);
+            state.em(config.em_steps, tol)?;
+            state
+        }
+        None => sequential(&x, params, sigma2, config, &mut rng, interrupt)?,
+    };
+    let mut kbest = KBest {
+        k: config.k_best,
+        items: Vec::new(),
+    };
+    kbest.offer(&state)?;
+    let mut trace = vec![state.objective()];
+    let mut accepted_total = 0;
+    for pass in 0..config.max_iter {
+        let mut order: Vec<NodeId> = (0..state.arena.n_slots())
+            .map(|s| NodeId(s as u32))
+            .filter(|&v| state.arena.node(v).is_ok() && v != state.arena.root())
+            .collect();
+        order.shuffle(&mut rng);
+        let mut accepted = 0;
+        for v in order {
+            if interrupt() {
+                return Err(RoseTreeError::Interrupted);
+            }
+            if state.arena.node(v).is_err() || v == state.arena.root() {
+                continue;
+            }
+            if let Some(better) = improve(&state, v, config, &mut kbest)? {
+                state = better;
+                accepted += 1;
+            }
+        }
+        accepted_total += accepted;
+        trace.push(state.objective());
+        progress(
+            pass,
+            &PassRow {
+                objective: state.objective(),
+                log_joint: state.log_joint(),
+                accepted,
+                params: state.params(),
+                sigma2: state.sigma2(),
+            },
+        );
+        if accepted == 0 {
+            break;
+        }
+    }
+    Ok(EmResult {
+        best: kbest.items.into_iter().map(|(_, t)| t).collect(),
+        trace,
+        accepted: accepted_total,
+    })
+}
+
+/// One move: detaches `v`, runs EM at the best-scoring positions, and returns the best
+/// resulting state if it beats the current objective by more than `tol`.
+fn improve<'a>(
+    state: &State<'a>,
+    v: NodeId,
+    config: &EmConfig,
+    kbest: &mut KBest,
+) -> Result<Option<State<'a>>> {
+    let f0 = state.objective();
+    let mut rest = state.clone();
+    let det = rest.arena.detach(v)?;
+    rest.refresh();
+    let cands = best_candidates(rest.score_attachments(v), config.n_candidates);
+    let mut best: Option<State<'a>> = None;
+    for cand in cands {
+        let mut trial = rest.clone();
+        trial.arena.attach(&det, cand.at)?;
+        trial.refresh();
+        trial.em(config.em_steps, config.tol)?;
+        kbest.offer(&trial)?;
+        if best
+            .as_ref()
+            .is_none_or(|b| trial.objective() > b.objective())
+        {
+            best = Some(trial);
+        }
+    }
+    Ok(best.filter(|b| b.objective() > f0 + config.tol))
+}
+
+/// The initial tree by sequential attachment of the points in an order drawn from `rng`.
+fn sequential<'a, R: rand::Rng + ?Sized>(
+    x: &'a Array2<f64>,
+    params: PydtParams,
+    sigma2: f64,
+    config: &EmConfig,
+    rng: &mut R,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<State<'a>> {
+    let n = x.nrows();
+    if n == 1 {
+        let arena = Arena::from_topology(&Topology::new(1, vec![])?, &[1.0], |_| {
+            NodeState::default()
+        })?;
+        return Ok(State::new(
+            arena,
+            x,
+            params,
+            sigma2,
+            config.learn,
+            config.priors,
+        ));
+    }
+    let mut perm: Vec<usize> = (0..n).collect();
+    perm.shuffle(rng);
+    // A caterpillar over all leaves, from which every leaf but the first two is detached.
+    let internal: Vec<Vec<usize>> = (0..n - 1)
+        .map(|k| {
+            if k == 0 {
+                vec![0, 1]
+            } else {
+                vec![n + k - 1, k + 1]
+            }
+        })
+        .collect();
+    let mut times = vec![1.0; n];
+    times.extend((0..n - 1).map(|k| 1.0 - (k + 1) as f64 / n as f64));
+    let arena = Arena::from_topology(&Topology::new(n, internal)?, &times, |_| {
+        NodeState::default()
+    })?;
+    // The hyperparameters stay fixed while the tree is built: learnt on a handful of points
+    // they can run into a corner (β → 1 pins every branch point at t ≈ 0) that the search
+    // cannot leave.
+    let mut state = State::new(arena, x, params, sigma2, Learn::default(), config.priors);
+    let mut handles = Vec::with_capacity(n - 2);
+    for &i in &perm[2..] {
+        handles.push(state.arena.detach(NodeId(i as u32))?);
+    }
+    let root = state.arena.root();
+    state.arena.set_time(root, 0.5)?;
+    state.refresh();
+    state.em(config.em_steps, config.tol)?;
+    for det in handles {
+        if interrupt() {
+            return Err(RoseTreeError::Interrupted);
+        }
+        let best = best_candidates(state.score_attachments(det.root()), 1);
+        let at = best.first().map(|c| c.at).ok_or_else(|| {
+            RoseTreeError::Numerical("no position scored finitely for a new point".into())
+        })?;
+        state.arena.attach(&det, at)?;
+        state.refresh();
+        state.em(config.em_steps, config.tol)?;
+    }
+    state.learn = config.learn;
+    state.em(config.em_steps, config.tol)?;
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests;

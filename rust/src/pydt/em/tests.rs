@@ -1,0 +1,500 @@
+//! Greedy EM against independent computations: the M-step gradient against central finite
+//! differences; the E-step against the covariance form of the Gaussian conditional; the
+//! hyperparameter updates against one-dimensional numerical maximisation; the quick scores
+//! and the reported log joints against `log_prior + log_likelihood`; and the search on
+//! well-separated clusters.
+
+use nalgebra::DMatrix;
+use ndarray::{Array2, array};
+use rand::Rng;
+use rand_distr::StandardNormal;
+
+use super::*;
+use crate::pydt::mcmc::GammaPrior;
+use crate::pydt::tests::{params, rng};
+use crate::pydt::{log_likelihood, log_prior, sample};
+
+/// The exact log joint of a tree.
+fn exact(x: &Array2<f64>, tree: &Tree, p: &PydtParams, sigma2: f64) -> f64 {
+    log_prior(tree, p).unwrap() + log_likelihood(x.view(), tree, sigma2).unwrap()
+}
+
+/// `Σ_b ln(1 − t_b)` over the branch points: the Jacobian from `t` to `u = −ln(1 − t)`.
+fn jacobian(tree: &Tree) -> f64 {
+    let t = tree.heights().unwrap();
+    (0..tree.nodes().len())
+        .filter(|&v| !tree.node(v).children.is_empty())
+        .map(|v| (-t[v]).ln_1p())
+        .sum()
+}
+
+/// The objective `F` with no hyperparameter learnt: the log joint in `u`.
+fn objective(x: &Array2<f64>, tree: &Tree, p: &PydtParams, sigma2: f64) -> f64 {
+    exact(x, tree, p, sigma2) + jacobian(tree)
+}
+
+fn state_of<'a>(x: &'a Array2<f64>, tree: &Tree, p: PydtParams, sigma2: f64) -> State<'a> {
+    let arena = Arena::from_topology(
+        &tree.topology(),
+        tree.heights().unwrap(),
+        |_| NodeState::default(),
+    )
+    .unwrap();
+    State::new(arena, x, p, sigma2, Learn::default(), Hyperpriors::default())
+}
+
+/// A sampled data set with its tree.
+fn sampled(n: usize, d: usize, p: &PydtParams, sigma2: f64, seed: u64) -> (Array2<f64>, Tree) {
+    sample(n, d, p, sigma2, seed).unwrap()
+}
+
+/// The maximiser of `f` on `[lo, hi]` by a dense scan refined by ternary search (a direct
+/// numerical maximisation, independent of the code under test).
+fn maximise(f: impl Fn(f64) -> f64, lo: f64, hi: f64) -> f64 {
+    let n = 2000;
+    let best = (0..=n)
+        .map(|i| lo + (hi - lo) * i as f64 / n as f64)
+        .max_by(|a, b| f(*a).partial_cmp(&f(*b)).unwrap())
+        .unwrap();
+    let step = (hi - lo) / n as f64;
+    let (mut a, mut b) = (best - step, best + step);
+    for _ in 0..200 {
+        let m1 = a + (b - a) / 3.0;
+        let m2 = b - (b - a) / 3.0;
+        if f(m1) < f(m2) {
+            a = m1;
+        } else {
+            b = m2;
+        }
+    }
+    0.5 * (a + b)
+}
+
+#[test]
+fn the_time_gradient_is_the_finite_difference_of_the_objective() {
+    for (seed, p) in [(1, params(0.0, 0.0, 1.0)), (2, params(0.5, 0.3, 2.0))] {
+        let (x, tree) = sampled(12, 3, &p, 0.7, seed);
+        let state = state_of(&x, &tree, p, 0.7);
+        let e = state.estep();
+        let (internal, problem) = state.time_problem(&e);
+        let mut r = rng(seed);
+        let s: Vec<f64> = state
+            .times_to_s(&internal)
+            .iter()
+            .map(|v| v + 0.5 * r.sample::<f64, _>(StandardNormal))
+            .collect();
+        let mut g = vec![0.0; s.len()];
+        problem.eval(&s, Some(&mut g));
+        for i in 0..s.len() {
+            let h = 1e-5;
+            let (mut up, mut dn) = (s.clone(), s.clone());
+            up[i] += h;
+            dn[i] -= h;
+            let fd = (problem.eval(&up, None) - problem.eval(&dn, None)) / (2.0 * h);
+            assert!(
+                (fd - g[i]).abs() < 1e-6 * (1.0 + g[i].abs()),
+                "coordinate {i}: gradient {} vs finite difference {fd}",
+                g[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_m_step_objective_at_the_current_times_is_the_expected_complete_log_joint() {
+    // Q(s(t)) must equal Σ_b [−(D/2) ln ℓ_b − S_b/(2σ²ℓ_b)] + Σ cJ ln(1 − t) evaluated
+    // directly from the times (up to the ceiling δ, whose effect is O(δ)).
+    let p = params(0.3, 0.1, 1.5);
+    let (x, tree) = sampled(9, 2, &p, 0.5, 4);
+    let state = state_of(&x, &tree, p, 0.5);
+    let e = state.estep();
+    let (internal, problem) = state.time_problem(&e);
+    let q = problem.eval(&state.times_to_s(&internal), None);
+    let t = tree.heights().unwrap();
+    let h = p.harmonic(tree.n_leaves());
+    let mut want = 0.0;
+    for (v, node) in tree.nodes().iter().enumerate() {
+        let ta = node.parent.map_or(0.0, |a| t[a]);
+        let ell = t[v] - ta;
+        want += -1.0 * ell.ln() - e.stat[v] / (2.0 * 0.5 * ell);
+        if !node.children.is_empty() {
+            let counts: Vec<usize> = node
+                .children
+                .iter()
+                .map(|&k| tree.node(k).n_leaves)
+                .collect();
+            want += p.c() * harmonic_gap(&h, &counts) * (-t[v]).ln_1p();
+        }
+    }
+    assert!((q - want).abs() < 1e-6 * want.abs().max(1.0), "{q} vs {want}");
+}
+
+/// The posterior marginals of every node and the cross-covariances with the parent from
+/// the covariance form: all locations are jointly N(0, σ² K ⊗ I) with K_uv = t(lca(u, v)).
+fn covariance_form(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> (DMatrix<f64>, DMatrix<f64>) {
+    let t = tree.heights().unwrap();
+    let m = tree.nodes().len();
+    let n = tree.n_leaves();
+    let ancestors = |v: usize| {
+        let mut a = vec![v];
+        let mut u = v;
+        while let Some(p) = tree.node(u).parent {
+            a.push(p);
+            u = p;
+        }
+        a
+    };
+    let anc: Vec<Vec<usize>> = (0..m).map(ancestors).collect();
+    let k = DMatrix::from_fn(m, m, |u, v| {
+        let lca = anc[u].iter().find(|a| anc[v].contains(a)).unwrap();
+        sigma2 * t[*lca]
+    });
+    let kll = k.view((0, 0), (n, n)).into_owned();
+    let kal = k.columns(0, n).into_owned();
+    let inv = kll.try_inverse().unwrap();
+    let xl = DMatrix::from_fn(n, x.ncols(), |i, j| x[[i, j]]);
+    let mean = &kal * &inv * xl;
+    let cov = &k - &kal * &inv * kal.transpose();
+    (mean, cov)
+}
+
+#[test]
+fn the_e_step_is_the_covariance_form_conditional() {
+    for (seed, sigma2) in [(3, 0.8), (5, 2.0)] {
+        let p = params(0.5, 0.2, 1.0);
+        let (x, tree) = sampled(8, 3, &p, sigma2, seed);
+        let state = state_of(&x, &tree, p, sigma2);
+        let e = state.estep();
+        let (mean, cov) = covariance_form(&x, &tree, sigma2);
+        let d = x.ncols();
+        for (v, node) in tree.nodes().iter().enumerate() {
+            for j in 0..d {
+                assert!((e.mean[v * d + j] - mean[(v, j)]).abs() < 1e-9);
+            }
+            assert!((sigma2 * e.var[v] - cov[(v, v)]).abs() < 1e-9);
+            // E‖x_v − x_a‖² with the origin (0, variance 0) above the root.
+            let want = match node.parent {
+                Some(a) => {
+                    let dm: f64 = (0..d).map(|j| (mean[(v, j)] - mean[(a, j)]).powi(2)).sum();
+                    dm + d as f64 * (cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)])
+                }
+                None => {
+                    let dm: f64 = (0..d).map(|j| mean[(v, j)].powi(2)).sum();
+                    dm + d as f64 * cov[(v, v)]
+                }
+            };
+            assert!(
+                (e.stat[v] - want).abs() < 1e-9 * (1.0 + want),
+                "node {v}: {} vs {want}",
+                e.stat[v]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_m_step_reaches_a_stationary_point_and_raises_the_objective() {
+    let p = params(0.4, 0.2, 1.2);
+    let (x, tree) = sampled(15, 4, &p, 0.6, 7);
+    let mut state = state_of(&x, &tree, p, 0.6);
+    assert!((state.log_joint() - exact(&x, &tree, &p, 0.6)).abs() < 1e-8);
+    let before = objective(&x, &tree, &p, 0.6);
+    assert!((state.objective() - before).abs() < 1e-8);
+    let e = state.estep();
+    let (internal, problem) = state.time_problem(&e);
+    let q0 = problem.eval(&state.times_to_s(&internal), None);
+    state.mstep_times(&e).unwrap();
+    let s1 = state.times_to_s(&internal);
+    let mut g = vec![0.0; s1.len()];
+    let q1 = problem.eval(&s1, Some(&mut g));
+    assert!(q1 > q0);
+    let norm = g.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!(norm < 1e-4, "gradient norm {norm} after the M-step");
+    let after_tree = state.arena.to_tree().unwrap();
+    let after = objective(&x, &after_tree, &p, 0.6);
+    assert!(after >= before, "{after} < {before}");
+    assert!((state.objective() - after).abs() < 1e-8);
+    assert!((state.log_joint() - exact(&x, &after_tree, &p, 0.6)).abs() < 1e-8);
+    // EM to convergence keeps raising it.
+    state.em(20, 1e-10).unwrap();
+    let last = objective(&x, &state.arena.to_tree().unwrap(), &p, 0.6);
+    assert!(last >= after);
+}
+
+#[test]
+fn the_sigma2_update_converges_to_the_numerical_maximiser() {
+    // With the times fixed, iterating the E-step and the σ² update is EM in σ² alone; its
+    // fixed point maximises ln p(X | T, t, σ²) + ln Gamma(1/σ²; a, b).
+    let p = params(0.0, 0.0, 1.0);
+    let x = array![[0.3, -0.2], [0.1, 0.4], [-0.5, 0.2], [0.9, 0.8]];
+    let tree = crate::pydt::tests::tree(
+        4,
+        vec![vec![0, 1], vec![4, 2], vec![5, 3]],
+        &[0.7, 0.4, 0.2],
+    );
+    let prior = GammaPrior {
+        shape: 2.0,
+        rate: 0.5,
+    };
+    let mut state = state_of(&x, &tree, p, 1.0);
+    state.learn.sigma2 = true;
+    state.priors.precision = prior;
+    for _ in 0..2000 {
+        let e = state.estep();
+        state.update_sigma2(&e);
+    }
+    let f = |ln_s2: f64| {
+        let s2 = ln_s2.exp();
+        log_likelihood(x.view(), &tree, s2).unwrap() + prior.ln_pdf(1.0 / s2)
+    };
+    let want = maximise(f, -6.0, 4.0).exp();
+    assert!(
+        (state.sigma2() - want).abs() < 1e-6 * want,
+        "{} vs {want}",
+        state.sigma2()
+    );
+}
+
+#[test]
+fn the_c_update_is_the_numerical_maximiser() {
+    let (a, b) = (0.5, 0.2);
+    let p = params(a, b, 1.0);
+    let (x, tree) = sampled(10, 2, &p, 1.0, 11);
+    let prior = GammaPrior {
+        shape: 1.5,
+        rate: 0.7,
+    };
+    let mut state = state_of(&x, &tree, p, 1.0);
+    state.learn.c = true;
+    state.priors.c = prior;
+    state.update_c().unwrap();
+    let f = |ln_c: f64| {
+        let c = ln_c.exp();
+        log_prior(&tree, &params(a, b, c)).unwrap() + prior.ln_pdf(c)
+    };
+    let want = maximise(f, -6.0, 5.0).exp();
+    let got = state.params().c();
+    assert!((got - want).abs() < 1e-6 * want, "{got} vs {want}");
+}
+
+#[test]
+fn alpha_and_beta_updates_raise_the_objective_to_a_one_dimensional_maximum() {
+    let p = params(0.5, 0.3, 1.0);
+    let (x, tree) = sampled(20, 2, &p, 1.0, 12);
+    let mut state = state_of(&x, &tree, params(2.0, 0.6, 1.0), 1.0);
+    state.learn.alpha = true;
+    state.learn.beta = true;
+    let f0 = state.objective();
+    state.update_alpha_beta().unwrap();
+    assert!(state.objective() >= f0);
+    // β is the last coordinate searched: it maximises the objective along β.
+    let alpha = state.params().alpha();
+    let priors = Hyperpriors::default();
+    let f = |u: f64| {
+        let beta = 1.0 / (1.0 + (-u).exp());
+        log_prior(&tree, &params(alpha, beta, 1.0)).unwrap()
+            + priors.alpha.ln_pdf(alpha)
+            + priors.beta.ln_pdf(beta)
+    };
+    let u = maximise(f, -8.0, 8.0);
+    let want = 1.0 / (1.0 + (-u).exp());
+    assert!((state.params().beta() - want).abs() < 1e-4);
+}
+
+#[test]
+fn quick_scores_are_the_exact_log_joints_of_the_candidate_trees() {
+    let p = params(0.5, 0.2, 1.3);
+    let (x, tree) = sampled(10, 2, &p, 0.9, 13);
+    let state = state_of(&x, &tree, p, 0.9);
+    // A leaf and an internal subtree.
+    let internal_sub = (tree.n_leaves()..tree.nodes().len())
+        .find(|&v| v != tree.root())
+        .unwrap();
+    for v in [0, internal_sub] {
+        let mut rest = state.clone();
+        let det = rest.arena.detach(NodeId(v as u32)).unwrap();
+        rest.refresh();
+        let cands = rest.score_attachments(NodeId(v as u32));
+        assert!(cands.len() > 5);
+        for c in cands {
+            let mut trial = rest.clone();
+            trial.arena.attach(&det, c.at).unwrap();
+            trial.refresh();
+            let want = exact(&x, &trial.arena.to_tree().unwrap(), &p, 0.9);
+            assert!(
+                (c.score - want).abs() < 1e-8 * want.abs().max(1.0),
+                "{:?}: {} vs {want}",
+                c.at,
+                c.score
+            );
+        }
+    }
+}
+
+/// Four tight clusters of `per` points around the corners of a square in 2-D.
+fn four_clusters(per: usize, seed: u64) -> Array2<f64> {
+    let mut r = rng(seed);
+    let centres = [[-3.0, -3.0], [3.0, -3.0], [-3.0, 3.0], [3.0, 3.0]];
+    Array2::from_shape_fn((4 * per, 2), |(i, j)| {
+        centres[i / per][j] + 0.05 * r.sample::<f64, _>(StandardNormal)
+    })
+}
+
+/// Whether each cluster of `per` consecutive rows is the leaf set of a node.
+fn recovers(tree: &Tree, per: usize) -> bool {
+    (0..4).all(|k| {
+        let want: Vec<usize> = (k * per..(k + 1) * per).collect();
+        (0..tree.nodes().len()).any(|v| {
+            let mut l = tree.leaves_of(v);
+            l.sort_unstable();
+            l == want
+        })
+    })
+}
+
+fn run(x: &Array2<f64>, p: PydtParams, sigma2: f64, config: &EmConfig, seed: u64) -> EmResult {
+    greedy_em(x.view(), None, p, sigma2, config, seed, &|| false, &mut |_, _| {}).unwrap()
+}
+
+#[test]
+fn the_search_recovers_well_separated_clusters() {
+    let x = four_clusters(6, 21);
+    let config = EmConfig {
+        max_iter: 3,
+        ..EmConfig::default()
+    };
+    let r = run(&x, params(0.0, 0.0, 1.0), 1.0, &config, 3);
+    assert!(recovers(&r.best[0].tree, 6));
+    assert!(r.trace.windows(2).all(|w| w[1] >= w[0]), "{:?}", r.trace);
+    // Every kept tree reports its exact log joint, best first, distinct.
+    for (i, b) in r.best.iter().enumerate() {
+        check_diffusion_tree(&b.tree).unwrap();
+        let want = exact(&x, &b.tree, &b.params, b.sigma2);
+        assert!((b.log_joint - want).abs() < 1e-8 * want.abs().max(1.0));
+        if i > 0 {
+            assert!(r.best[i - 1].objective >= b.objective);
+        }
+    }
+    assert_eq!(r.best[0].objective, *r.trace.last().unwrap());
+    assert!(r.best.len() <= 10 && r.best.len() > 1);
+}
+
+#[test]
+fn learning_every_hyperparameter_never_lowers_the_objective() {
+    let x = four_clusters(5, 22);
+    let config = EmConfig {
+        max_iter: 2,
+        learn: Learn {
+            alpha: true,
+            beta: true,
+            c: true,
+            sigma2: true,
+        },
+        ..EmConfig::default()
+    };
+    let r = run(&x, params(0.5, 0.2, 1.0), 2.0, &config, 5);
+    assert!(r.trace.windows(2).all(|w| w[1] >= w[0]), "{:?}", r.trace);
+    assert!(recovers(&r.best[0].tree, 5));
+    let b = &r.best[0];
+    let pr = Hyperpriors::default();
+    let want = objective(&x, &b.tree, &b.params, b.sigma2)
+        + pr.alpha.ln_pdf(b.params.alpha())
+        + pr.beta.ln_pdf(b.params.beta())
+        + pr.c.ln_pdf(b.params.c())
+        + pr.precision.ln_pdf(1.0 / b.sigma2);
+    assert!((b.objective - want).abs() < 1e-8 * want.abs());
+    // Under the model a point's variance per coordinate is σ² (C_ii = 1); the clusters'
+    // centres at (±3, ±3) give the data a mean square of about 9 per coordinate.
+    let mean_square = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
+    assert!(
+        b.sigma2 > mean_square / 3.0 && b.sigma2 < 3.0 * mean_square,
+        "sigma2 {} against a mean square of {mean_square}",
+        b.sigma2
+    );
+}
+
+#[test]
+fn a_given_start_tree_and_a_seed_give_the_same_result() {
+    let p = params(0.3, 0.1, 1.0);
+    let (x, tree) = sampled(12, 2, &p, 1.0, 30);
+    let config = EmConfig {
+        max_iter: 2,
+        ..EmConfig::default()
+    };
+    let a = run(&x, p, 1.0, &config, 9);
+    let b = run(&x, p, 1.0, &config, 9);
+    assert_eq!(a.trace, b.trace);
+    assert_eq!(a.best[0].tree, b.best[0].tree);
+    let from = greedy_em(x.view(), Some(&tree), p, 1.0, &config, 9, &|| false, &mut |_, _| {})
+        .unwrap();
+    assert!(from.trace.windows(2).all(|w| w[1] >= w[0]));
+    // EM alone on the start tree already beats the start.
+    assert!(from.trace[0] >= objective(&x, &tree, &p, 1.0));
+}
+
+#[test]
+fn duplicated_points_stay_representable() {
+    let x = array![[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [-1.0, 0.5]];
+    let r = run(&x, params(0.0, 0.0, 1.0), 1.0, &EmConfig::default(), 1);
+    for b in &r.best {
+        check_diffusion_tree(&b.tree).unwrap();
+        assert!(b.log_joint.is_finite());
+    }
+    let one = array![[0.5, 0.5]];
+    let r = run(&one, params(0.0, 0.0, 1.0), 1.0, &EmConfig::default(), 1);
+    assert_eq!(r.best[0].tree.n_leaves(), 1);
+}
+
+#[test]
+fn bad_inputs_are_named() {
+    let x = four_clusters(2, 1);
+    let p = params(0.0, 0.0, 1.0);
+    let name = |r: Result<EmResult>| match r {
+        Err(RoseTreeError::InvalidParameter { name, .. }) => name,
+        other => panic!("expected a named parameter error, got {other:?}"),
+    };
+    let go = |x: ArrayView2<'_, f64>, sigma2: f64, config: &EmConfig| {
+        greedy_em(x, None, p, sigma2, config, 0, &|| false, &mut |_, _| {})
+    };
+    let ok = EmConfig::default();
+    assert_eq!(name(go(x.view(), 0.0, &ok)), "sigma2");
+    assert_eq!(name(go(x.view(), f64::NAN, &ok)), "sigma2");
+    let bad = |f: fn(&mut EmConfig)| {
+        let mut c = EmConfig::default();
+        f(&mut c);
+        c
+    };
+    assert_eq!(name(go(x.view(), 1.0, &bad(|c| c.k_best = 0))), "k_best");
+    assert_eq!(
+        name(go(x.view(), 1.0, &bad(|c| c.n_candidates = 0))),
+        "n_candidates"
+    );
+    assert_eq!(name(go(x.view(), 1.0, &bad(|c| c.tol = -1.0))), "tol");
+    assert_eq!(
+        name(go(x.view(), 1.0, &bad(|c| c.priors.c.rate = 0.0))),
+        "c_prior"
+    );
+    assert_eq!(
+        name(go(x.view(), 1.0, &bad(|c| c.learn.alpha = true))),
+        "alpha"
+    );
+    let empty = Array2::<f64>::zeros((0, 2));
+    assert_eq!(name(go(empty.view(), 1.0, &ok)), "n_samples");
+    let flat = Array2::<f64>::zeros((3, 0));
+    assert_eq!(name(go(flat.view(), 1.0, &ok)), "n_features");
+    let mut nan = x.clone();
+    nan[[1, 1]] = f64::NAN;
+    assert!(matches!(
+        go(nan.view(), 1.0, &ok),
+        Err(RoseTreeError::InvalidData { .. })
+    ));
+    let wrong = crate::pydt::tests::tree(2, vec![vec![0, 1]], &[0.5]);
+    assert!(matches!(
+        greedy_em(x.view(), Some(&wrong), p, 1.0, &ok, 0, &|| false, &mut |_, _| {}),
+        Err(RoseTreeError::InvalidTree(_))
+    ));
+    assert!(matches!(
+        greedy_em(x.view(), None, p, 1.0, &ok, 0, &|| true, &mut |_, _| {}),
+        Err(RoseTreeError::Interrupted)
+    ));
+}

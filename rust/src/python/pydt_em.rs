@@ -1,0 +1,117 @@
+//! Greedy Bayesian EM for the Pitman–Yor diffusion tree from Python.
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+use super::run_interruptible;
+use super::tree::PyTree;
+use crate::pydt::PydtParams;
+use crate::pydt::em::{self, EmConfig};
+use crate::pydt::mcmc::{BetaPrior, GammaPrior, Hyperpriors, Learn};
+
+/// One kept tree: `(tree, alpha, beta, c, sigma2, log_joint)`.
+type PyBest = (PyTree, f64, f64, f64, f64, f64);
+
+/// Runs the greedy Bayesian EM search of `crate::pydt::em` from `tree` (or a tree built by
+/// sequential attachment) and returns `(best, trace)`: the `k_best` best distinct trees,
+/// best first, as `(tree, alpha, beta, c, sigma2, log_joint)` (`log_joint` is exactly
+/// `pydt_log_prior + pydt_log_likelihood`), and the objective after the initial tree's EM
+/// and after each pass. `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate
+/// (or `a`, `b`) of the priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With
+/// `verbose`, a line per pass goes to standard error. Interruptible with Ctrl-C.
+#[pyfunction]
+#[pyo3(signature = (x, tree=None, *, alpha, beta, c, sigma2, max_iter, k_best, learn, priors,
+                    seed, verbose))]
+#[allow(clippy::too_many_arguments)]
+fn pydt_greedy_em<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'_, f64>,
+    tree: Option<&Bound<'_, PyTree>>,
+    alpha: f64,
+    beta: f64,
+    c: f64,
+    sigma2: f64,
+    max_iter: usize,
+    k_best: usize,
+    learn: (bool, bool, bool, bool),
+    priors: [f64; 8],
+    seed: u64,
+    verbose: bool,
+) -> PyResult<(Vec<PyBest>, Bound<'py, PyArray1<f64>>)> {
+    let params = PydtParams::new(alpha, beta, c)?;
+    let x = x.as_array().to_owned();
+    let init = tree.map(|t| t.get().inner.clone());
+    let gamma = |i: usize| GammaPrior {
+        shape: priors[i],
+        rate: priors[i + 1],
+    };
+    let config = EmConfig {
+        max_iter,
+        k_best,
+        learn: Learn {
+            alpha: learn.0,
+            beta: learn.1,
+            c: learn.2,
+            sigma2: learn.3,
+        },
+        priors: Hyperpriors {
+            alpha: gamma(0),
+            beta: BetaPrior {
+                a: priors[2],
+                b: priors[3],
+            },
+            c: gamma(4),
+            precision: gamma(6),
+        },
+        ..EmConfig::default()
+    };
+    let result = run_interruptible(py, move |interrupt| {
+        let mut progress = |pass: usize, row: &em::PassRow| {
+            if verbose {
+                eprintln!(
+                    "pydt greedy EM: pass {}/{max_iter}, objective {:.3}, log joint {:.3}, \
+                     {} moves, alpha {:.3}, beta {:.3}, c {:.3}, sigma2 {:.4}",
+                    pass + 1,
+                    row.objective,
+                    row.log_joint,
+                    row.accepted,
+                    row.params.alpha(),
+                    row.params.beta(),
+                    row.params.c(),
+                    row.sigma2
+                );
+            }
+        };
+        em::greedy_em(
+            x.view(),
+            init.as_ref(),
+            params,
+            sigma2,
+            &config,
+            seed,
+            interrupt,
+            &mut progress,
+        )
+    })?;
+    let best = result
+        .best
+        .into_iter()
+        .map(|b| {
+            let p = b.params;
+            (
+                b.tree.into(),
+                p.alpha(),
+                p.beta(),
+                p.c(),
+                b.sigma2,
+                b.log_joint,
+            )
+        })
+        .collect();
+    Ok((best, result.trace.into_pyarray(py)))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(pydt_greedy_em, m)?)?;
+    Ok(())
+}

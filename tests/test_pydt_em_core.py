@@ -1,0 +1,112 @@
+"""The greedy Bayesian EM search of the Pitman–Yor diffusion tree, through the core binding."""
+
+import numpy as np
+import pytest
+
+import rosetree
+from rosetree import _core
+
+PRIORS = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def four_clusters(per: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[-3.0, -3.0], [3.0, -3.0], [-3.0, 3.0], [3.0, 3.0]])
+    return np.repeat(centres, per, axis=0) + 0.05 * rng.standard_normal((4 * per, 2))
+
+
+def wrap(structure: object) -> rosetree.Tree:
+    tree = rosetree.Tree.__new__(rosetree.Tree)
+    tree._set_structure(structure)
+    return tree
+
+
+def run(x: np.ndarray, learn: tuple[bool, bool, bool, bool], seed: int = 0) -> tuple:
+    return _core.pydt_greedy_em(
+        x,
+        None,
+        alpha=0.5,
+        beta=0.2,
+        c=1.0,
+        sigma2=1.0,
+        max_iter=3,
+        k_best=10,
+        learn=learn,
+        priors=PRIORS,
+        seed=seed,
+        verbose=False,
+    )
+
+
+@pytest.mark.parametrize("learn", [(False, False, False, False), (True, True, True, True)])
+def test_greedy_em_recovers_four_clusters_and_reports_the_exact_log_joint(learn):
+    per = 6
+    x = four_clusters(per, 1)
+    best, trace = run(x, learn)
+    assert 1 < len(best) <= 10
+    assert np.all(np.diff(trace) >= 0)
+    tree = wrap(best[0][0])
+    clusters = {tuple(tree.leaves(v)) for v in range(tree.n_nodes)}
+    for k in range(4):
+        assert tuple(range(k * per, (k + 1) * per)) in clusters
+    for structure, alpha, beta, c, sigma2, log_joint in best:
+        t = wrap(structure)
+        want = rosetree.pydt_log_prior(t, alpha=alpha, beta=beta, c=c)
+        want += rosetree.pydt_log_likelihood(x, t, sigma2=sigma2)
+        assert log_joint == pytest.approx(want, rel=1e-10, abs=1e-8)
+
+
+def test_greedy_em_is_reproducible_and_starts_from_a_given_tree():
+    x = four_clusters(3, 2)
+    a, ta = run(x, (False, False, False, False), seed=5)
+    b, tb = run(x, (False, False, False, False), seed=5)
+    np.testing.assert_array_equal(ta, tb)
+    assert a[0][0].children() == b[0][0].children()
+    best, trace = _core.pydt_greedy_em(
+        x,
+        a[0][0],
+        alpha=0.5,
+        beta=0.2,
+        c=1.0,
+        sigma2=1.0,
+        max_iter=1,
+        k_best=3,
+        learn=(False, False, False, False),
+        priors=PRIORS,
+        seed=0,
+        verbose=False,
+    )
+    assert len(best) <= 3
+    assert trace[0] >= a[0][5] - 1e-9
+
+
+def test_greedy_em_names_bad_arguments():
+    x = four_clusters(2, 3)
+    with pytest.raises(ValueError, match="sigma2"):
+        _core.pydt_greedy_em(
+            x,
+            alpha=0.5,
+            beta=0.2,
+            c=1.0,
+            sigma2=-1.0,
+            max_iter=1,
+            k_best=10,
+            learn=(False, False, False, False),
+            priors=PRIORS,
+            seed=0,
+            verbose=False,
+        )
+    with pytest.raises(ValueError, match="k_best"):
+        _core.pydt_greedy_em(
+            x,
+            alpha=0.5,
+            beta=0.2,
+            c=1.0,
+            sigma2=1.0,
+            max_iter=1,
+            k_best=0,
+            learn=(False, False, False, False),
+            priors=PRIORS,
+            seed=0,
+            verbose=False,
+        )
