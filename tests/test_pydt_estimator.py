@@ -168,3 +168,61 @@ def test_probit_mcmc_finds_the_insects_of_the_animals_data():
     assert info.value.parameter == "inference"
     with pytest.raises(rt.InvalidParameterError):
         est.score_samples(animals.data)
+
+
+def _ln_time_jacobian(tree: rt.Tree) -> float:
+    heights = np.asarray(tree.heights)
+    return float(np.log1p(-heights[list(tree.internal_nodes)]).sum())
+
+
+def test_greedy_em_attributes_are_consistent():
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    assert est.inference == "greedy-em" and est.acceptance_rate_ is None
+    heights = np.asarray(est.tree_.heights)
+    np.testing.assert_array_equal(heights[:25], 1.0)
+    assert np.all((heights[25:] > 0) & (heights[25:] < 1))
+    assert 1 < len(est.samples_) <= 10
+    assert len({str(t.to_nested()) for t in est.samples_}) == len(est.samples_)
+    assert est.tree_ is est.samples_[0]
+    for tree, (a, b, c, s2), lj in zip(
+        est.samples_, est.sample_hyperparameters_, est.sample_log_joint_, strict=True
+    ):
+        assert rt.pydt_log_prior(tree, alpha=a, beta=b, c=c) + rt.pydt_log_likelihood(
+            X, tree, sigma2=s2
+        ) == pytest.approx(lj, rel=1e-10)
+    assert est.log_joint_ == est.sample_log_joint_[0]
+    assert set(est.trace_) == {"objective"}
+    objective = est.trace_["objective"]
+    assert np.all(np.diff(objective) >= 0)
+    # The objective of tree_ is its log joint in u = -ln(1 - t) plus the log hyperprior
+    # densities of the learnt alpha, beta, c and 1/sigma2 (Gamma(1, 1) or Beta(1, 1) by
+    # default: -alpha - c - 1/sigma2). It is the best seen: at least the final state's (a
+    # candidate that gained less than the search's tolerance of 1e-6 may beat it).
+    best = est.log_joint_ + _ln_time_jacobian(est.tree_)
+    best += -est.alpha_ - est.c_ - 1.0 / est.sigma2_
+    assert objective[-1] - 1e-9 <= best <= objective[-1] + 1e-5
+
+
+def test_greedy_em_beats_the_generating_tree():
+    # With the generating hyperparameters fixed, the search's objective for the best tree
+    # is at least that of the tree the data were drawn from.
+    x, truth = rt.sample_pydt(30, 2, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=3)
+    est = rt.PitmanYorDiffusionTree(learn_hyperparameters=False, random_state=0).fit(x)
+    true_objective = rt.pydt_log_prior(truth, alpha=0.5, beta=0.2, c=1.0)
+    true_objective += rt.pydt_log_likelihood(x, truth, sigma2=1.0) + _ln_time_jacobian(truth)
+    assert est.trace_["objective"][-1] >= true_objective
+
+
+def test_greedy_em_keeps_the_dirichlet_diffusion_tree_binary_and_is_deterministic():
+    a = rt.PitmanYorDiffusionTree(alpha=0.0, beta=0.0, random_state=2).fit(X)
+    np.testing.assert_array_equal(a.sample_hyperparameters_[:, :2], 0.0)
+    for tree in a.samples_:
+        assert all(len(tree.children[b]) == 2 for b in tree.internal_nodes)
+    b = rt.PitmanYorDiffusionTree(alpha=0.0, beta=0.0, random_state=2).fit(X)
+    assert a.tree_.to_nested() == b.tree_.to_nested()
+    np.testing.assert_array_equal(a.trace_["objective"], b.trace_["objective"])
+
+
+def test_greedy_em_progress_goes_to_python_stderr(capsys):
+    rt.PitmanYorDiffusionTree(n_iter=2, verbose=True).fit(X)
+    assert "pydt greedy EM: pass 1/2" in capsys.readouterr().err

@@ -415,12 +415,13 @@ class PitmanYorDiffusionTree(ParamsMixin):
         probit likelihood needs ``inference="mcmc"``, which samples the latent values.
     inference : {"greedy-em", "mcmc"}, default="greedy-em"
         Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
-        re-attaching subtrees where the EM-optimised log joint is highest, keeping the 10
-        best trees; or MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio,
+        re-attaching subtrees where the EM-optimised objective (see ``trace_``) is highest,
+        keeping the 10 best trees; or MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio,
         slice moves of the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2`
         and slice moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`.
     n_iter : int, default=100
-        EM iterations (at most), or MCMC sweeps (each: one subtree move per node on
+        EM passes over all subtrees (at most; the search stops after a pass that moves
+        nothing), or MCMC sweeps (each: one subtree move per node on
         average, one slice move per divergence time, one update of each learnt
         hyperparameter).
     learn_hyperparameters : bool or collection of str, default=True
@@ -449,7 +450,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
     Attributes
     ----------
     tree_ : Tree
-        The best tree found (MCMC: the kept sample with the highest log joint): leaves (the
+        The best tree found (EM: by the search's objective, see ``trace_``; MCMC: the kept
+        sample with the highest log joint): leaves (the
         rows) at height 1, branch points at their divergence times in :math:`(0, 1)`.
     log_joint_ : float
         :math:`\ln p(X, T, t \mid \alpha, \beta, c, \sigma^2)` of ``tree_`` under
@@ -466,9 +468,14 @@ class PitmanYorDiffusionTree(ParamsMixin):
     sample_log_joint_ : ndarray of shape (n_samples,)
         The log joint of each of ``samples_`` (as ``log_joint_``).
     trace_ : dict of str to ndarray
-        Per iteration: ``"log_joint"`` (EM: of the current tree; MCMC: of the chain's state,
-        for the probit likelihood with the latent values in place of ``X``)
-        and, for MCMC, ``"log_likelihood"``, ``"alpha"``, ``"beta"``, ``"c"``,
+        EM: ``"objective"``, the quantity the search maximises after the initial tree and
+        after each pass (non-decreasing): the log joint with the divergence times measured
+        as :math:`u = -\ln(1 - t)`, i.e. ``log_joint`` plus :math:`\sum_b \ln(1 - t_b)`
+        over the branch points, plus the log hyperprior densities of the learnt
+        hyperparameters (in :math:`t` the log joint has no maximum once :math:`c < 1`: it
+        grows without bound as branch points approach :math:`t = 1`). MCMC, per sweep:
+        ``"log_joint"`` of the chain's state (for the probit likelihood with the latent
+        values in place of ``X``), ``"log_likelihood"``, ``"alpha"``, ``"beta"``, ``"c"``,
         ``"sigma2"`` and ``"acceptance"`` (the sweep's subtree-move acceptance rate).
     acceptance_rate_ : float or None
         MCMC: accepted subtree moves over proposals; ``None`` for EM.
@@ -603,7 +610,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
             samples, trace = _core.pydt_greedy_em(
                 X, None, max_iter=n_iter, k_best=10, verbose=verbose, **common
             )
-            self.trace_ = {"log_joint": np.asarray(trace, dtype=float)}
+            self.trace_ = {"objective": np.asarray(trace, dtype=float)}
             self.acceptance_rate_ = None
             best = 0
         self.samples_ = [_wrap(s[0]) for s in samples]

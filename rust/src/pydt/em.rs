@@ -119,8 +119,11 @@
 //! upward message. One detachment scores every branch midpoint and every branch point in
 //! `O(N D)`; the scores are exact log joints of the candidate trees.
 //!
+//! The current tree's EM runs to convergence (at most 1000 steps) after the initial tree is
+//! built and after each pass; a candidate's runs at most [`EmConfig::em_steps`] steps.
+//!
 //! *Moves.* Every non-root node is detached in turn (in an order drawn from the seed), the
-//! [`EmConfig::n_candidates`] best positions get EM, and the best of them replaces the
+//! [`EmConfig::n_candidates`] best positions that change the structure get EM, and the best of them replaces the
 //! current tree if it raises `F`. A pass with no accepted move ends the search. The initial
 //! tree, unless given, is built by sequential attachment: the points in an order drawn from
 //! the seed, each at its best-scoring position followed by EM. The hyperparameters are held
@@ -158,6 +161,10 @@ pub const TIME_GAP: f64 = 1e-9;
 
 /// The floor of `ln ℓ` inside the M-step objective.
 const LN_LEN_FLOOR: f64 = -300.0;
+
+/// The most EM steps that polish the current tree after the initial tree is built and
+/// after each pass (a candidate gets [`EmConfig::em_steps`]).
+const POLISH_STEPS: usize = 1000;
 
 /// The most L-BFGS iterations of one M-step.
 const LBFGS_MAX_ITERS: u64 = 200;
@@ -1219,6 +1226,7 @@ pub fn greedy_em(
         }
         None => sequential(&x, params, sigma2, config, &mut rng, interrupt)?,
     };
+    state.em(POLISH_STEPS, tol)?;
     let mut kbest = KBest {
         k: config.k_best,
         items: Vec::new(),
@@ -1246,6 +1254,8 @@ pub fn greedy_em(
             }
         }
         accepted_total += accepted;
+        state.em(POLISH_STEPS, tol)?;
+        kbest.offer(&state)?;
         trace.push(state.objective());
         progress(
             pass,
@@ -1268,8 +1278,9 @@ pub fn greedy_em(
     })
 }
 
-/// One move: detaches `v`, runs EM at the best-scoring positions, and returns the best
-/// resulting state if it beats the current objective by more than `tol`.
+/// One move: detaches `v`, runs EM at the best-scoring positions that change the tree's
+/// structure, and returns the best resulting state if it beats the current objective by
+/// more than `tol`.
 fn improve<'a>(
     state: &State<'a>,
     v: NodeId,
@@ -1277,14 +1288,24 @@ fn improve<'a>(
     kbest: &mut KBest,
 ) -> Result<Option<State<'a>>> {
     let f0 = state.objective();
+    let key0 = state.structure_key();
     let mut rest = state.clone();
     let det = rest.arena.detach(v)?;
     rest.refresh();
-    let cands = best_candidates(rest.score_attachments(v), config.n_candidates);
+    let cands = best_candidates(rest.score_attachments(v), usize::MAX);
     let mut best: Option<State<'a>> = None;
+    let mut tried = 0;
     for cand in cands {
+        if tried == config.n_candidates {
+            break;
+        }
         let mut trial = rest.clone();
         trial.arena.attach(&det, cand.at)?;
+        // The subtree back where it was (or at an equivalent position) is not a move.
+        if trial.structure_key() == key0 {
+            continue;
+        }
+        tried += 1;
         trial.refresh();
         trial.em(config.em_steps, config.tol)?;
         kbest.offer(&trial)?;

@@ -3,7 +3,7 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-use super::run_interruptible;
+use super::{progress_line, run_interruptible};
 use super::tree::PyTree;
 use crate::pydt::PydtParams;
 use crate::pydt::em::{self, EmConfig};
@@ -18,7 +18,7 @@ type PyBest = (PyTree, f64, f64, f64, f64, f64);
 /// `pydt_log_prior + pydt_log_likelihood`), and the objective after the initial tree's EM
 /// and after each pass. `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate
 /// (or `a`, `b`) of the priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With
-/// `verbose`, a line per pass goes to standard error. Interruptible with Ctrl-C.
+/// `verbose`, a line per pass goes to Python's `sys.stderr`. Interruptible with Ctrl-C.
 #[pyfunction]
 #[pyo3(signature = (x, tree=None, *, alpha, beta, c, sigma2, max_iter, k_best, learn, priors,
                     seed, verbose))]
@@ -68,7 +68,7 @@ fn pydt_greedy_em<'py>(
     let result = run_interruptible(py, move |interrupt| {
         let mut progress = |pass: usize, row: &em::PassRow| {
             if verbose {
-                eprintln!(
+                progress_line(&format!(
                     "pydt greedy EM: pass {}/{max_iter}, objective {:.3}, log joint {:.3}, \
                      {} moves, alpha {:.3}, beta {:.3}, c {:.3}, sigma2 {:.4}",
                     pass + 1,
@@ -79,7 +79,7 @@ fn pydt_greedy_em<'py>(
                     row.params.beta(),
                     row.params.c(),
                     row.sigma2
-                );
+                ));
             }
         };
         em::greedy_em(
