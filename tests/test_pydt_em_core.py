@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 import rosetree
 from rosetree import _core
 

@@ -416,9 +416,10 @@ class PitmanYorDiffusionTree(ParamsMixin):
     inference : {"greedy-em", "mcmc"}, default="greedy-em"
         Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
         re-attaching subtrees where the EM-optimised objective (see ``trace_``) is highest,
-        keeping the 10 best trees; or MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio,
-        slice moves of the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2`
-        and slice moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`.
+        keeping the 10 best trees; or MCMC (§5.1): subtree moves with the exact
+        Metropolis–Hastings ratio, slice moves of the divergence times, Gibbs updates of
+        ``c`` and :math:`1/\sigma^2` and slice moves of :math:`\ln\alpha` and
+        :math:`\mathrm{logit}\,\beta`.
     n_iter : int, default=100
         EM passes over all subtrees (at most; the search stops after a pass that moves
         nothing), or MCMC sweeps (each: one subtree move per node on

@@ -302,6 +302,11 @@ pub struct EmResult {
 }
 
 /// `ln(1 + eˣ)` without overflow.
+/// `a ≥ b`, false when either is NaN (a NaN objective is never an improvement).
+fn at_least(a: f64, b: f64) -> bool {
+    a >= b
+}
+
 fn softplus(x: f64) -> f64 {
     x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
@@ -400,7 +405,9 @@ impl CostFunction for Negated<'_> {
     fn cost(&self, s: &Vec<f64>) -> std::result::Result<f64, argmin::core::Error> {
         let q = self.0.eval(s, None);
         if q.is_nan() {
-            return Err(argmin::core::Error::msg("the M-step objective is not a number"));
+            return Err(argmin::core::Error::msg(
+                "the M-step objective is not a number",
+            ));
         }
         Ok(-q)
     }
@@ -433,7 +440,10 @@ impl<F: Fn(f64) -> f64> CostFunction for OneDim<F> {
 /// The maximiser of `f` on `[lo, hi]` by golden-section search, started at `u0`; `None`
 /// when the search fails.
 fn golden_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, u0: f64) -> Option<f64> {
-    let solver = GoldenSectionSearch::new(lo, hi).ok()?.with_tolerance(1e-7).ok()?;
+    let solver = GoldenSectionSearch::new(lo, hi)
+        .ok()?
+        .with_tolerance(1e-7)
+        .ok()?;
     let res = Executor::new(OneDim(f), solver)
         .configure(|st| st.param(u0.clamp(lo, hi)).max_iters(200))
         .run()
@@ -601,7 +611,6 @@ impl<'a> State<'a> {
             var: vec![0.0; slots],
             stat: vec![0.0; slots],
         };
-        let zero = vec![0.0; d];
         for v in self.pre_order() {
             let node = self.arena.node(v).expect("live node");
             let parent = node.parent();
@@ -621,7 +630,7 @@ impl<'a> State<'a> {
             let mut dist = 0.0;
             for j in 0..d {
                 let m_a = if ma == usize::MAX {
-                    zero[j]
+                    0.0
                 } else {
                     e.mean[ma + j]
                 };
@@ -752,7 +761,7 @@ impl<'a> State<'a> {
             .map(|&v| self.arena.time(v).expect("live node"))
             .collect();
         self.set_s(&internal, &s1)?;
-        if !(self.objective() >= before) {
+        if !at_least(self.objective(), before) {
             self.set_times(&internal, &old)?;
         }
         Ok(())
@@ -776,7 +785,7 @@ impl<'a> State<'a> {
         let before = (self.objective(), self.sigma2);
         self.sigma2 = 1.0 / precision;
         self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
-        if !(self.objective() >= before.0) {
+        if !at_least(self.objective(), before.0) {
             self.sigma2 = before.1;
             self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
         }
@@ -823,7 +832,7 @@ impl<'a> State<'a> {
     fn try_params(&mut self, params: PydtParams) {
         let (before, old) = (self.objective(), self.params);
         self.set_params(params);
-        if !(self.objective() >= before) {
+        if !at_least(self.objective(), before) {
             self.set_params(old);
         }
     }
@@ -893,7 +902,7 @@ impl<'a> State<'a> {
                 self.update_alpha_beta()?;
             }
             let f = self.objective();
-            if !(f - f_old > tol) {
+            if (f - f_old).is_nan() || f - f_old <= tol {
                 break;
             }
             f_old = f;
@@ -1021,8 +1030,7 @@ impl<'a> State<'a> {
                     o_mean[k.index() * d + j] = (pre_eta[i * d + j] + suf_eta[j]) / prec;
                 }
                 counts[i] += n_s;
-                path[k.index()] =
-                    path[b.index()] + self.node_term(&counts, t_b) - st.prior;
+                path[k.index()] = path[b.index()] + self.node_term(&counts, t_b) - st.prior;
                 counts[i] -= n_s;
                 let ks = self.arena.node(k).expect("live node");
                 let var = ks.cache().var + (ks.time() - t_b);
@@ -1116,12 +1124,7 @@ struct KBest {
 impl KBest {
     fn offer(&mut self, state: &State<'_>) -> Result<()> {
         let f = state.objective();
-        if self.items.len() >= self.k
-            && self
-                .items
-                .last()
-                .is_some_and(|(_, t)| t.objective >= f)
-        {
+        if self.items.len() >= self.k && self.items.last().is_some_and(|(_, t)| t.objective >= f) {
             return Ok(());
         }
         let key = state.structure_key();
@@ -1198,7 +1201,10 @@ pub fn greedy_em(
         return Err(RoseTreeError::param("n_samples", "the data have no rows"));
     }
     if x.ncols() == 0 {
-        return Err(RoseTreeError::param("n_features", "the data have no columns"));
+        return Err(RoseTreeError::param(
+            "n_features",
+            "the data have no columns",
+        ));
     }
     if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
         return Err(RoseTreeError::data(
@@ -1330,9 +1336,8 @@ fn sequential<'a, R: rand::Rng + ?Sized>(
 ) -> Result<State<'a>> {
     let n = x.nrows();
     if n == 1 {
-        let arena = Arena::from_topology(&Topology::new(1, vec![])?, &[1.0], |_| {
-            NodeState::default()
-        })?;
+        let arena =
+            Arena::from_topology(&Topology::new(1, vec![])?, &[1.0], |_| NodeState::default())?;
         return Ok(State::new(
             arena,
             x,

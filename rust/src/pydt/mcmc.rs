@@ -989,7 +989,9 @@ pub(super) fn root_log_likelihood(arena: &Arena<NodeState>, d: usize, sigma2: f6
     let ln_var = node.cache().ln_var + s.ln();
     let quad = node.cache().quad + node.cache().mean.iter().map(|m| m * m).sum::<f64>() / s;
     let (n, d) = (node.n_leaves() as f64, d as f64);
-    -0.5 * n * d * (2.0 * std::f64::consts::PI * sigma2).ln() - 0.5 * d * ln_var - 0.5 * quad / sigma2
+    -0.5 * n * d * (2.0 * std::f64::consts::PI * sigma2).ln()
+        - 0.5 * d * ln_var
+        - 0.5 * quad / sigma2
 }
 
 /// The cache of node `v` from its children's (see the [module docs](self)).

@@ -3,8 +3,8 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-use super::{progress_line, run_interruptible};
 use super::tree::PyTree;
+use super::{progress_line, run_interruptible};
 use crate::pydt::PydtParams;
 use crate::pydt::em::{self, EmConfig};
 use crate::pydt::mcmc::{BetaPrior, GammaPrior, Hyperpriors, Learn};

@@ -34,13 +34,18 @@ fn objective(x: &Array2<f64>, tree: &Tree, p: &PydtParams, sigma2: f64) -> f64 {
 }
 
 fn state_of<'a>(x: &'a Array2<f64>, tree: &Tree, p: PydtParams, sigma2: f64) -> State<'a> {
-    let arena = Arena::from_topology(
-        &tree.topology(),
-        tree.heights().unwrap(),
-        |_| NodeState::default(),
-    )
+    let arena = Arena::from_topology(&tree.topology(), tree.heights().unwrap(), |_| {
+        NodeState::default()
+    })
     .unwrap();
-    State::new(arena, x, p, sigma2, Learn::default(), Hyperpriors::default())
+    State::new(
+        arena,
+        x,
+        p,
+        sigma2,
+        Learn::default(),
+        Hyperpriors::default(),
+    )
 }
 
 /// A sampled data set with its tree.
@@ -116,7 +121,7 @@ fn the_m_step_objective_at_the_current_times_is_the_expected_complete_log_joint(
     for (v, node) in tree.nodes().iter().enumerate() {
         let ta = node.parent.map_or(0.0, |a| t[a]);
         let ell = t[v] - ta;
-        want += -1.0 * ell.ln() - e.stat[v] / (2.0 * 0.5 * ell);
+        want += -ell.ln() - e.stat[v] / (2.0 * 0.5 * ell);
         if !node.children.is_empty() {
             let counts: Vec<usize> = node
                 .children
@@ -126,7 +131,10 @@ fn the_m_step_objective_at_the_current_times_is_the_expected_complete_log_joint(
             want += p.c() * harmonic_gap(&h, &counts) * (-t[v]).ln_1p();
         }
     }
-    assert!((q - want).abs() < 1e-6 * want.abs().max(1.0), "{q} vs {want}");
+    assert!(
+        (q - want).abs() < 1e-6 * want.abs().max(1.0),
+        "{q} vs {want}"
+    );
 }
 
 /// The posterior marginals of every node and the cross-covariances with the parent from
@@ -353,7 +361,17 @@ fn recovers(tree: &Tree, per: usize) -> bool {
 }
 
 fn run(x: &Array2<f64>, p: PydtParams, sigma2: f64, config: &EmConfig, seed: u64) -> EmResult {
-    greedy_em(x.view(), None, p, sigma2, config, seed, &|| false, &mut |_, _| {}).unwrap()
+    greedy_em(
+        x.view(),
+        None,
+        p,
+        sigma2,
+        config,
+        seed,
+        &|| false,
+        &mut |_, _| {},
+    )
+    .unwrap()
 }
 
 #[test]
@@ -425,8 +443,17 @@ fn a_given_start_tree_and_a_seed_give_the_same_result() {
     let b = run(&x, p, 1.0, &config, 9);
     assert_eq!(a.trace, b.trace);
     assert_eq!(a.best[0].tree, b.best[0].tree);
-    let from = greedy_em(x.view(), Some(&tree), p, 1.0, &config, 9, &|| false, &mut |_, _| {})
-        .unwrap();
+    let from = greedy_em(
+        x.view(),
+        Some(&tree),
+        p,
+        1.0,
+        &config,
+        9,
+        &|| false,
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert!(from.trace.windows(2).all(|w| w[1] >= w[0]));
     // EM alone on the start tree already beats the start.
     assert!(from.trace[0] >= objective(&x, &tree, &p, 1.0));
@@ -490,7 +517,16 @@ fn bad_inputs_are_named() {
     ));
     let wrong = crate::pydt::tests::tree(2, vec![vec![0, 1]], &[0.5]);
     assert!(matches!(
-        greedy_em(x.view(), Some(&wrong), p, 1.0, &ok, 0, &|| false, &mut |_, _| {}),
+        greedy_em(
+            x.view(),
+            Some(&wrong),
+            p,
+            1.0,
+            &ok,
+            0,
+            &|| false,
+            &mut |_, _| {}
+        ),
         Err(RoseTreeError::InvalidTree(_))
     ));
     assert!(matches!(
