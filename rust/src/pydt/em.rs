@@ -8,21 +8,27 @@
 //! The objective of a state `(T, t, α, β, c, σ²)` is
 //!
 //! ```text
-//!   F = ln p(X | T, t, σ²) + ln p(T, t | α, β, c) + Σ_b ln(1 − t_b) + Σ_{learnt θ} ln p(θ),
+//!   F = ln p(X | T, t, σ²) + ln p(T, t | α, β, c) + Σ_b ln t_b (1 − t_b) + Σ_{learnt θ} ln p(θ),
 //! ```
 //!
-//! the exact log joint ([`super::log_likelihood`] + [`super::log_prior`]) with the
-//! divergence times measured as `u_b = −ln(1 − t_b)` (the Jacobian `Σ_b ln(1 − t_b)` over the
-//! branch points `b`), plus the log prior densities of the hyperparameters that are learnt
-//! ([`Learn`], priors as in [`Hyperpriors`]; `1/σ²`'s density in the precision).
+//! the exact log joint ([`super::log_likelihood`] + [`super::log_prior`]) with each branch
+//! point's time `t_b` measured as `s_b = logit t_b`, the coordinates the paper optimises in
+//! (the Jacobian `Σ_b ln t_b (1 − t_b)` over the branch points `b`), plus the log prior
+//! densities of the hyperparameters that are learnt ([`Learn`], priors as in
+//! [`Hyperpriors`]; `1/σ²`'s density in the precision).
 //!
-//! *Why `u`.* On the scale `u` the divergence rate `a(t) dt = c du` is constant and the prior
-//! density of a branch point, `∝ c e^{−c J u}`, is bounded. In `t` it is `∝ c (1 − t)^{c J − 1}`,
-//! unbounded at `t = 1` when `c J < 1`, and the log joint in `t` has no maximum: with `c < 1`
-//! it grows without bound as `σ² → ∞` while every cherry's branch point moves towards `t = 1`
-//! (each cherry's maximum over its time scales as `σ^{2 − 2cJ}`). In `u` the same maximum
-//! scales as `σ^{−2cJ}`. The kept trees report the log joint in `t` ([`EmTree::log_joint`]),
-//! comparable with [`super::mcmc`]'s. Every step below is a (generalised) EM or coordinate-ascent step on `F`, so `F`
+//! *Why the Jacobian.* A maximum over densities depends on the coordinates, and in `t` there
+//! is none: a branch point's prior density `∝ c (1 − t)^{c J − 1}` is unbounded at `t = 1` when
+//! `c J < 1`, and once `c < 1` the log joint grows without bound as `σ² → ∞` while every
+//! cherry's branch point moves towards `t = 1` (a cherry's maximum over its time scales as
+//! `σ^{2 − 2cJ}`). Learning `c` and `σ²` runs into that corner on ordinary data. In
+//! `u = −ln(1 − t)` the density `∝ c e^{−c J u}` is bounded but peaks at `u = 0`, so the
+//! maximum pulls branch points to the origin and `c` up. In `s` the density
+//! `∝ c t (1 − t)^{c J}` vanishes at both ends and peaks inside, at `t = 1/(1 + c J)` alone.
+//! The kept trees report the log joint in `t` ([`EmTree::log_joint`]), comparable with
+//! [`super::mcmc`]'s.
+//!
+//! Every step below is a (generalised) EM or coordinate-ascent step on `F`, so `F`
 //! never decreases; a step that would lower it because of rounding is undone.
 //!
 //! # E-step: the locations given the tree (belief propagation)
@@ -47,14 +53,15 @@
 //! With `S` fixed, the expected complete log joint as a function of the times is
 //!
 //! ```text
-//!   Q(t) = Σ_branches [−(D/2) ln ℓ_v − S_v/(2σ² ℓ_v)] + Σ_internal c J_b ln(1 − t_b) + const,
+//!   Q(t) = Σ_branches [−(D/2) ln ℓ_v − S_v/(2σ² ℓ_v)] + Σ_internal [c J_b ln(1 − t_b) + ln t_b] + const,
 //! ```
 //!
-//! the paper's eq 15 with point values of `c` and `1/σ²` and the Jacobian to `u` (which
-//! turns its `c J − 1` into `c J`). It is maximised over all the
+//! the paper's eq 15 with point values of `c` and `1/σ²` and the Jacobian to `s` (which
+//! turns its `c J − 1` into `c J` and adds `ln t_b`). It is maximised over all the
 //! times jointly by L-BFGS (the `argmin` crate, Moré–Thuente line search).
 //!
-//! *Parametrisation.* The paper's `s = logit t` does not by itself keep a parent before its
+//! *Parametrisation.* L-BFGS does not run on `s = logit t` itself (the objective's
+//! coordinates, which fix what is maximised, not how): those do not keep a parent before its
 //! children (the `1/ℓ` terms do, but only from inside: a line search may step across). Here
 //! every point of `ℝ^{|I|}` is a valid tree: with a ceiling `1 − δ` ([`TIME_GAP`] `= δ`) and
 //! `h_v = 1 − δ − t_v` the gap below it (`h = 1 − δ` at the origin), each internal node takes
@@ -66,7 +73,7 @@
 //!
 //! i.e. `ln h_v = ln h_a − softplus(s_v)` and `ln ℓ_v = ln h_a − softplus(−s_v)`: times increase
 //! down the tree and stay below `1 − δ`, so leaf branches (`ℓ = δ + h_a`) never vanish. For
-//! a node at the origin this is the paper's `s = logit t` up to `δ`. `δ` keeps exactly
+//! a node at the origin these are the objective's `s = logit t` up to `δ`. `δ` keeps exactly
 //! repeated points, whose density grows without bound as their branch point approaches
 //! `t = 1`, at representable times.
 //!
@@ -75,11 +82,12 @@
 //! `ε^L_b = −(D/2) n^L_b + S^L_b/(2σ²(δ + h_b))` with `n^L_b` of them and `S^L_b` the sum of
 //! their `S`. Since `∂ ln h_j/∂s_i = −σ(s_i)` for every internal `j` under `i` (`i` itself
 //! included), `∂ ln ℓ_i/∂s_i = σ(−s_i)`, `∂ ln ℓ_j/∂s_i = −σ(s_i)` for internal `j` strictly
-//! under `i`, and `∂ ln(δ + h_j)/∂s_i = −σ(s_i) h_j/(δ + h_j)`:
+//! under `i`, `∂ ln(δ + h_j)/∂s_i = −σ(s_i) h_j/(δ + h_j)` and `∂ ln t_j/∂s_i = σ(s_i) h_j/t_j`
+//! (`t_j` summed down the tree, not `1 − δ − h_j`, to keep a small `t_j`'s digits):
 //!
 //! ```text
 //!   ∂Q/∂s_i = ε_i σ(−s_i) − σ(s_i) A_i,
-//!   A_i = (c J_i + ε^L_i) h_i/(δ + h_i) + Σ_{internal children k} (ε_k + A_k),
+//!   A_i = (c J_i + ε^L_i) h_i/(δ + h_i) − h_i/t_i + Σ_{internal children k} (ε_k + A_k),
 //! ```
 //!
 //! accumulated children first: `O(|I|)` per evaluation, free of `D` (the `S` carry the
@@ -302,6 +310,11 @@ pub struct EmResult {
 }
 
 /// `ln(1 + eˣ)` without overflow.
+/// `ln dt/ds = ln t(1 − t)` for `s = logit t`.
+fn ln_logit_jacobian(t: f64) -> f64 {
+    t.ln() + (-t).ln_1p()
+}
+
 /// `a ≥ b`, false when either is NaN (a NaN objective is never an improvement).
 fn at_least(a: f64, b: f64) -> bool {
     a >= b
@@ -357,6 +370,7 @@ impl TimeProblem {
         let mut ln_h = vec![0.0; m];
         let mut eps = vec![0.0; m];
         let mut acc = vec![0.0; m];
+        let mut t = vec![0.0; m];
         let ln_h0 = (-TIME_GAP).ln_1p();
         let mut q = 0.0;
         for i in 0..m {
@@ -366,8 +380,16 @@ impl TimeProblem {
                 ln_h[self.parent[i]]
             };
             ln_h[i] = lhp - softplus(s[i]);
-            let (phi, e) = self.branch(lhp - softplus(-s[i]), self.stat[i]);
+            let ln_len = lhp - softplus(-s[i]);
+            let (phi, e) = self.branch(ln_len, self.stat[i]);
             let h = ln_h[i].exp();
+            // t summed down the tree (1 − δ − h loses the digits of a small t).
+            t[i] = ln_len.exp()
+                + if self.parent[i] == usize::MAX {
+                    0.0
+                } else {
+                    t[self.parent[i]]
+                };
             let ln_gap = (TIME_GAP + h).ln();
             let (phi_l, eps_l) = if self.n_leaf[i] > 0.0 {
                 let quad = self.leaf_stat[i] * self.inv_2s2 / (TIME_GAP + h);
@@ -378,9 +400,9 @@ impl TimeProblem {
             } else {
                 (0.0, 0.0)
             };
-            q += phi + self.kappa[i] * ln_gap + phi_l;
+            q += phi + self.kappa[i] * ln_gap + t[i].ln() + phi_l;
             eps[i] = e;
-            acc[i] = (self.kappa[i] + eps_l) * h / (TIME_GAP + h);
+            acc[i] = (self.kappa[i] + eps_l) * h / (TIME_GAP + h) - h / t[i];
         }
         if let Some(g) = grad {
             for i in (0..m).rev() {
@@ -569,14 +591,14 @@ impl<'a> State<'a> {
         self.log_joint() + self.hyper_ln_prior() + self.ln_time_jacobian()
     }
 
-    /// `Σ_b ln(1 − t_b)` over the branch points: the log Jacobian from the times `t` to
-    /// `u = −ln(1 − t)`.
+    /// `Σ_b ln t_b (1 − t_b)` over the branch points: the log Jacobian from the times `t`
+    /// to `s = logit t`.
     fn ln_time_jacobian(&self) -> f64 {
         self.pre_order()
             .into_iter()
             .map(|v| self.arena.node(v).expect("live node"))
             .filter(|node| !node.is_leaf())
-            .map(|node| (-node.time()).ln_1p())
+            .map(|node| ln_logit_jacobian(node.time()))
             .sum()
     }
 
@@ -1145,11 +1167,11 @@ impl KBest {
     }
 }
 
-/// The order of the candidates by their objective `F` (the log joint plus `ln(1 − t)` of a
+/// The order of the candidates by their objective `F` (the log joint plus `ln t(1 − t)` of a
 /// new branch point), best first (ties keep the scoring order).
 fn best_candidates(mut c: Vec<Candidate>, n: usize) -> Vec<Candidate> {
     let rank = |c: &Candidate| match c.at {
-        Attachment::Branch { time, .. } => c.score + (-time).ln_1p(),
+        Attachment::Branch { time, .. } => c.score + ln_logit_jacobian(time),
         Attachment::Node(_) => c.score,
     };
     c.sort_by(|a, b| rank(b).partial_cmp(&rank(a)).unwrap_or(Ordering::Equal));
@@ -1380,13 +1402,26 @@ fn sequential<'a, R: rand::Rng + ?Sized>(
         if interrupt() {
             return Err(RoseTreeError::Interrupted);
         }
-        let best = best_candidates(state.score_attachments(det.root()), 1);
-        let at = best.first().map(|c| c.at).ok_or_else(|| {
+        // EM at the best-scoring positions, the best result kept: the quick score puts a
+        // new branch point at a branch's midpoint, which undersells it against a
+        // branch point whose time has already been fitted.
+        let cands = best_candidates(state.score_attachments(det.root()), config.n_candidates);
+        let mut best: Option<State<'a>> = None;
+        for cand in cands {
+            let mut trial = state.clone();
+            trial.arena.attach(&det, cand.at)?;
+            trial.refresh();
+            trial.em(config.em_steps, config.tol)?;
+            if best
+                .as_ref()
+                .is_none_or(|b| trial.objective() > b.objective())
+            {
+                best = Some(trial);
+            }
+        }
+        state = best.ok_or_else(|| {
             RoseTreeError::Numerical("no position scored finitely for a new point".into())
         })?;
-        state.arena.attach(&det, at)?;
-        state.refresh();
-        state.em(config.em_steps, config.tol)?;
     }
     state.learn = config.learn;
     state.em(config.em_steps, config.tol)?;

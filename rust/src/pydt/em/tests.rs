@@ -19,16 +19,16 @@ fn exact(x: &Array2<f64>, tree: &Tree, p: &PydtParams, sigma2: f64) -> f64 {
     log_prior(tree, p).unwrap() + log_likelihood(x.view(), tree, sigma2).unwrap()
 }
 
-/// `Σ_b ln(1 − t_b)` over the branch points: the Jacobian from `t` to `u = −ln(1 − t)`.
+/// `Σ_b ln t_b (1 − t_b)` over the branch points: the Jacobian from `t` to `s = logit t`.
 fn jacobian(tree: &Tree) -> f64 {
     let t = tree.heights().unwrap();
     (0..tree.nodes().len())
         .filter(|&v| !tree.node(v).children.is_empty())
-        .map(|v| (-t[v]).ln_1p())
+        .map(|v| (t[v] * (1.0 - t[v])).ln())
         .sum()
 }
 
-/// The objective `F` with no hyperparameter learnt: the log joint in `u`.
+/// The objective `F` with no hyperparameter learnt: the log joint in `s = logit t`.
 fn objective(x: &Array2<f64>, tree: &Tree, p: &PydtParams, sigma2: f64) -> f64 {
     exact(x, tree, p, sigma2) + jacobian(tree)
 }
@@ -107,7 +107,7 @@ fn the_time_gradient_is_the_finite_difference_of_the_objective() {
 
 #[test]
 fn the_m_step_objective_at_the_current_times_is_the_expected_complete_log_joint() {
-    // Q(s(t)) must equal Σ_b [−(D/2) ln ℓ_b − S_b/(2σ²ℓ_b)] + Σ cJ ln(1 − t) evaluated
+    // Q(s(t)) must equal Σ_b [−(D/2) ln ℓ_b − S_b/(2σ²ℓ_b)] + Σ [cJ ln(1 − t) + ln t] evaluated
     // directly from the times (up to the ceiling δ, whose effect is O(δ)).
     let p = params(0.3, 0.1, 1.5);
     let (x, tree) = sampled(9, 2, &p, 0.5, 4);
@@ -128,7 +128,7 @@ fn the_m_step_objective_at_the_current_times_is_the_expected_complete_log_joint(
                 .iter()
                 .map(|&k| tree.node(k).n_leaves)
                 .collect();
-            want += p.c() * harmonic_gap(&h, &counts) * (-t[v]).ln_1p();
+            want += p.c() * harmonic_gap(&h, &counts) * (-t[v]).ln_1p() + t[v].ln();
         }
     }
     assert!(
