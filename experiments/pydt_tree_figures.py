@@ -81,7 +81,7 @@ def figure_5(args: Any, plt: Any) -> dict[str, Any]:
         order = rt.plot.leaf_order(est.tree_)
         ax.scatter(
             range(len(order)),
-            np.ones(len(order)),
+            np.zeros(len(order)),
             c=[f"C{labels[i]}" for i in order],
             s=12,
             zorder=3,

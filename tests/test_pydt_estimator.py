@@ -172,7 +172,8 @@ def test_probit_mcmc_finds_the_insects_of_the_animals_data():
 
 def _ln_time_jacobian(tree: rt.Tree) -> float:
     heights = np.asarray(tree.heights)
-    return float(np.log1p(-heights[list(tree.internal_nodes)]).sum())
+    t = heights[list(tree.internal_nodes)]
+    return float(np.sum(np.log(t) + np.log1p(-t)))
 
 
 def test_greedy_em_attributes_are_consistent():
@@ -194,7 +195,7 @@ def test_greedy_em_attributes_are_consistent():
     assert set(est.trace_) == {"objective"}
     objective = est.trace_["objective"]
     assert np.all(np.diff(objective) >= 0)
-    # The objective of tree_ is its log joint in u = -ln(1 - t) plus the log hyperprior
+    # The objective of tree_ is its log joint in s = logit t plus the log hyperprior
     # densities of the learnt alpha, beta, c and 1/sigma2 (Gamma(1, 1) or Beta(1, 1) by
     # default: -alpha - c - 1/sigma2). It is the best seen: at least the final state's (a
     # candidate that gained less than the search's tolerance of 1e-6 may beat it).

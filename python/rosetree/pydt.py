@@ -416,7 +416,9 @@ class PitmanYorDiffusionTree(ParamsMixin):
     inference : {"greedy-em", "mcmc"}, default="greedy-em"
         Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
         re-attaching subtrees where the EM-optimised objective (see ``trace_``) is highest,
-        keeping the 10 best trees; or MCMC (§5.1): subtree moves with the exact
+        keeping the 10 best trees (its maximum over the divergence times favours trees
+        with few branch points: for multi-way structure prefer MCMC, see
+        ``docs/pydt.md``, Figure 5); or MCMC (§5.1): subtree moves with the exact
         Metropolis–Hastings ratio, slice moves of the divergence times, Gibbs updates of
         ``c`` and :math:`1/\sigma^2` and slice moves of :math:`\ln\alpha` and
         :math:`\mathrm{logit}\,\beta`.
@@ -471,10 +473,11 @@ class PitmanYorDiffusionTree(ParamsMixin):
     trace_ : dict of str to ndarray
         EM: ``"objective"``, the quantity the search maximises after the initial tree and
         after each pass (non-decreasing): the log joint with the divergence times measured
-        as :math:`u = -\ln(1 - t)`, i.e. ``log_joint`` plus :math:`\sum_b \ln(1 - t_b)`
-        over the branch points, plus the log hyperprior densities of the learnt
-        hyperparameters (in :math:`t` the log joint has no maximum once :math:`c < 1`: it
-        grows without bound as branch points approach :math:`t = 1`). MCMC, per sweep:
+        as :math:`s = \mathrm{logit}\,t`, i.e. ``log_joint`` plus
+        :math:`\sum_b \ln t_b (1 - t_b)` over the branch points, plus the log hyperprior
+        densities of the learnt hyperparameters (in :math:`t` the log joint has no maximum
+        once :math:`c < 1`: it grows without bound as :math:`\sigma^2 \to \infty` with the
+        branch points approaching :math:`t = 1`). MCMC, per sweep:
         ``"log_joint"`` of the chain's state (for the probit likelihood with the latent
         values in place of ``X``), ``"log_likelihood"``, ``"alpha"``, ``"beta"``, ``"c"``,
         ``"sigma2"`` and ``"acceptance"`` (the sweep's subtree-move acceptance rate).
