@@ -230,38 +230,8 @@ impl EmConfig {
                 format!("must be finite and ≥ 0, got {}", self.tol),
             ));
         }
-        let p = &self.priors;
-        p.alpha.check("alpha_prior")?;
-        p.c.check("c_prior")?;
-        p.precision.check("sigma2_prior")?;
-        for (what, v) in [("a", p.beta.a), ("b", p.beta.b)] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(RoseTreeError::param(
-                    "beta_prior",
-                    format!("the Beta prior's {what} must be finite and > 0, got {v}"),
-                ));
-            }
-        }
-        if self.learn.alpha && params.alpha() <= 0.0 {
-            return Err(RoseTreeError::param(
-                "alpha",
-                format!(
-                    "learning alpha needs a starting value > 0 (it is searched on the log \
-                     scale), got {}",
-                    params.alpha()
-                ),
-            ));
-        }
-        if self.learn.beta && params.beta() <= 0.0 {
-            return Err(RoseTreeError::param(
-                "beta",
-                format!(
-                    "learning beta needs a starting value in (0, 1) (it is searched on the \
-                     logit scale), got {}",
-                    params.beta()
-                ),
-            ));
-        }
+        self.priors.check()?;
+        self.learn.check_start(params, "searched")?;
         Ok(())
     }
 }

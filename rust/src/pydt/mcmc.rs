@@ -180,6 +180,52 @@ pub struct Learn {
     pub sigma2: bool,
 }
 
+impl Learn {
+    /// Checks that a learnt `α` or `β` starts positive: they move on the log and logit
+    /// scales (`how` they move, for the message: "sampled", "searched").
+    pub(super) fn check_start(&self, params: &PydtParams, how: &str) -> Result<()> {
+        if self.alpha && params.alpha() <= 0.0 {
+            return Err(RoseTreeError::param(
+                "alpha",
+                format!(
+                    "learning alpha needs a starting value > 0 (it is {how} on the log \
+                     scale), got {}",
+                    params.alpha()
+                ),
+            ));
+        }
+        if self.beta && params.beta() <= 0.0 {
+            return Err(RoseTreeError::param(
+                "beta",
+                format!(
+                    "learning beta needs a starting value in (0, 1) (it is {how} on the \
+                     logit scale), got {}",
+                    params.beta()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Hyperpriors {
+    /// Checks every parameter of every prior, naming the prior.
+    pub(super) fn check(&self) -> Result<()> {
+        self.alpha.check("alpha_prior")?;
+        self.c.check("c_prior")?;
+        self.precision.check("sigma2_prior")?;
+        for (what, v) in [("a", self.beta.a), ("b", self.beta.b)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(RoseTreeError::param(
+                    "beta_prior",
+                    format!("the Beta prior's {what} must be finite and > 0, got {v}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The settings of a chain.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct McmcConfig {
@@ -225,18 +271,7 @@ impl McmcConfig {
                 ),
             ));
         }
-        let p = &self.priors;
-        p.alpha.check("alpha_prior")?;
-        p.c.check("c_prior")?;
-        p.precision.check("sigma2_prior")?;
-        for (what, v) in [("a", p.beta.a), ("b", p.beta.b)] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(RoseTreeError::param(
-                    "beta_prior",
-                    format!("the Beta prior's {what} must be finite and > 0, got {v}"),
-                ));
-            }
-        }
+        self.priors.check()?;
         if self.learn.sigma2 && self.likelihood == Likelihood::Probit {
             return Err(RoseTreeError::param(
                 "sigma2",
@@ -244,26 +279,7 @@ impl McmcConfig {
                  do not depend on their scale (fix sigma2, e.g. at 1)",
             ));
         }
-        if self.learn.alpha && params.alpha() <= 0.0 {
-            return Err(RoseTreeError::param(
-                "alpha",
-                format!(
-                    "learning alpha needs a starting value > 0 (it is sampled on the log \
-                     scale), got {}",
-                    params.alpha()
-                ),
-            ));
-        }
-        if self.learn.beta && params.beta() <= 0.0 {
-            return Err(RoseTreeError::param(
-                "beta",
-                format!(
-                    "learning beta needs a starting value in (0, 1) (it is sampled on the \
-                     logit scale), got {}",
-                    params.beta()
-                ),
-            ));
-        }
+        self.learn.check_start(params, "sampled")?;
         Ok(())
     }
 }

@@ -14,6 +14,34 @@ use crate::pydt::mcmc::{
 use crate::pydt::probit::{self, EpConfig};
 use crate::pydt::{self, PydtParams};
 
+/// `learn` as `(alpha, beta, c, sigma2)` flags.
+pub(super) fn learn_flags(learn: (bool, bool, bool, bool)) -> Learn {
+    Learn {
+        alpha: learn.0,
+        beta: learn.1,
+        c: learn.2,
+        sigma2: learn.3,
+    }
+}
+
+/// `priors` as the shape and rate (or `a`, `b`) of the priors of `alpha`, `beta`, `c` and
+/// `1/sigma2`, in that order.
+pub(super) fn hyperpriors(priors: [f64; 8]) -> Hyperpriors {
+    let gamma = |i: usize| GammaPrior {
+        shape: priors[i],
+        rate: priors[i + 1],
+    };
+    Hyperpriors {
+        alpha: gamma(0),
+        beta: BetaPrior {
+            a: priors[2],
+            b: priors[3],
+        },
+        c: gamma(4),
+        precision: gamma(6),
+    }
+}
+
 /// `ln p(T, t)` of a diffusion tree (leaves at 1, divergence times in `(0, 1)`).
 #[pyfunction]
 #[pyo3(signature = (tree, *, alpha, beta, c))]
@@ -113,29 +141,12 @@ fn pydt_mcmc<'py>(
     let likelihood: Likelihood = likelihood.parse()?;
     let x = x.as_array().to_owned();
     let init = tree.map(|t| t.get().inner.clone());
-    let gamma = |i: usize| GammaPrior {
-        shape: priors[i],
-        rate: priors[i + 1],
-    };
     let config = McmcConfig {
         n_iter,
         burn_in,
         thin,
-        learn: Learn {
-            alpha: learn.0,
-            beta: learn.1,
-            c: learn.2,
-            sigma2: learn.3,
-        },
-        priors: Hyperpriors {
-            alpha: gamma(0),
-            beta: BetaPrior {
-                a: priors[2],
-                b: priors[3],
-            },
-            c: gamma(4),
-            precision: gamma(6),
-        },
+        learn: learn_flags(learn),
+        priors: hyperpriors(priors),
         likelihood,
     };
     let result = run_interruptible(py, move |interrupt| {

@@ -3,11 +3,11 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
+use super::pydt::{hyperpriors, learn_flags};
 use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
 use crate::pydt::PydtParams;
 use crate::pydt::em::{self, EmConfig};
-use crate::pydt::mcmc::{BetaPrior, GammaPrior, Hyperpriors, Learn};
 
 /// One kept tree: `(tree, alpha, beta, c, sigma2, log_joint)`.
 type PyBest = (PyTree, f64, f64, f64, f64, f64);
@@ -41,28 +41,11 @@ fn pydt_greedy_em<'py>(
     let params = PydtParams::new(alpha, beta, c)?;
     let x = x.as_array().to_owned();
     let init = tree.map(|t| t.get().inner.clone());
-    let gamma = |i: usize| GammaPrior {
-        shape: priors[i],
-        rate: priors[i + 1],
-    };
     let config = EmConfig {
         max_iter,
         k_best,
-        learn: Learn {
-            alpha: learn.0,
-            beta: learn.1,
-            c: learn.2,
-            sigma2: learn.3,
-        },
-        priors: Hyperpriors {
-            alpha: gamma(0),
-            beta: BetaPrior {
-                a: priors[2],
-                b: priors[3],
-            },
-            c: gamma(4),
-            precision: gamma(6),
-        },
+        learn: learn_flags(learn),
+        priors: hyperpriors(priors),
         ..EmConfig::default()
     };
     let result = run_interruptible(py, move |interrupt| {
