@@ -163,11 +163,27 @@ def test_probit_mcmc_finds_the_insects_of_the_animals_data():
     prior = rt.pydt_log_prior(tree, alpha=est.alpha_, beta=est.beta_, c=est.c_)
     assert est.log_joint_ == pytest.approx(prior + log_marginal, rel=1e-12)
     assert est.log_joint_ == est.sample_log_joint_.max()
-    with pytest.raises(rt.InvalidParameterError) as info:
-        rt.PitmanYorDiffusionTree(likelihood="probit").fit(animals.data)
-    assert info.value.parameter == "inference"
     with pytest.raises(rt.InvalidParameterError):
         est.score_samples(animals.data)
+
+
+def test_probit_greedy_em_separates_classes_and_reports_the_ep_log_joint():
+    animals = rt.datasets.load_animals()
+    rows = np.flatnonzero(np.isin(animals.target, ["insect", "bird", "fish"]))
+    X, target = animals.data[rows], animals.target[rows]
+    est = rt.PitmanYorDiffusionTree(likelihood="probit", n_iter=2, random_state=0).fit(X)
+    assert est.sigma2_ == 1.0
+    tree = est.tree_
+    for cls in ("insect", "bird"):
+        members = set(np.flatnonzero(target == cls))
+        assert any(set(tree.leaves(v)) == members for v in tree.internal_nodes), cls
+    _, _, log_marginal = rt._core.pydt_probit_ep(X, tree._structure)
+    prior = rt.pydt_log_prior(tree, alpha=est.alpha_, beta=est.beta_, c=est.c_)
+    assert est.log_joint_ == pytest.approx(prior + log_marginal, rel=1e-12)
+    assert np.all(np.diff(est.trace_["objective"]) >= 0)
+    with pytest.raises(rt.InvalidParameterError) as info:
+        rt.PitmanYorDiffusionTree(likelihood="probit", learn_hyperparameters=["sigma2"]).fit(X)
+    assert info.value.parameter == "learn_hyperparameters"
 
 
 def _ln_time_jacobian(tree: rt.Tree) -> float:

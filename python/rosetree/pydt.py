@@ -412,7 +412,9 @@ class PitmanYorDiffusionTree(ParamsMixin):
     likelihood : {"gaussian", "probit"}, default="gaussian"
         Real-valued rows observed exactly at the leaves (eq 10), or binary rows
         (0/1, NaN for missing) thresholding a latent Gaussian diffusion at 0 (§5.4); the
-        probit likelihood needs ``inference="mcmc"``, which samples the latent values.
+        probit likelihood is fitted by MCMC, which samples the latent values, or by greedy
+        EM with expectation propagation on the probit factors (``log_joint_`` then uses
+        EP's approximation of :math:`\ln p(X \mid T, t)`).
     inference : {"greedy-em", "mcmc"}, default="greedy-em"
         Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
         re-attaching subtrees where the EM-optimised objective (see ``trace_``) is highest,
@@ -560,12 +562,6 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 f"inference must be one of {_INFERENCES}, got {self.inference!r}", "inference"
             )
         probit = self.likelihood == "probit"
-        if probit and self.inference != "mcmc":
-            raise InvalidParameterError(
-                "the probit likelihood is available with inference='mcmc' only (greedy EM "
-                "needs the Gaussian likelihood)",
-                "inference",
-            )
         X = check_array(X, allow_nan=probit, min_rows=2)
         if probit:
             _check_binary(X)

@@ -143,6 +143,36 @@
 //! `O(N D + N · L)` per step (`L` objective evaluations of L-BFGS); a pass over the `~2N`
 //! subtrees is `O(N² (D + L))`.
 //!
+//! # Binary data: the probit likelihood
+//! With [`EmConfig::likelihood`] = [`Likelihood::Probit`] the data are the signs of the
+//! leaves' latent values `z` ([`super::probit`]); `σ²` is fixed (not identified) and
+//! `ln p(X | T, t)` in `F` is EP's `ln Z_EP`
+//! ([`expectation_propagation`](super::probit::expectation_propagation)), rerun on every
+//! change of the tree or times from the sites it had before (to `10⁻⁷ σ`; a kept tree's
+//! reported log joint reruns it from flat sites to EP's defaults). This is EM with EP in the
+//! E-step (the paper's "EP on the probit factor"):
+//! - *E-step.* EP's sites `N(z_nd; μ̃_nd, 1/τ̃_nd)` are Gaussian pseudo-observations of the
+//!   latent values, so `q` over all locations, `z` included, is Gaussian on the tree — but
+//!   with a precision per leaf *and column*, not the isotropic messages above. One scalar
+//!   belief propagation per column: upward messages `(λ_v, η_v)` in precision form (a leaf's
+//!   is its site, `(0, 0)` where the entry is missing), lifted across a branch of variance
+//!   `L = σ²ℓ` to `(λ, η)/(1 + Lλ)`; then top-down, with `f = 1/(1 + Lλ_v)`,
+//!   `x_v | x_a ~ N(f x_a + L f η_v, L f)`, so
+//!
+//!   ```text
+//!     m_v = f m_a + L f η_v,   P_v = f² P_a + L f,
+//!     E(x_v − x_a)² = (L f (η_v − λ_v m_a))² + (L λ_v f)² P_a + L f,
+//!   ```
+//!
+//!   summed over the columns into `S_v`, the leaves' branches included (their `z` is latent).
+//! - *M-step.* `Q(t)` above with these `S`, unchanged: the branch into a leaf is the branch
+//!   into its latent value in every column. `c`, `α`, `β` as above.
+//! - Every update is kept only if `F` (with `ln Z_EP`) does not fall, as above; EP's
+//!   evidence is not a bound, so this guard, not EM's theory, makes `F` non-decreasing.
+//! - *Quick scores* need a Gaussian stand-in for the data: each entry's latent mean under a
+//!   lone `N(0, σ²)` truncated to its sign, `±σ√(2/π)` (0 where missing). They only rank the
+//!   positions that get EM; what is kept is decided by `F`.
+//!
 //! # Random streams
 //! One `Xoshiro256PlusPlus` seeded from the caller's seed draws the order of the points and
 //! of the subtrees; the search is sequential and a function of the seed and the inputs.
@@ -159,6 +189,7 @@ use rand::seq::SliceRandom;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::mcmc::{Hyperpriors, Learn, NodeState, node_state, root_log_likelihood};
+use super::probit::{EpConfig, EpResult, Likelihood, check_binary, expectation_propagation_arena};
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
 use crate::error::{Result, RoseTreeError};
 use crate::tree::arena::{Arena, Attachment, NodeId};
@@ -166,6 +197,13 @@ use crate::tree::{Topology, Tree};
 
 /// `δ`: divergence times stay at most `1 − δ` during EM (see the [module docs](self)).
 pub const TIME_GAP: f64 = 1e-9;
+
+/// EP's settings in the probit E-step: EP runs on every change of the tree, from the sites
+/// it last had, until no tilted moment moves by more than `10⁻⁷ σ`.
+const EP: EpConfig = EpConfig {
+    max_iter: 200,
+    tol: 1e-7,
+};
 
 /// The floor of `ln ℓ` inside the M-step objective.
 const LN_LEN_FLOOR: f64 = -300.0;
@@ -195,11 +233,13 @@ pub struct EmConfig {
     /// EM stops when a step raises the objective by less than this; a move is accepted when
     /// it raises the objective by more.
     pub tol: f64,
+    /// Gaussian data, or binary data under the probit likelihood (EP in the E-step).
+    pub likelihood: Likelihood,
 }
 
 impl Default for EmConfig {
     /// 10 passes, `K = 10`, 3 candidates, 10 EM steps, nothing learnt, default priors,
-    /// `tol = 1e-6`.
+    /// `tol = 1e-6`, Gaussian likelihood.
     fn default() -> Self {
         Self {
             max_iter: 10,
@@ -209,6 +249,7 @@ impl Default for EmConfig {
             learn: Learn::default(),
             priors: Hyperpriors::default(),
             tol: 1e-6,
+            likelihood: Likelihood::Gaussian,
         }
     }
 }
@@ -232,6 +273,12 @@ impl EmConfig {
         }
         self.priors.check()?;
         self.learn.check_start(params, "searched")?;
+        if self.likelihood == Likelihood::Probit && self.learn.sigma2 {
+            return Err(RoseTreeError::param(
+                "sigma2",
+                "cannot be learnt under the probit likelihood (its scale is not identified)",
+            ));
+        }
         Ok(())
     }
 }
@@ -245,7 +292,9 @@ pub struct EmTree {
     pub params: PydtParams,
     /// The Brownian variance per unit time.
     pub sigma2: f64,
-    /// `ln p(X, T, t | α, β, c, σ²)`, exactly `log_prior + log_likelihood`.
+    /// `ln p(X, T, t | α, β, c, σ²)`, exactly `log_prior + log_likelihood`; under the probit
+    /// likelihood `log_prior` plus [`expectation_propagation`](super::probit::expectation_propagation)'s
+    /// `ln Z_EP` with its default settings.
     pub log_joint: f64,
     /// The objective `F` (see the [module docs](self)): the log joint, the Jacobian to
     /// `u = −ln(1 − t)` and the log priors of the learnt hyperparameters.
@@ -467,14 +516,24 @@ pub(super) struct Candidate {
 #[derive(Debug, Clone)]
 pub(super) struct State<'a> {
     pub(super) arena: Arena<NodeState>,
+    /// The data of the Gaussian caches: the data, or the probit's pseudo-data.
     x: &'a Array2<f64>,
     params: PydtParams,
     sigma2: f64,
     h: Vec<f64>,
     learn: Learn,
     priors: Hyperpriors,
+    /// `ln p(x | T, t, σ²)` of the Gaussian caches.
     ln_lik: f64,
     ln_prior: f64,
+    probit: Option<ProbitState<'a>>,
+}
+
+/// The probit likelihood's part of a [`State`]: the binary data and EP on the current tree.
+#[derive(Debug, Clone)]
+struct ProbitState<'a> {
+    x: &'a Array2<f64>,
+    ep: EpResult,
 }
 
 impl<'a> State<'a> {
@@ -497,9 +556,20 @@ impl<'a> State<'a> {
             priors,
             ln_lik: 0.0,
             ln_prior: 0.0,
+            probit: None,
         };
         state.set_params(params);
         state
+    }
+
+    /// The state with binary data `x` under the probit likelihood (see the
+    /// [module docs](self)); its own `x` must be the pseudo-data of [`pseudo_data`].
+    pub(super) fn with_probit(mut self, x: &'a Array2<f64>) -> Self {
+        self.probit = Some(ProbitState {
+            x,
+            ep: expectation_propagation_arena(x.view(), &self.arena, self.sigma2, &EP, None),
+        });
+        self
     }
 
     pub(super) fn params(&self) -> PydtParams {
@@ -510,7 +580,8 @@ impl<'a> State<'a> {
         self.sigma2
     }
 
-    /// Sets the hyperparameters, recomputing every cache.
+    /// Sets the hyperparameters, recomputing every cache (EP's sites, which do not depend on
+    /// them, excepted).
     fn set_params(&mut self, params: PydtParams) {
         self.params = params;
         self.h = params.harmonic(self.arena.n_leaves().saturating_sub(1));
@@ -519,7 +590,9 @@ impl<'a> State<'a> {
                 .mark_dirty(NodeId(v as u32))
                 .expect("leaves are never freed");
         }
+        let probit = self.probit.take();
         self.refresh();
+        self.probit = probit;
     }
 
     /// Recomputes the dirty caches and the totals.
@@ -530,11 +603,24 @@ impl<'a> State<'a> {
         let root = self.arena.root();
         self.ln_prior = self.arena.cache(root).expect("the root exists").sub_prior;
         self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
+        if let Some(p) = &mut self.probit {
+            p.ep = expectation_propagation_arena(
+                p.x.view(),
+                &self.arena,
+                self.sigma2,
+                &EP,
+                Some(&p.ep),
+            );
+        }
     }
 
-    /// `ln p(X, T, t | α, β, c, σ²)` of the tree under the root.
+    /// `ln p(X, T, t | α, β, c, σ²)` of the tree under the root (under the probit
+    /// likelihood, with EP's `ln Z_EP` for `ln p(X | T, t)`).
     pub(super) fn log_joint(&self) -> f64 {
-        self.ln_lik + self.ln_prior
+        self.probit
+            .as_ref()
+            .map_or(self.ln_lik, |p| p.ep.log_marginal)
+            + self.ln_prior
     }
 
     /// The log priors of the learnt hyperparameters.
@@ -595,6 +681,9 @@ impl<'a> State<'a> {
 
     /// The E-step (see the [module docs](self)).
     pub(super) fn estep(&self) -> Estep {
+        if let Some(p) = &self.probit {
+            return self.probit_estep(&p.ep);
+        }
         let d = self.x.ncols();
         let df = d as f64;
         let slots = self.arena.n_slots();
@@ -632,6 +721,67 @@ impl<'a> State<'a> {
             e.stat[v.index()] =
                 one_k * one_k * (dist + df * self.sigma2 * pa) + df * self.sigma2 * keep;
             e.var[v.index()] = k * k * pa + keep;
+        }
+        e
+    }
+
+    /// The E-step under the probit likelihood: the leaves' latent values observed through
+    /// EP's sites, one scalar belief propagation per column (see the [module docs](self)).
+    fn probit_estep(&self, ep: &EpResult) -> Estep {
+        let d = self.x.ncols();
+        let slots = self.arena.n_slots();
+        let order = self.pre_order();
+        let mut e = Estep {
+            mean: vec![0.0; slots * d],
+            var: vec![0.0; slots],
+            stat: vec![0.0; slots],
+        };
+        let len: Vec<f64> = (0..slots)
+            .map(|v| {
+                let v = NodeId(v as u32);
+                if self.arena.node(v).is_ok() {
+                    self.sigma2 * self.branch_len(v)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        // The upward messages in precision form, and the marginal variances.
+        let (mut lam, mut eta, mut var) = (vec![0.0; slots], vec![0.0; slots], vec![0.0; slots]);
+        for j in 0..d {
+            for &v in order.iter().rev() {
+                let node = self.arena.node(v).expect("live node");
+                let i = v.index();
+                if node.is_leaf() {
+                    let tau = ep.site_precisions[[i, j]];
+                    (lam[i], eta[i]) = (tau, tau * ep.site_means[[i, j]]);
+                } else {
+                    (lam[i], eta[i]) = (0.0, 0.0);
+                    for &k in node.children() {
+                        let k = k.index();
+                        let f = 1.0 / (1.0 + len[k] * lam[k]);
+                        lam[i] += lam[k] * f;
+                        eta[i] += eta[k] * f;
+                    }
+                }
+            }
+            for &v in &order {
+                let i = v.index();
+                let (ma, pa) = match self.arena.node(v).expect("live node").parent() {
+                    Some(a) => (e.mean[a.index() * d + j], var[a.index()]),
+                    None => (0.0, 0.0),
+                };
+                // x_v | x_a ~ N(f x_a + L f η, L f) with f = 1/(1 + L λ), so that
+                // x_v − x_a has mean L f (η − λ x_a) and variance L f given x_a.
+                let l = len[i];
+                let f = 1.0 / (1.0 + l * lam[i]);
+                let shrink = l * lam[i] * f;
+                e.mean[i * d + j] = f * ma + l * f * eta[i];
+                var[i] = f * f * pa + l * f;
+                e.stat[i] +=
+                    (l * f * (eta[i] - lam[i] * ma)).powi(2) + shrink * shrink * pa + l * f;
+                e.var[i] += var[i] / (self.sigma2 * d as f64);
+            }
         }
         e
     }
@@ -919,7 +1069,7 @@ impl<'a> State<'a> {
         let s_node = self.arena.node(sub).expect("live node");
         let (t_s, n_s) = (s_node.time(), s_node.n_leaves());
         let s_state = s_node.cache();
-        let base = self.log_joint() + s_state.sub_prior
+        let base = self.ln_lik + self.ln_prior + s_state.sub_prior
             - 0.5 * (n_s * d) as f64 * (2.0 * std::f64::consts::PI * self.sigma2).ln()
             - 0.5 * df * s_state.ln_var
             - 0.5 * s_state.quad / self.sigma2;
@@ -1075,11 +1225,27 @@ impl<'a> State<'a> {
 
     /// The state as an [`EmTree`].
     pub(super) fn em_tree(&self) -> Result<EmTree> {
+        let tree = self.arena.to_tree()?;
+        let log_joint = match &self.probit {
+            // EP from flat sites to its default tolerance: `expectation_propagation`'s value.
+            Some(p) => {
+                expectation_propagation_arena(
+                    p.x.view(),
+                    &self.arena,
+                    self.sigma2,
+                    &EpConfig::default(),
+                    None,
+                )
+                .log_marginal
+                    + self.ln_prior
+            }
+            None => self.log_joint(),
+        };
         Ok(EmTree {
-            tree: self.arena.to_tree()?,
+            tree,
             params: self.params,
             sigma2: self.sigma2,
-            log_joint: self.log_joint(),
+            log_joint,
             objective: self.objective(),
         })
     }
@@ -1198,14 +1364,23 @@ pub fn greedy_em(
             "the data have no columns",
         ));
     }
-    if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
+    let probit = config.likelihood == Likelihood::Probit;
+    if probit {
+        check_binary(x)?;
+    } else if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
         return Err(RoseTreeError::data(
             i,
             Some(j),
             format!("must be finite, got {v}"),
         ));
     }
-    let x = x.to_owned();
+    let binary = x.to_owned();
+    let x = if probit {
+        pseudo_data(&binary, sigma2)
+    } else {
+        x.to_owned()
+    };
+    let binary = probit.then_some(&binary);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let (learn, priors, tol) = (config.learn, config.priors, config.tol);
     let mut state = match start {
@@ -1219,10 +1394,13 @@ pub fn greedy_em(
             }
             let arena = Arena::from_topology(&tree.topology(), t, |_| NodeState::default())?;
             let mut state = State::new(arena, &x, params, sigma2, learn, priors);
+            if let Some(b) = binary {
+                state = state.with_probit(b);
+            }
             state.em(config.em_steps, tol)?;
             state
         }
-        None => sequential(&x, params, sigma2, config, &mut rng, interrupt)?,
+        None => sequential(&x, binary, params, sigma2, config, &mut rng, interrupt)?,
     };
     state.em(POLISH_STEPS, tol)?;
     let mut kbest = KBest {
@@ -1317,9 +1495,26 @@ fn improve<'a>(
     Ok(best.filter(|b| b.objective() > f0 + config.tol))
 }
 
+/// The Gaussian stand-in for binary data `x` in the quick scores under the probit likelihood
+/// (see the [module docs](self)): each entry's latent value's mean under `N(0, σ²)`
+/// truncated to its sign, `±σ √(2/π)`, and 0 where it is missing.
+fn pseudo_data(x: &Array2<f64>, sigma2: f64) -> Array2<f64> {
+    let a = (2.0 * sigma2 / std::f64::consts::PI).sqrt();
+    x.mapv(|v| {
+        if v.is_nan() {
+            0.0
+        } else if v == 1.0 {
+            a
+        } else {
+            -a
+        }
+    })
+}
+
 /// The initial tree by sequential attachment of the points in an order drawn from `rng`.
 fn sequential<'a, R: rand::Rng + ?Sized>(
     x: &'a Array2<f64>,
+    binary: Option<&'a Array2<f64>>,
     params: PydtParams,
     sigma2: f64,
     config: &EmConfig,
@@ -1330,14 +1525,11 @@ fn sequential<'a, R: rand::Rng + ?Sized>(
     if n == 1 {
         let arena =
             Arena::from_topology(&Topology::new(1, vec![])?, &[1.0], |_| NodeState::default())?;
-        return Ok(State::new(
-            arena,
-            x,
-            params,
-            sigma2,
-            config.learn,
-            config.priors,
-        ));
+        let state = State::new(arena, x, params, sigma2, config.learn, config.priors);
+        return Ok(match binary {
+            Some(b) => state.with_probit(b),
+            None => state,
+        });
     }
     let mut perm: Vec<usize> = (0..n).collect();
     perm.shuffle(rng);
@@ -1363,6 +1555,9 @@ fn sequential<'a, R: rand::Rng + ?Sized>(
     let mut handles = Vec::with_capacity(n - 2);
     for &i in &perm[2..] {
         handles.push(state.arena.detach(NodeId(i as u32))?);
+    }
+    if let Some(b) = binary {
+        state = state.with_probit(b);
     }
     let root = state.arena.root();
     state.arena.set_time(root, 0.5)?;

@@ -141,7 +141,7 @@ use super::mcmc::Chain;
 use super::{PydtParams, check_diffusion_tree, check_sigma2};
 use crate::error::{Result, RoseTreeError};
 use crate::tree::Tree;
-use crate::tree::arena::NodeId;
+use crate::tree::arena::{Arena, NodeId};
 
 /// How the data of a chain are observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -388,12 +388,16 @@ pub struct EpResult {
 }
 
 /// The tree as parent and child lists with branch variances `σ²(t_child − t_parent)`
-/// (the root's from the origin).
+/// (the root's from the origin), indexed by node id; leaf `i` is row `i`.
 struct Geometry {
     parent: Vec<Option<usize>>,
     children: Vec<Vec<usize>>,
     len: Vec<f64>,
     root: usize,
+    /// The nodes of the tree, children before parents.
+    post_order: Vec<usize>,
+    /// The leaves in the tree, in increasing order.
+    leaves: Vec<usize>,
 }
 
 impl Geometry {
@@ -409,7 +413,41 @@ impl Geometry {
             children: nodes.iter().map(|node| node.children.clone()).collect(),
             len,
             root: tree.root(),
+            // Children have smaller ids than their parents.
+            post_order: (0..nodes.len()).collect(),
+            leaves: (0..tree.n_leaves()).collect(),
         }
+    }
+
+    /// The tree of `arena` under its root (detached subtrees left out), by slot.
+    fn from_arena<C>(arena: &Arena<C>, sigma2: f64) -> Self {
+        let slots = arena.n_slots();
+        let mut geo = Self {
+            parent: vec![None; slots],
+            children: vec![Vec::new(); slots],
+            len: vec![0.0; slots],
+            root: arena.root().index(),
+            post_order: Vec::new(),
+            leaves: Vec::new(),
+        };
+        let post = arena.post_order(arena.root()).expect("the root exists");
+        for v in post {
+            let node = arena.node(v).expect("live node");
+            let i = v.index();
+            let t = node.time().min(1.0);
+            geo.parent[i] = node.parent().map(NodeId::index);
+            geo.children[i] = node.children().iter().map(|k| k.index()).collect();
+            geo.len[i] = sigma2
+                * node
+                    .parent()
+                    .map_or(t, |a| t - arena.time(a).expect("live node"));
+            geo.post_order.push(i);
+            if node.is_leaf() {
+                geo.leaves.push(i);
+            }
+        }
+        geo.leaves.sort_unstable();
+        geo
     }
 
     /// Node `k`'s upward message after crossing its branch.
@@ -460,11 +498,10 @@ impl Geometry {
     /// `ln N(μ̃; 0, σ²C + diag(1/τ̃))` over the sites with `τ̃ > 0`: one upward pass of
     /// Gaussian messages in moment form with their normalisers.
     fn log_pseudo_likelihood(&self, mu: &[f64], tau: &[f64]) -> f64 {
-        // Children have smaller ids than their parents: ascending ids are a post-order.
         let n_nodes = self.parent.len();
         let mut msg: Vec<Option<(f64, f64)>> = vec![None; n_nodes];
         let mut total = 0.0;
-        for v in 0..n_nodes {
+        for &v in &self.post_order {
             if self.children[v].is_empty() {
                 if tau[v] >= f64::MIN_POSITIVE {
                     msg[v] = Some((mu[v], 1.0 / tau[v]));
@@ -548,7 +585,43 @@ pub fn expectation_propagation(
         )));
     }
     check_binary(x)?;
-    let geo = Geometry::new(tree, t, sigma2);
+    Ok(run_ep(
+        x,
+        &Geometry::new(tree, t, sigma2),
+        sigma2,
+        config,
+        None,
+    ))
+}
+
+/// [`expectation_propagation`] on the tree of `arena` (its detached subtrees and their rows
+/// left out: their sites are 0), for checked `x`, `sigma2` and `config`, with the sites
+/// starting from those of `warm` (an earlier result for the same data) when given.
+pub(crate) fn expectation_propagation_arena<C>(
+    x: ArrayView2<'_, f64>,
+    arena: &Arena<C>,
+    sigma2: f64,
+    config: &EpConfig,
+    warm: Option<&EpResult>,
+) -> EpResult {
+    run_ep(
+        x,
+        &Geometry::from_arena(arena, sigma2),
+        sigma2,
+        config,
+        warm,
+    )
+}
+
+/// EP over the rows at the leaves of `geo`, the sites starting at `warm`'s or flat.
+fn run_ep(
+    x: ArrayView2<'_, f64>,
+    geo: &Geometry,
+    sigma2: f64,
+    config: &EpConfig,
+    warm: Option<&EpResult>,
+) -> EpResult {
+    let n = x.nrows();
     let n_nodes = geo.parent.len();
     let sd = sigma2.sqrt();
     let mut result = EpResult {
@@ -569,12 +642,27 @@ pub fn expectation_propagation(
         mu.iter_mut().for_each(|m| *m = 0.0);
         tau.iter_mut().for_each(|m| *m = 0.0);
         moments.iter_mut().for_each(|m| *m = (f64::NAN, f64::NAN));
-        let observed: Vec<(usize, f64)> = column
+        let observed: Vec<(usize, f64)> = geo
+            .leaves
             .iter()
-            .enumerate()
+            .map(|&i| (i, column[i]))
             .filter(|(_, v)| !v.is_nan())
-            .map(|(i, &v)| (i, if v == 1.0 { 1.0 } else { -1.0 }))
+            .map(|(i, v)| (i, if v == 1.0 { 1.0 } else { -1.0 }))
             .collect();
+        if let Some(w) = warm {
+            for &(i, _) in &observed {
+                (mu[i], tau[i]) = (w.site_means[[i, j]], w.site_precisions[[i, j]]);
+                up[i] = (tau[i], tau[i] * mu[i]);
+            }
+            for &v in &geo.post_order {
+                if !geo.children[v].is_empty() {
+                    up[v] = geo.children[v]
+                        .iter()
+                        .map(|&k| geo.lift(&up, k))
+                        .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+                }
+            }
+        }
         let mut converged = false;
         let mut sweeps = 0;
         while sweeps < config.max_iter && !converged {
@@ -613,7 +701,7 @@ pub fn expectation_propagation(
         result.log_site_normalisers += ln_sites;
         result.log_marginal += ln_sites + geo.log_pseudo_likelihood(&mu, &tau);
     }
-    Ok(result)
+    result
 }
 
 #[cfg(test)]

@@ -19,9 +19,11 @@ type PyBest = (PyTree, f64, f64, f64, f64, f64);
 /// and after each pass. `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate
 /// (or `a`, `b`) of the priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With
 /// `verbose`, a line per pass goes to Python's `sys.stderr`. Interruptible with Ctrl-C.
+/// `likelihood` is `"gaussian"` or `"probit"` (binary `x`, `NaN` for missing; EP in the
+/// E-step, `sigma2` fixed, and `log_joint` with EP's approximation of `ln p(x | T, t)`).
 #[pyfunction]
 #[pyo3(signature = (x, tree=None, *, alpha, beta, c, sigma2, max_iter, k_best, learn, priors,
-                    seed, verbose))]
+                    seed, verbose, likelihood="gaussian"))]
 #[allow(clippy::too_many_arguments)]
 fn pydt_greedy_em<'py>(
     py: Python<'py>,
@@ -37,6 +39,7 @@ fn pydt_greedy_em<'py>(
     priors: [f64; 8],
     seed: u64,
     verbose: bool,
+    likelihood: &str,
 ) -> PyResult<(Vec<PyBest>, Bound<'py, PyArray1<f64>>)> {
     let params = PydtParams::new(alpha, beta, c)?;
     let x = x.as_array().to_owned();
@@ -46,6 +49,7 @@ fn pydt_greedy_em<'py>(
         k_best,
         learn: learn_flags(learn),
         priors: hyperpriors(priors),
+        likelihood: likelihood.parse()?,
         ..EmConfig::default()
     };
     let result = run_interruptible(py, move |interrupt| {

@@ -5,7 +5,7 @@
 //! well-separated clusters.
 
 use nalgebra::DMatrix;
-use ndarray::{Array2, array};
+use ndarray::{Array2, ArrayView2, array};
 use rand::Rng;
 use rand_distr::StandardNormal;
 
@@ -532,5 +532,209 @@ fn bad_inputs_are_named() {
     assert!(matches!(
         greedy_em(x.view(), None, p, 1.0, &ok, 0, &|| true, &mut |_, _| {}),
         Err(RoseTreeError::Interrupted)
+    ));
+}
+
+/// Binary data: `per` rows in each of two groups, each group's columns mostly 1 on its own
+/// half and mostly 0 on the other (`flip` of the entries flipped), one entry in ten missing.
+fn two_binary_groups(per: usize, d: usize, flip: f64, seed: u64) -> Array2<f64> {
+    let mut r = rng(seed);
+    Array2::from_shape_fn((2 * per, d), |(i, j)| {
+        if r.random::<f64>() < 0.1 {
+            return f64::NAN;
+        }
+        let on = (i < per) == (j < d / 2);
+        if on != (r.random::<f64>() < flip) {
+            1.0
+        } else {
+            0.0
+        }
+    })
+}
+
+fn probit_config() -> EmConfig {
+    EmConfig {
+        likelihood: Likelihood::Probit,
+        ..EmConfig::default()
+    }
+}
+
+#[test]
+fn the_probit_e_step_is_the_covariance_form_conditional_given_the_sites() {
+    // With EP's sites as Gaussian pseudo-observations of the leaves' latent values, the
+    // locations of all nodes are jointly Gaussian: prior N(0, σ² K), K_uv = t(lca(u, v)), and
+    // precision τ̃ at each leaf (none where an entry is missing). Posterior by dense algebra.
+    let p = params(0.5, 0.2, 1.0);
+    let sigma2 = 1.3;
+    let (_, tree) = sampled(7, 3, &p, sigma2, 11);
+    let x = two_binary_groups(4, 3, 0.2, 5)
+        .slice(ndarray::s![..7, ..])
+        .to_owned();
+    let pseudo = pseudo_data(&x, sigma2);
+    let mut state = state_of(&pseudo, &tree, p, sigma2).with_probit(&x);
+    // Sites of every sign and scale, a missing one included.
+    let mut r = rng(2);
+    let ep = &mut state.probit.as_mut().unwrap().ep;
+    for v in ep.site_means.iter_mut() {
+        *v = r.sample::<f64, _>(StandardNormal);
+    }
+    for v in ep.site_precisions.iter_mut() {
+        *v = r.random::<f64>() * 3.0;
+    }
+    ep.site_precisions[[2, 1]] = 0.0;
+    let (mu, tau) = (ep.site_means.clone(), ep.site_precisions.clone());
+    let e = state.estep();
+    let t = tree.heights().unwrap();
+    let m = tree.nodes().len();
+    let anc: Vec<Vec<usize>> = (0..m)
+        .map(|v| {
+            let mut a = vec![v];
+            while let Some(q) = tree.node(*a.last().unwrap()).parent {
+                a.push(q);
+            }
+            a
+        })
+        .collect();
+    let k = DMatrix::from_fn(m, m, |u, v| {
+        sigma2 * t[*anc[u].iter().find(|a| anc[v].contains(a)).unwrap()]
+    });
+    let k_inv = k.clone().try_inverse().unwrap();
+    for j in 0..3 {
+        let mut prec = k_inv.clone();
+        let mut h = nalgebra::DVector::zeros(m);
+        for i in 0..tree.n_leaves() {
+            prec[(i, i)] += tau[[i, j]];
+            h[i] = tau[[i, j]] * mu[[i, j]];
+        }
+        let cov = prec.try_inverse().unwrap();
+        let mean = &cov * h;
+        for v in 0..m {
+            assert!(
+                (e.mean[v * 3 + j] - mean[v]).abs() < 1e-9,
+                "node {v}, column {j}"
+            );
+        }
+    }
+    for (v, node) in tree.nodes().iter().enumerate() {
+        let want: f64 = (0..3)
+            .map(|j| {
+                let mut prec = k_inv.clone();
+                let mut h = nalgebra::DVector::zeros(m);
+                for i in 0..tree.n_leaves() {
+                    prec[(i, i)] += tau[[i, j]];
+                    h[i] = tau[[i, j]] * mu[[i, j]];
+                }
+                let cov = prec.try_inverse().unwrap();
+                let mean = &cov * h;
+                match node.parent {
+                    Some(a) => {
+                        (mean[v] - mean[a]).powi(2) + cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)]
+                    }
+                    None => mean[v].powi(2) + cov[(v, v)],
+                }
+            })
+            .sum();
+        assert!(
+            (e.stat[v] - want).abs() < 1e-9 * (1.0 + want),
+            "node {v}: {} vs {want}",
+            e.stat[v]
+        );
+    }
+}
+
+#[test]
+fn probit_ep_on_a_partial_tree_is_ep_on_the_rows_in_it() {
+    use crate::pydt::tests::tree;
+    let full_tree = tree(
+        6,
+        vec![vec![0, 1], vec![2, 5], vec![3, 4, 7], vec![6, 8]],
+        &[0.8, 0.9, 0.6, 0.3],
+    );
+    let x = two_binary_groups(3, 4, 0.1, 8);
+    let mut arena =
+        Arena::from_topology(&full_tree.topology(), full_tree.heights().unwrap(), |_| ()).unwrap();
+    let config = EpConfig::default();
+    let ep = |x: ArrayView2<'_, f64>, t: &Tree| {
+        crate::pydt::probit::expectation_propagation(x, t, 1.0, &config).unwrap()
+    };
+    let on_arena = expectation_propagation_arena(x.view(), &arena, 1.0, &config, None);
+    assert!((ep(x.view(), &full_tree).log_marginal - on_arena.log_marginal).abs() < 1e-9);
+    // Without the last row's leaf (its parent spliced out): EP on the first five rows and
+    // the tree that remains.
+    let _det = arena.detach(NodeId(5)).unwrap();
+    let partial = expectation_propagation_arena(x.view(), &arena, 1.0, &config, None);
+    let rest = tree(
+        5,
+        vec![vec![0, 1], vec![2, 3, 4], vec![5, 6]],
+        &[0.8, 0.6, 0.3],
+    );
+    let want = ep(x.slice(ndarray::s![..5, ..]), &rest);
+    assert!((partial.log_marginal - want.log_marginal).abs() < 1e-9);
+    assert!(partial.site_precisions.row(5).iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn probit_em_separates_two_groups_and_reports_ep_log_joints() {
+    let x = two_binary_groups(5, 24, 0.1, 3);
+    let config = EmConfig {
+        max_iter: 3,
+        learn: Learn {
+            c: true,
+            ..Learn::default()
+        },
+        ..probit_config()
+    };
+    let r = run(&x, params(0.5, 0.2, 1.0), 1.0, &config, 1);
+    assert!(r.trace.windows(2).all(|w| w[1] >= w[0]), "{:?}", r.trace);
+    let best = &r.best[0].tree;
+    let groups = (0..best.nodes().len()).any(|v| {
+        let mut l = best.leaves_of(v);
+        l.sort_unstable();
+        l == (0..5).collect::<Vec<_>>() || l == (5..10).collect::<Vec<_>>()
+    });
+    assert!(groups, "{best:?}");
+    for b in &r.best {
+        let ep = crate::pydt::probit::expectation_propagation(
+            x.view(),
+            &b.tree,
+            1.0,
+            &EpConfig::default(),
+        )
+        .unwrap();
+        let want = log_prior(&b.tree, &b.params).unwrap() + ep.log_marginal;
+        assert!((b.log_joint - want).abs() < 1e-8 * want.abs().max(1.0));
+        assert_eq!(b.sigma2, 1.0);
+    }
+    // EM's fit beats the starting tree's under the same objective.
+    assert!(r.best[0].objective > r.trace[0] || r.trace.len() == 1);
+}
+
+#[test]
+fn probit_em_names_bad_inputs() {
+    let x = two_binary_groups(3, 4, 0.1, 8);
+    let p = params(0.5, 0.2, 1.0);
+    let go = |x: &Array2<f64>, config: &EmConfig| {
+        greedy_em(x.view(), None, p, 1.0, config, 0, &|| false, &mut |_, _| {})
+    };
+    let learn_sigma2 = EmConfig {
+        learn: Learn {
+            sigma2: true,
+            ..Learn::default()
+        },
+        ..probit_config()
+    };
+    assert!(matches!(
+        go(&x, &learn_sigma2),
+        Err(RoseTreeError::InvalidParameter { ref name, .. }) if name == "sigma2"
+    ));
+    let mut bad = x.clone();
+    bad[[2, 3]] = 0.5;
+    assert!(matches!(
+        go(&bad, &probit_config()),
+        Err(RoseTreeError::InvalidData {
+            row: 2,
+            column: Some(3),
+            ..
+        })
     ));
 }
