@@ -279,6 +279,7 @@ def pydt_greedy_em(
     priors: Sequence[float],
     seed: int,
     verbose: bool,
+    likelihood: str = "gaussian",
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],
