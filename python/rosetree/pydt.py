@@ -416,10 +416,11 @@ class PitmanYorDiffusionTree(ParamsMixin):
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
         EP's approximation of :math:`\ln p(X \mid T, t)`).
     inference : {"greedy-em", "mcmc"}, default="greedy-em"
-        Greedy Bayesian EM (§5.2): a tree built by sequential attachment, improved by
-        re-attaching subtrees where the EM-optimised objective (see ``trace_``) is highest,
-        keeping the 10 best trees (its maximum over the divergence times favours trees
-        with few branch points: for multi-way structure prefer MCMC, see
+        Greedy Bayesian EM (§5.2): the best of several initial trees (sequential
+        attachment, cuts of the Ward dendrogram), improved by re-attaching subtrees where
+        the EM-optimised objective (see ``trace_``) is highest, keeping the 10 best trees
+        (a maximum over the divergence times, not a marginal likelihood: with ``beta``
+        learnt it prefers few, wide branch points, e.g. flat clusters; see
         ``docs/pydt.md``, Figure 5); or MCMC (§5.1): subtree moves with the exact
         Metropolis–Hastings ratio, slice moves of the divergence times, Gibbs updates of
         ``c`` and :math:`1/\sigma^2` and slice moves of :math:`\ln\alpha` and

@@ -738,3 +738,64 @@ fn probit_em_names_bad_inputs() {
         })
     ));
 }
+
+#[test]
+fn the_ward_order_keeps_each_cluster_together() {
+    let x = four_clusters(5, 9);
+    // Rows shuffled so that the clusters are not already consecutive.
+    let perm = [
+        13, 2, 7, 19, 0, 11, 5, 16, 9, 3, 18, 6, 14, 1, 10, 17, 4, 12, 8, 15,
+    ];
+    let shuffled = Array2::from_shape_fn((20, 2), |(i, j)| x[[perm[i], j]]);
+    let order = Ward::new(&shuffled).order();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..20).collect::<Vec<_>>());
+    let cluster: Vec<usize> = order.iter().map(|&i| perm[i] / 5).collect();
+    for block in cluster.chunks(5) {
+        assert!(block.iter().all(|&k| k == block[0]), "{cluster:?}");
+    }
+}
+
+#[test]
+fn the_pydt_joins_four_equidistant_clusters_at_one_branch_point() {
+    // Four clusters at the corners of a square, learning α, β, c and σ²: the PYDT's best
+    // tree has the four clusters as the children of its root (the paper's Figure 5, with
+    // its spread: centres at (±1, ±1), variance 1/8).
+    let mut r = rng(6);
+    let per = 20;
+    let x = Array2::from_shape_fn((4 * per, 2), |(i, j)| {
+        let centre = if (i / per) >> j & 1 == 1 { 1.0 } else { -1.0 };
+        centre + (0.125f64).sqrt() * r.sample::<f64, _>(StandardNormal)
+    });
+    let config = EmConfig {
+        max_iter: 5,
+        learn: Learn {
+            alpha: true,
+            beta: true,
+            c: true,
+            sigma2: true,
+        },
+        ..EmConfig::default()
+    };
+    let r = run(&x, params(0.5, 0.2, 1.0), 1.0, &config, 0);
+    let tree = &r.best[0].tree;
+    // The clusters are the quadrants (a point may stray across the axes from its centre).
+    let quadrant = |i: usize| usize::from(x[[i, 0]] > 0.0) + 2 * usize::from(x[[i, 1]] > 0.0);
+    let mut quadrants = Vec::new();
+    let mut strays = 0;
+    for &k in &tree.node(tree.root()).children {
+        let leaves = tree.leaves_of(k);
+        if leaves.len() == 1 {
+            strays += 1;
+            continue;
+        }
+        let q = quadrant(leaves[0]);
+        assert!(leaves.iter().all(|&i| quadrant(i) == q), "{leaves:?}");
+        quadrants.push(q);
+    }
+    quadrants.sort_unstable();
+    assert_eq!(quadrants, vec![0, 1, 2, 3]);
+    assert!(strays <= 2);
+    assert!(r.best[0].params.beta() > 0.2);
+}
