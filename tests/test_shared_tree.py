@@ -118,3 +118,14 @@ def test_tree_scores_accept_any_family_s_tree():
     assert rt.dendrogram_purity(pure, y) == 1.0
     # Each same-class pair meets only at the root, whose 4 leaves hold 2 of its class.
     assert rt.dendrogram_purity(mixed, y) == 0.5
+
+
+@pytest.mark.parametrize("node", [-1, 5, 99, 2**70, float("inf"), 1.0, True, "0"])
+def test_node_ids_outside_the_tree_are_named(node):
+    tree = rt.Tree(3, [[0, 1], [2, 3]])
+    for method in (tree.leaves, tree.to_nested):
+        with pytest.raises(rt.InvalidParameterError) as info:
+            method(node)
+        assert info.value.parameter == "node"
+    assert tree.leaves(np.int64(3)) == [0, 1]
+    assert tree.to_nested() == [2, [0, 1]]

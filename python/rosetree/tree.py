@@ -106,8 +106,17 @@ class Tree:
         return int(self._structure.depth())
 
     def _check_node(self, node: int) -> int:
+        """``node`` as an int, if it is an integer id of this tree.
+
+        Negative ids do not count from the end. Raises :class:`InvalidParameterError` naming
+        ``node`` otherwise.
+        """
+        if isinstance(node, bool) or not isinstance(node, (int, np.integer)):
+            raise InvalidParameterError(f"node must be an integer id, got {node!r}", "node")
         if not 0 <= int(node) < self.n_nodes:
-            raise IndexError(f"node {node} is not in the tree (0 .. {self.n_nodes - 1})")
+            raise InvalidParameterError(
+                f"node {node} is not in the tree (0 .. {self.n_nodes - 1})", "node"
+            )
         return int(node)
 
     def n_partitions(self, log10: bool = False) -> int | float:
