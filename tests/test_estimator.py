@@ -182,6 +182,9 @@ def test_approximate_search_is_exact_below_its_threshold():
     approx = rt.BayesianRoseTree(approximate=True, exact_below=300).fit(X).tree_
     assert approx.children == exact.children
     assert approx.log_evidence == exact.log_evidence
+    # A threshold beyond a machine word is still "exact below it".
+    huge = rt.BayesianRoseTree(approximate=True, exact_below=2**70).fit(X[:40]).tree_
+    assert huge.children == rt.BayesianRoseTree().fit(X[:40]).tree_.children
 
 
 def test_approximate_search_is_close_to_exact_and_reproducible():

@@ -211,3 +211,28 @@ def test_prediction_uses_the_learned_hyperparameters():
             pred = betaln(a + k + x, b + n - k + 1 - x) - betaln(a + k, b + n - k)
             terms.append(log_w[node] + pred.sum())
         assert got == pytest.approx(logsumexp(terms), rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"),
+    [
+        ({"gamma": 1.0}, "gamma"),
+        ({"gamma": 0.0}, "gamma"),
+        ({"gamma": float("nan")}, "gamma"),
+        ({"mixing": "dp", "dp_alpha": -1.0}, "dp_alpha"),
+        ({"mixing": "dp", "dp_alpha": float("inf")}, "dp_alpha"),
+    ],
+)
+def test_a_learnt_mixing_parameter_must_start_in_its_domain(kw, name):
+    X = (np.random.default_rng(0).random((8, 3)) > 0.5).astype(float)
+    with pytest.raises(rt.InvalidParameterError) as err:
+        rt.BayesianRoseTree(learn_hyperparameters=True, **kw).fit(X)
+    assert err.value.parameter == name
+
+
+def test_an_extreme_starting_gamma_starts_at_the_bound_of_the_search():
+    X = (np.random.default_rng(0).random((8, 3)) > 0.5).astype(float)
+    tiny = rt.BayesianRoseTree(learn_hyperparameters=True, gamma=5e-324).fit(X)
+    bound = rt.BayesianRoseTree(learn_hyperparameters=True, gamma=1 / (1 + np.exp(12.0))).fit(X)
+    assert tiny.gamma_ == pytest.approx(bound.gamma_, rel=1e-9)
+    assert 0 < tiny.gamma_ < 1

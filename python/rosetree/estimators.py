@@ -330,7 +330,10 @@ class BayesianRoseTree(ParamsMixin):
             raise InvalidParameterError(
                 f"exact_below must be at least 2, got {exact_below}", "exact_below"
             )
-        return int(exact_below), min(_APPROX_SAMPLE, int(exact_below)), self._seed()
+        # Any value of at least n means the exact search; larger ones than a machine word
+        # holds mean the same.
+        exact_below = min(int(exact_below), 2**63 - 1)
+        return exact_below, min(_APPROX_SAMPLE, exact_below), self._seed()
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit and return :attr:`labels_`."""

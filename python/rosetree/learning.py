@@ -116,8 +116,8 @@ class _Coordinates:
 
     def initial(self, gamma: float, dp_alpha: float) -> np.ndarray:
         eta = self.model._learning_start(self.resolved, self.tie)
-        theta = math.log(dp_alpha) if self.mixing == "dp" else math.log(gamma / (1 - gamma))
-        return np.append(np.clip(eta, -_LOG_BOUND, _LOG_BOUND), theta)
+        theta = math.log(dp_alpha) if self.mixing == "dp" else math.log(gamma) - math.log1p(-gamma)
+        return np.clip(np.append(eta, theta), -_LOG_BOUND, _LOG_BOUND)
 
     def shared_start(self) -> bool:
         """Whether the model has per-feature values and they all start equal."""
@@ -239,6 +239,18 @@ def learn_hyperparameters(
     model = resolve_model(model)
     _check_learnable(model)
     mixing_args(mixing, gamma, dp_alpha)
+    # The starting value of the learnt mixing parameter must be a valid one.
+    if mixing == "dp" and not (0 < dp_alpha < math.inf):
+        raise InvalidParameterError(
+            f"dp_alpha (the starting value when learnt) must be finite and > 0, got {dp_alpha!r}",
+            "dp_alpha",
+        )
+    if mixing != "dp" and not 0 < gamma < 1:
+        raise InvalidParameterError(
+            f"gamma (the starting value when learnt) must lie strictly between 0 and 1, "
+            f"got {gamma!r}",
+            "gamma",
+        )
     for name, value, low in (("n_restarts", n_restarts, 0), ("max_iter", max_iter, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}", name)
