@@ -243,3 +243,10 @@ class TestManyFeatures:
         assert time.perf_counter() - start < 20.0
         assert np.isfinite(est.log_evidence_)
         assert est.tree_.sizes[est.tree_.root] == 50
+
+
+def test_data_too_large_for_the_default_prior_name_the_column():
+    X = np.array([[1.0, 0.0], [-2.0, 1.0], [3.0, -1e160]])
+    with pytest.raises(rt.InvalidDataError, match="rescale the data") as info:
+        rt.BayesianRoseTree(model=rt.NormalInverseWishart()).fit(X)
+    assert (info.value.row, info.value.column) == (2, 1)

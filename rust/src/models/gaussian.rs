@@ -529,7 +529,30 @@ impl NormalInverseWishart {
                     / (nf - 1.0)
             })
             .collect();
+        // Values of magnitude beyond about 1e154 overflow the squares: name the column (the
+        // user set no prior), not the derived `mu0` or `psi0`.
+        if let Some(j) = (0..d).find(|&j| !(mean[j].is_finite() && var[j].is_finite())) {
+            let i = (0..n)
+                .max_by(|&a, &b| x[[a, j]].abs().total_cmp(&x[[b, j]].abs()))
+                .unwrap_or(0);
+            return Err(RoseTreeError::data(
+                i,
+                Some(j),
+                format!(
+                    "the column's mean or variance overflows (its largest magnitude is {:e}), so \
+                     the default Normal-inverse-Wishart prior cannot be derived from it; \
+                     rescale the data or set mu0 and psi0",
+                    x[[i, j]].abs()
+                ),
+            ));
+        }
         let mean_var = var.iter().sum::<f64>() / d as f64;
+        if !mean_var.is_finite() {
+            return Err(RoseTreeError::param(
+                "X",
+                "the columns' variances overflow when summed; rescale the data or set psi0",
+            ));
+        }
         if mean_var > 0.0 {
             var.iter_mut().for_each(|v| *v += RIDGE * mean_var);
         } else {
@@ -1814,5 +1837,20 @@ mod tests {
                 "{policy:?}"
             );
         }
+    }
+
+    #[test]
+    fn data_too_large_for_the_default_prior_name_the_column() {
+        use ndarray::array;
+        let x = array![[1.0, 2.0], [3.0, -1e160], [2.0, 5.0]];
+        match NormalInverseWishart::from_data(x.view(), None, None) {
+            Err(RoseTreeError::InvalidData { row, column, .. }) => {
+                assert_eq!((row, column), (1, Some(1)));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Large but representable variances still give a prior.
+        let x = array![[1e150], [-1e150], [3.0]];
+        assert!(NormalInverseWishart::from_data(x.view(), None, None).is_ok());
     }
 }
