@@ -16,6 +16,27 @@ MAX_JOBS = 1024
 _MIXINGS = ("brt", "gamma", "dp")
 
 
+def _frame_values(frame: Any, name: str) -> np.ndarray:
+    """A DataFrame's values as float64, column by column, naming a column that is not numeric.
+
+    Nullable columns (``Int64``, ``boolean``, ``Float64``) give NaN where they hold ``NA``.
+    """
+    columns = []
+    for j, column in enumerate(frame.columns):
+        series = frame.iloc[:, j]
+        try:
+            columns.append(series.to_numpy(dtype=np.float64, na_value=np.nan))
+        except (TypeError, ValueError):
+            raise InvalidDataError(
+                f"{name} column {column!r} (position {j}) must be numeric, got dtype "
+                f"{series.dtype}; encode it as numbers first",
+                column=j,
+            ) from None
+    if not columns:
+        return np.empty((len(frame), 0))
+    return np.column_stack(columns)
+
+
 def check_array(
     X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str = "X"
 ) -> np.ndarray:
@@ -29,7 +50,7 @@ def check_array(
     if is_sparse(X):
         X = X.toarray()
     elif hasattr(X, "to_numpy") and hasattr(X, "columns"):  # pandas.DataFrame
-        X = X.to_numpy()
+        X = _frame_values(X, name)
     try:
         arr = np.asarray(X)
     except (TypeError, ValueError) as exc:
