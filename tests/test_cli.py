@@ -83,3 +83,35 @@ def test_learned_hyperparameters_from_the_command_line(tmp_path, capsys):
     assert f"gamma = {est.gamma_:.4g}" in out
     a = np.atleast_1d(est.model_.alpha)
     assert f"alpha = {a.min():.3g} .. {a.max():.3g}" in out
+
+
+def test_version(capsys):
+    from rosetree import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rosetree {__version__}"
+
+
+@pytest.mark.parametrize("option", ["--newick", "--json"])
+def test_an_output_into_a_missing_directory_is_an_error_before_fitting(tmp_path, capsys, option):
+    assert main(["demo", option, str(tmp_path / "missing" / "tree.out")]) == 2
+    captured = capsys.readouterr()
+    assert "the directory does not exist" in captured.err and captured.out == ""
+
+
+def test_a_closed_pipe_ends_quietly():
+    import subprocess
+    import sys
+
+    script = "import sys; from rosetree.cli import main; sys.exit(main(['demo']))"
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away, as `| head -1` does
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

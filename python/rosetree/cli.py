@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ._core import __version__
 from .config import (
     BetaBernoulli,
     ClusterModel,
@@ -186,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rosetree", description="Bayesian rose trees and Bayesian hierarchical clustering."
     )
+    parser.add_argument("--version", action="version", version=f"rosetree {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     fit = sub.add_parser("fit", help="cluster the rows of a CSV file (with a header row)")
     fit.add_argument("data", help="CSV file, one data item per row")
@@ -222,6 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rosetree`` command."""
     args = build_parser().parse_args(argv)
     try:
+        for option in ("newick", "json"):
+            path = getattr(args, option)
+            if path is not None and not Path(path).resolve().parent.is_dir():
+                raise OSError(f"--{option} {path}: the directory does not exist")
         if args.command == "demo":
             from .datasets import load_animals
 
@@ -252,7 +259,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rosetree: interrupted", file=sys.stderr)
         return 130
-    _report(est, names, args)
+    try:
+        _report(est, names, args)
+    except BrokenPipeError:
+        # The reader went away (`rosetree demo | head`): stop quietly. Python flushes stdout
+        # again at exit, so point it at devnull first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:
+        print(f"rosetree: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
