@@ -115,3 +115,26 @@ def test_a_closed_pipe_ends_quietly():
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 1
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_csv_without_a_header_row_is_detected_or_declared(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("1,1,0\n1,1,0\n0,0,1\n0,1,1\n")
+    assert main(["fit", str(data)]) == 2
+    assert "--no-header" in capsys.readouterr().err
+    out = tmp_path / "labels.csv"
+    assert main(["fit", str(data), "--no-header", "--labels-out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "cluster" and len(lines) == 5  # every row kept, the first included
+    assert "[4 leaves" in capsys.readouterr().out
+
+
+def test_labels_out_names_the_rows(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("name,a,b,c\nx,1,1,0\ny,1,1,0\nz,0,0,1\nw,0,1,1\n")
+    out = tmp_path / "labels.csv"
+    assert main(["fit", str(data), "--labels", "name", "--labels-out", str(out)]) == 0
+    rows = [line.split(",") for line in out.read_text().splitlines()]
+    assert rows[0] == ["name", "cluster"]
+    assert [r[0] for r in rows[1:]] == ["x", "y", "z", "w"]
+    assert rows[1][1] == rows[2][1] != rows[3][1]

@@ -44,29 +44,51 @@ def _model(name: str, alpha: float | None, beta: float | None) -> ClusterModel:
     return DirichletMultinomial() if alpha is None else DirichletMultinomial(alpha=alpha)
 
 
-def read_csv(
-    path: str, labels: str | None, ignore: Sequence[str]
-) -> tuple[np.ndarray, list[str] | None, list[str]]:
-    """Read a CSV with a header row into (data, leaf labels, feature names).
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
+
+def read_csv(
+    path: str, labels: str | None, ignore: Sequence[str], header: bool = True
+) -> tuple[np.ndarray, list[str] | None, list[str]]:
+    """Read a CSV into (data, leaf labels, feature names).
+
+    With ``header`` the first row names the columns, and a first row of numbers only is an
+    error (it would be data read as names); without, the columns are named ``0``, ``1``, ….
     Every column except ``labels`` and ``ignore`` must be numeric; empty cells and ``NA``
     / ``NaN`` become NaN (missing).
     """
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
         try:
-            header = next(reader)
+            first = next(reader)
         except StopIteration:
             raise ValueError(f"{path} is empty") from None
         rows = [r for r in reader if r]
+    if not header:
+        rows.insert(0, first)
+        columns = [str(k) for k in range(len(first))]
+    elif first and all(_is_number(cell.strip()) for cell in first):
+        raise ValueError(
+            f"the first row of {path} holds only numbers, so it looks like data, not column "
+            "names; add a header row or pass --no-header"
+        )
+    else:
+        columns = first
     for col in [labels, *ignore]:
-        if col is not None and col not in header:
-            raise ValueError(f"column {col!r} is not in {path} (columns: {', '.join(header)})")
-    keep = [k for k, h in enumerate(header) if h != labels and h not in ignore]
+        if col is not None and col not in columns:
+            raise ValueError(f"column {col!r} is not in {path} (columns: {', '.join(columns)})")
+    keep = [k for k, h in enumerate(columns) if h != labels and h not in ignore]
     data = np.empty((len(rows), len(keep)))
     for i, r in enumerate(rows):
-        if len(r) != len(header):
-            raise ValueError(f"row {i} of {path} has {len(r)} fields; the header has {len(header)}")
+        if len(r) != len(columns):
+            raise ValueError(
+                f"row {i} of {path} has {len(r)} fields; the first row has {len(columns)}"
+            )
         for j, k in enumerate(keep):
             cell = r[k].strip()
             if cell in ("", "NA", "NaN", "nan"):
@@ -76,11 +98,11 @@ def read_csv(
                 data[i, j] = float(cell)
             except ValueError:
                 raise ValueError(
-                    f"row {i}, column {header[k]!r} of {path} is not a number ({cell!r}); "
+                    f"row {i}, column {columns[k]!r} of {path} is not a number ({cell!r}); "
                     "name label columns with --labels and others with --ignore"
                 ) from None
-    names = [r[header.index(labels)] for r in rows] if labels is not None else None
-    return data, names, [header[k] for k in keep]
+    names = [r[columns.index(labels)] for r in rows] if labels is not None else None
+    return data, names, [columns[k] for k in keep]
 
 
 def _describe(model: ClusterModel) -> str:
@@ -130,6 +152,16 @@ def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Names
         indent = 1 if tree.depth() <= _INDENT_DEPTH else None
         Path(args.json).write_text(tree.to_json(labels=names, indent=indent) + "\n")
         out.write(f"wrote JSON to {args.json}\n")
+    if args.labels_out:
+        with open(args.labels_out, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            if names is None:
+                writer.writerow(["cluster"])
+                writer.writerows([int(k)] for k in est.labels_)
+            else:
+                writer.writerow(["name", "cluster"])
+                writer.writerows([name, int(k)] for name, k in zip(names, est.labels_, strict=True))
+        out.write(f"wrote cluster labels to {args.labels_out}\n")
 
 
 def _fit_args(p: argparse.ArgumentParser) -> None:
@@ -175,6 +207,12 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--newick", metavar="FILE", help="write the tree in Newick format")
     p.add_argument("--json", metavar="FILE", help="write the tree with per-node statistics as JSON")
     p.add_argument(
+        "--labels-out",
+        metavar="FILE",
+        help="write the flat clusters as CSV: a header, then one cluster label per data row "
+        "(with its name, when the rows have names)",
+    )
+    p.add_argument(
         "--max-children",
         type=int,
         default=None,
@@ -190,7 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rosetree {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    fit = sub.add_parser("fit", help="cluster the rows of a CSV file (with a header row)")
+    fit = sub.add_parser(
+        "fit", help="cluster the rows of a CSV file (a header row, or --no-header)"
+    )
     fit.add_argument("data", help="CSV file, one data item per row")
     fit.add_argument(
         "--model",
@@ -213,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("--labels", metavar="COL", help="column holding leaf names")
     fit.add_argument(
+        "--no-header",
+        action="store_true",
+        help="the first row is data; columns are named 0, 1, ... (for --labels, --ignore)",
+    )
+    fit.add_argument(
         "--ignore", metavar="COL", nargs="*", default=[], help="columns to leave out of the data"
     )
     _fit_args(fit)
@@ -225,10 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rosetree`` command."""
     args = build_parser().parse_args(argv)
     try:
-        for option in ("newick", "json"):
+        for option in ("newick", "json", "labels_out"):
             path = getattr(args, option)
             if path is not None and not Path(path).resolve().parent.is_dir():
-                raise OSError(f"--{option} {path}: the directory does not exist")
+                flag = "--" + option.replace("_", "-")
+                raise OSError(f"{flag} {path}: the directory does not exist")
         if args.command == "demo":
             from .datasets import load_animals
 
@@ -237,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             model: ClusterModel = BetaBernoulli()
             print(f"{ds.description}; beta-Bernoulli clusters, mixing={args.mixing}\n")
         else:
-            X, names, _ = read_csv(args.data, args.labels, args.ignore)
+            X, names, _ = read_csv(args.data, args.labels, args.ignore, not args.no_header)
             model = _model(args.model, args.alpha, args.beta)
         est = BayesianRoseTree(
             model=model,
