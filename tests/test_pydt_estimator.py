@@ -243,3 +243,10 @@ def test_greedy_em_keeps_the_dirichlet_diffusion_tree_binary_and_is_deterministi
 def test_greedy_em_progress_goes_to_python_stderr(capsys):
     rt.PitmanYorDiffusionTree(n_iter=2, verbose=True).fit(X)
     assert "pydt greedy EM: pass 1/2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("inference", ["greedy-em", "mcmc"])
+def test_data_at_the_edge_of_the_floats_is_an_error_not_a_crash(inference):
+    X = np.arange(6.0)[:, None] * np.full((6, 2), 1e300)
+    with pytest.raises(rt.NumericalError):
+        rt.PitmanYorDiffusionTree(inference=inference, n_iter=3, random_state=0).fit(X)

@@ -1578,6 +1578,10 @@ impl Ward {
                 merges: Vec::new(),
             };
         }
+        // Ward's tree does not depend on the scale: measured in units of the largest entry,
+        // no distance overflows (kodama panics on the NaN that infinite ones make).
+        let scale = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let scale = if scale > 0.0 { scale } else { 1.0 };
         let mut condensed = Vec::with_capacity(n * (n - 1) / 2);
         for i in 0..n {
             for j in i + 1..n {
@@ -1585,7 +1589,7 @@ impl Ward {
                     .row(i)
                     .iter()
                     .zip(x.row(j))
-                    .map(|(a, b)| (a - b) * (a - b))
+                    .map(|(a, b)| ((a - b) / scale).powi(2))
                     .sum();
                 condensed.push(d2.sqrt());
             }

@@ -755,6 +755,9 @@ fn the_ward_order_keeps_each_cluster_together() {
     for block in cluster.chunks(5) {
         assert!(block.iter().all(|&k| k == block[0]), "{cluster:?}");
     }
+    // The order does not depend on the scale, up to the largest finite one.
+    assert_eq!(Ward::new(&(&shuffled * 1e300)).order(), order);
+    assert_eq!(Ward::new(&(&shuffled * 1e-300)).order(), order);
 }
 
 #[test]
