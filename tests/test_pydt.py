@@ -274,7 +274,9 @@ def test_bad_hyperparameters_are_named(kwargs, name):
     [
         ({"n": 0}, "n"),
         ({"n": 2.5}, "n"),
+        ({"n": 2**70}, "n"),
         ({"d": 0}, "d"),
+        ({"d": 2**64}, "d"),
         ({"d": True}, "d"),
         ({"sigma2": 0.0}, "sigma2"),
         ({"sigma2": -1.0}, "sigma2"),

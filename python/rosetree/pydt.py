@@ -35,8 +35,11 @@ def _real(value: Any, name: str) -> float:
 
 
 def _count(value: Any, name: str) -> int:
+    """A positive integer that fits a machine word, or InvalidParameterError naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
+    if value > 2**63 - 1:
+        raise InvalidParameterError(f"{name} must be below 2**63, got {value!r}", name)
     return int(value)
 
 
