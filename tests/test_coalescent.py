@@ -378,7 +378,7 @@ def test_smc_fits_are_reproducible_and_report_their_heaviest_particle(inference)
 
 def test_smc_parameters_are_checked():
     X = np.random.default_rng(6).normal(size=(5, 2))
-    for bad in (0, -3, 2.0, True, "8"):
+    for bad in (0, -3, 2.0, True, "8", 2**70):
         with pytest.raises(rt.InvalidParameterError, match="n_particles"):
             rt.KingmanCoalescent(inference="smc-priorpost", n_particles=bad).fit(X)
     with pytest.raises(rt.InvalidParameterError, match="random_state"):

@@ -115,6 +115,15 @@ def check_csr(X: Any, *, min_rows: int = 2, name: str = "X") -> tuple[np.ndarray
     return indptr, indices, data
 
 
+def check_count(value: Any, name: str) -> int:
+    """A positive integer that fits a machine word, or InvalidParameterError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
+    if value > 2**63 - 1:
+        raise InvalidParameterError(f"{name} must be below 2**63, got {value!r}", name)
+    return int(value)
+
+
 def check_n_jobs(n_jobs: Any) -> int | None:
     """Map scikit-learn's ``n_jobs`` to a thread count (``None``: every core)."""
     if n_jobs is None or n_jobs == -1:

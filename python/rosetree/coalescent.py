@@ -9,7 +9,7 @@ import numpy as np
 from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ParamsMixin
-from ._validation import check_array, check_n_jobs, check_seed
+from ._validation import check_array, check_count, check_n_jobs, check_seed
 from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
@@ -52,12 +52,6 @@ def _root(root: Any) -> float | None:
             f'root must be "flat" or a number s0 >= 0, got {root!r}', "root"
         )
     return float(root)
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
-    return int(value)
 
 
 def _likelihood(likelihood: Any) -> str:
@@ -270,7 +264,7 @@ class KingmanCoalescent(ParamsMixin):
             n_jobs=check_n_jobs(self.n_jobs),
         )
         learn = _flag(self.learn_hyperparameters, "learn_hyperparameters")
-        hyper_iter = _positive_int(self.hyper_iter, "hyper_iter")
+        hyper_iter = check_count(self.hyper_iter, "hyper_iter")
         if likelihood == "brownian":
             _check_brownian_missing(X, options["root"] is None, learn)
         self.hyper_trace_: np.ndarray | None = None
@@ -302,7 +296,7 @@ class KingmanCoalescent(ParamsMixin):
             trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
                 X,
                 proposal=self.inference.removeprefix("smc-"),
-                n_particles=_positive_int(self.n_particles, "n_particles"),
+                n_particles=check_count(self.n_particles, "n_particles"),
                 seed=check_seed(self.random_state),
                 **options,
             )

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _core
 from ._base import ParamsMixin
-from ._validation import check_array, check_seed
+from ._validation import check_array, check_count, check_seed
 from .coalescent import tree_from_nested
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import Tree
@@ -32,15 +32,6 @@ def _real(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InvalidParameterError(f"{name} must be a real number, got {value!r}", name)
     return float(value)
-
-
-def _count(value: Any, name: str) -> int:
-    """A positive integer that fits a machine word, or InvalidParameterError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
-    if value > 2**63 - 1:
-        raise InvalidParameterError(f"{name} must be below 2**63, got {value!r}", name)
-    return int(value)
 
 
 def _tree(tree: Any, n_leaves: int | None = None) -> Tree:
@@ -207,7 +198,7 @@ def sample_pydt(
     >>> X.shape, tree.n_leaves
     ((20, 2), 20)
     """
-    n, d = _count(n, "n"), _count(d, "d")
+    n, d = check_count(n, "n"), check_count(d, "d")
     alpha, beta, c = _real(alpha, "alpha"), _real(beta, "beta"), _real(c, "c")
     sigma2 = _real(sigma2, "sigma2")
     seed = check_seed(random_state)
@@ -571,12 +562,12 @@ class PitmanYorDiffusionTree(ParamsMixin):
             _check_binary(X)
         alpha, beta = _real(self.alpha, "alpha"), _real(self.beta, "beta")
         c, sigma2 = _real(self.c, "c"), _real(self.sigma2, "sigma2")
-        n_iter = _count(self.n_iter, "n_iter")
+        n_iter = check_count(self.n_iter, "n_iter")
         learn = _learn_flags(self.learn_hyperparameters, alpha, beta, probit)
         priors = _prior_vector(self.priors)
         seed = check_seed(self.random_state)
         verbose = _flag(self.verbose, "verbose")
-        self._n_points = _count(self.n_predictive_points, "n_predictive_points")
+        self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
         common = dict(
             alpha=alpha, beta=beta, c=c, sigma2=sigma2, learn=learn, priors=priors, seed=seed
         )
@@ -592,7 +583,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 raise InvalidParameterError(
                     f"burn_in must lie in [0, n_iter) = [0, {n_iter}), got {burn_in}", "burn_in"
                 )
-            thin = _count(self.thin, "thin")
+            thin = check_count(self.thin, "thin")
             samples, trace, last, proposals, accepted = _core.pydt_mcmc(
                 X,
                 None,
