@@ -124,6 +124,7 @@ def test_plot_and_command_line_report(chain, tmp_path, capsys):
         learn=False,
         mixing="brt",
         newick=str(tmp_path / "t.nwk"),
+        labels_out=None,
         json=str(tmp_path / "t.json"),
     )
     _report(est, None, args)

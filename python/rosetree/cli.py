@@ -268,7 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rosetree`` command."""
-    args = build_parser().parse_args(argv)
+    try:
+        return _run(build_parser().parse_args(argv))
+    except BrokenPipeError:
+        # The reader went away (`rosetree demo | head`): stop quietly. Python flushes stdout
+        # again at exit, so point it at devnull first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         for option in ("newick", "json", "labels_out"):
             path = getattr(args, option)
@@ -299,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             n_clusters=args.n_clusters,
             cut_threshold=args.cut_threshold,
         ).fit(X)
+    except BrokenPipeError:
+        raise
     except (RoseTreeError, ValueError, OSError) as exc:
         print(f"rosetree: error: {exc}", file=sys.stderr)
         return 2
@@ -308,10 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _report(est, names, args)
     except BrokenPipeError:
-        # The reader went away (`rosetree demo | head`): stop quietly. Python flushes stdout
-        # again at exit, so point it at devnull first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        raise
     except OSError as exc:
         print(f"rosetree: error: {exc}", file=sys.stderr)
         return 2
