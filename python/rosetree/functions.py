@@ -30,8 +30,9 @@ def evaluate_tree(
     Parameters
     ----------
     X : array_like of shape (n_samples, n_features)
-    tree : nested lists of row indices, or RoseTree
-        E.g. ``[[0, 1, 2], [3, 4]]``; every row appears exactly once.
+    tree : nested lists of row indices, or Tree
+        E.g. ``[[0, 1, 2], [3, 4]]`` (every row appears exactly once), a :class:`RoseTree`,
+        or a published tree read by :meth:`Tree.from_newick`.
     model, mixing, gamma, dp_alpha
         As in :class:`BayesianRoseTree`.
     binary : bool, default=False

@@ -235,6 +235,35 @@ class Tree:
             built[v] = v if v < self.n_leaves else [built.pop(c) for c in self.children[v]]
         return built[node]  # type: ignore[no-any-return]
 
+    @classmethod
+    def from_newick(
+        cls, text: str, labels: Sequence[Any] | None = None, lengths: bool = True
+    ) -> Tree:
+        """A tree read from Newick, e.g. one written by :meth:`to_newick` or a published one.
+
+        Parameters
+        ----------
+        text : str
+            One tree in Newick format, ending in ``;``: quoted (``'a b'``, ``''`` for a
+            quote) or unquoted leaf names, optional branch lengths ``:x``, internal node
+            names and ``[comments]`` (both ignored). A node with one child is spliced out.
+        labels : sequence of str, optional
+            The name of each data row: leaf ``name`` becomes the row ``labels.index(name)``.
+            Without it, the leaves must be named ``0 .. n - 1`` (as :meth:`to_newick` names
+            them without labels).
+        lengths : bool, default=True
+            Heights from the branch lengths, when every branch has one: the distance from
+            the leaves, which must all be equally far from the root (an ultrametric tree, as
+            :meth:`to_newick` writes). ``False`` reads the structure alone.
+
+        Raises
+        ------
+        InvalidTreeError
+            For text that is not one Newick tree, leaf names that are not the rows, or
+            lengths that do not give one height to every leaf.
+        """
+        return _read_newick(text, labels, lengths)
+
     def to_newick(self, labels: Sequence[Any] | None = None, lengths: bool = False) -> str:
         """The tree in Newick format; leaves are named by ``labels`` or by row index.
 
@@ -638,11 +667,162 @@ def _dumps(obj: Any, indent: int | None) -> str:
     return "".join(out)
 
 
+_NEWICK_PUNCTUATION = "()[]':;,"
+
+
+def _newick_tokens(text: str) -> list[tuple[str, str]]:
+    """``(kind, value)`` tokens: ``"p"`` punctuation, ``"n"`` a name (quoted ones unquoted)."""
+    tokens: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch == "[":
+            end = text.find("]", i)
+            if end < 0:
+                raise InvalidTreeError("Newick: a comment '[' is not closed")
+            i = end + 1
+        elif ch == "'":
+            parts, i = [], i + 1
+            while True:
+                end = text.find("'", i)
+                if end < 0:
+                    raise InvalidTreeError("Newick: a quoted name is not closed")
+                parts.append(text[i:end])
+                if text.startswith("''", end):
+                    parts.append("'")
+                    i = end + 2
+                else:
+                    i = end + 1
+                    break
+            tokens.append(("n", "".join(parts)))
+        elif ch in _NEWICK_PUNCTUATION:
+            tokens.append(("p", ch))
+            i += 1
+        else:
+            start = i
+            while i < n and not text[i].isspace() and text[i] not in _NEWICK_PUNCTUATION:
+                i += 1
+            # Kept as written: Bio.Phylo and ete keep an unquoted '_' (DendroPy reads a
+            # space); rosetree quotes names with '_' or spaces, so both read them alike.
+            tokens.append(("n", text[start:i]))
+    return tokens
+
+
+def _read_newick(text: str, labels: Sequence[Any] | None, lengths: bool) -> Tree:
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"text must be a str, got {type(text).__name__}", "text")
+    tokens = _newick_tokens(text)
+    if not tokens or tokens[-1] != ("p", ";"):
+        raise InvalidTreeError("Newick: the tree must end with ';'")
+    if ("p", ";") in tokens[:-1]:
+        raise InvalidTreeError("Newick: one tree only (found ';' before the end)")
+    # Nodes in the order they close (children before parents): leaf names, children lists
+    # and branch lengths.
+    names: list[str | None] = []
+    kids: list[list[int]] = []
+    length: list[float | None] = []
+    open_groups: list[list[int]] = []
+    current: int | None = None
+    k = 0
+    while k < len(tokens) - 1:
+        kind, value = tokens[k]
+        k += 1
+        if kind == "n":
+            if current is None:
+                names.append(value)
+                kids.append([])
+                length.append(None)
+                current = len(names) - 1
+            elif kids[current] and value.strip():
+                pass  # an internal node's name
+            else:
+                raise InvalidTreeError(f"Newick: unexpected name {value!r}")
+        elif value == "(":
+            if current is not None:
+                raise InvalidTreeError("Newick: '(' after a node; a ',' is missing")
+            open_groups.append([])
+        elif value in ",)":
+            if current is None or not open_groups:
+                raise InvalidTreeError(f"Newick: unexpected {value!r} (an empty name?)")
+            open_groups[-1].append(current)
+            current = None
+            if value == ")":
+                children = open_groups.pop()
+                if len(children) == 1:  # a unary node: the child, its lengths added up
+                    current = children[0]
+                    continue
+                names.append(None)
+                kids.append(children)
+                length.append(None)
+                current = len(names) - 1
+        elif value == ":":
+            if current is None or k >= len(tokens) - 1 or tokens[k][0] != "n":
+                raise InvalidTreeError("Newick: ':' must follow a node and precede a length")
+            try:
+                x = float(tokens[k][1])
+            except ValueError:
+                raise InvalidTreeError(f"Newick: bad branch length {tokens[k][1]!r}") from None
+            if not (math.isfinite(x) and x >= 0):
+                raise InvalidTreeError(f"Newick: branch lengths must be finite and >= 0, got {x}")
+            length[current] = x if length[current] is None else length[current] + x
+            k += 1
+        else:
+            raise InvalidTreeError(f"Newick: unexpected {value!r}")
+    if open_groups or current is None:
+        raise InvalidTreeError("Newick: unbalanced parentheses")
+    root = current
+    leaves = [v for v in range(len(names)) if not kids[v]]
+    leaf_names = [str(names[v]) for v in leaves]
+    n = len(leaves)
+    if labels is None:
+        rows = {str(i): i for i in range(n)}
+        want = "the rows 0 .. n - 1 (or pass labels=)"
+    else:
+        rows = {}
+        for i, name in enumerate(labels):
+            if str(name) in rows:
+                raise InvalidParameterError(f"labels has {str(name)!r} twice", "labels")
+            rows[str(name)] = i
+        if len(rows) != n:
+            raise InvalidTreeError(f"Newick: the tree has {n} leaves for {len(rows)} labels")
+        want = "the labels"
+    if len(set(leaf_names)) != n or any(name not in rows for name in leaf_names):
+        bad = next((m for m in leaf_names if m not in rows), None) or "a repeated name"
+        raise InvalidTreeError(f"Newick: the leaves must be {want}; got {bad!r}")
+    ids = {v: rows[str(names[v])] for v in leaves}
+    internal: list[list[int]] = []
+    for v in range(len(names)):  # every node made is in the tree
+        if kids[v]:
+            ids[v] = n + len(internal)
+            internal.append([ids[c] for c in kids[v]])
+    heights = None
+    branches = [v for v in ids if v != root]
+    if lengths and branches and all(length[v] is not None for v in branches):
+        depth = {root: 0.0}
+        for v in sorted(ids, key=lambda v: -ids[v]):  # parents before children
+            for c in kids[v]:
+                depth[c] = depth[v] + float(length[c])  # type: ignore[arg-type]
+        leaf_depths = [depth[v] for v in leaves]
+        top = max(leaf_depths)
+        if top - min(leaf_depths) > 1e-9 * max(top, 1e-300):
+            raise InvalidTreeError(
+                "Newick: the leaves are not equally far from the root (not ultrametric); "
+                "read the structure alone with lengths=False"
+            )
+        heights = [0.0] * (n + len(internal))
+        for v, i in ids.items():
+            heights[i] = 0.0 if not kids[v] else top - depth[v]
+    return Tree(n, internal, heights)
+
+
 def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
     """Child lists of the internal nodes of a tree, children before parents.
 
     ``tree`` is nested lists (or tuples) of row indices ``0 .. n_leaves - 1``, whose internal
-    nodes are numbered in post-order, or a :class:`RoseTree`, whose own ids are kept. A list
+    nodes are numbered in post-order, or a :class:`Tree` (a :class:`RoseTree`, one read by
+    :meth:`Tree.from_newick`, …), whose own ids are kept. A list
     with one element stands for that element. The nesting is read with an explicit stack, so
     any depth works; the Rust core checks that every row appears exactly once.
 
@@ -650,9 +830,9 @@ def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
     ------
     InvalidTreeError
         For an empty list, a leaf that is not a row index, a list that appears twice (as in
-        a cycle), or a RoseTree over another number of rows.
+        a cycle), or a Tree over another number of rows.
     """
-    if isinstance(tree, RoseTree):
+    if isinstance(tree, Tree):
         if tree.n_leaves != n_leaves:
             raise InvalidTreeError(
                 f"the tree has {tree.n_leaves} leaves, but the data have {n_leaves} rows"

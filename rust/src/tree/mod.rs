@@ -587,9 +587,10 @@ fn newick_number(x: f64) -> String {
     }
 }
 
-/// Quotes a Newick label when it contains characters with a meaning in the format.
+/// Quotes a Newick label when it contains characters with a meaning in the format (an
+/// unquoted `_` reads as a space, so it is quoted too), or is empty.
 fn newick_quote(name: &str) -> String {
-    if name.chars().any(|c| "()[]':;, \t\n".contains(c)) {
+    if name.is_empty() || name.chars().any(|c| "()[]':;,_ \t\n".contains(c)) {
         format!("'{}'", name.replace('\'', "''"))
     } else {
         name.to_owned()
