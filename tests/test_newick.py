@@ -57,6 +57,17 @@ def test_round_trip_through_bio_phylo():
     np.testing.assert_allclose(back.heights, TREE.heights, rtol=1e-6)  # Bio writes 5 digits
 
 
+def test_round_trip_through_dendropy():
+    dendropy = pytest.importorskip("dendropy")
+    text = TREE.to_newick(labels=NAMES, lengths=True)
+    parsed = dendropy.Tree.get(data=text, schema="newick", preserve_underscores=True)
+    assert sorted(leaf.taxon.label for leaf in parsed.leaf_node_iter()) == sorted(NAMES)
+    written = parsed.as_string(schema="newick").strip()  # 'a b' comes back as a_b
+    back = rt.Tree.from_newick(written, labels=NAMES, underscore_is_space=True)
+    assert leaf_sets(back) == leaf_sets(TREE)
+    np.testing.assert_allclose(back.heights, TREE.heights, rtol=1e-15)
+
+
 def test_published_trees_with_comments_internal_names_and_unary_nodes():
     text = "[a comment] ((Bat:1.0,'Big cat':1)Mammals:2,(((Crow:3))):0);"
     tree = rt.Tree.from_newick(text, labels=["Crow", "Bat", "Big cat"])
@@ -100,3 +111,5 @@ def test_names_with_underscores_or_spaces_are_quoted():
     assert "'c_d'" in TREE.to_newick(labels=NAMES) and "'a b'" in TREE.to_newick(labels=NAMES)
     tree = rt.Tree.from_newick("((a_b,c),d);", labels=["a_b", "c", "d"])
     assert leaf_sets(tree) == [(0, 1), (0, 1, 2)]
+    spaced = rt.Tree.from_newick("(('a_b',c_d),e);", ["a_b", "c d", "e"], underscore_is_space=True)
+    assert leaf_sets(spaced) == [(0, 1), (0, 1, 2)]

@@ -237,7 +237,11 @@ class Tree:
 
     @classmethod
     def from_newick(
-        cls, text: str, labels: Sequence[Any] | None = None, lengths: bool = True
+        cls,
+        text: str,
+        labels: Sequence[Any] | None = None,
+        lengths: bool = True,
+        underscore_is_space: bool = False,
     ) -> Tree:
         """A tree read from Newick, e.g. one written by :meth:`to_newick` or a published one.
 
@@ -255,6 +259,11 @@ class Tree:
             Heights from the branch lengths, when every branch has one: the distance from
             the leaves, which must all be equally far from the root (an ultrametric tree, as
             :meth:`to_newick` writes). ``False`` reads the structure alone.
+        underscore_is_space : bool, default=False
+            Read ``_`` in unquoted names as a space, the Newick standard's rule, which
+            DendroPy follows (it writes ``'a b'`` as ``a_b``); Bio.Phylo and ete keep ``_``.
+            Quoted names are always read as written (:meth:`to_newick` quotes names with
+            ``_`` or spaces).
 
         Raises
         ------
@@ -262,7 +271,7 @@ class Tree:
             For text that is not one Newick tree, leaf names that are not the rows, or
             lengths that do not give one height to every leaf.
         """
-        return _read_newick(text, labels, lengths)
+        return _read_newick(text, labels, lengths, underscore_is_space)
 
     def to_newick(self, labels: Sequence[Any] | None = None, lengths: bool = False) -> str:
         """The tree in Newick format; leaves are named by ``labels`` or by row index.
@@ -670,7 +679,7 @@ def _dumps(obj: Any, indent: int | None) -> str:
 _NEWICK_PUNCTUATION = "()[]':;,"
 
 
-def _newick_tokens(text: str) -> list[tuple[str, str]]:
+def _newick_tokens(text: str, underscore_is_space: bool) -> list[tuple[str, str]]:
     """``(kind, value)`` tokens: ``"p"`` punctuation, ``"n"`` a name (quoted ones unquoted)."""
     tokens: list[tuple[str, str]] = []
     i, n = 0, len(text)
@@ -704,16 +713,17 @@ def _newick_tokens(text: str) -> list[tuple[str, str]]:
             start = i
             while i < n and not text[i].isspace() and text[i] not in _NEWICK_PUNCTUATION:
                 i += 1
-            # Kept as written: Bio.Phylo and ete keep an unquoted '_' (DendroPy reads a
-            # space); rosetree quotes names with '_' or spaces, so both read them alike.
-            tokens.append(("n", text[start:i]))
+            name = text[start:i]
+            tokens.append(("n", name.replace("_", " ") if underscore_is_space else name))
     return tokens
 
 
-def _read_newick(text: str, labels: Sequence[Any] | None, lengths: bool) -> Tree:
+def _read_newick(
+    text: str, labels: Sequence[Any] | None, lengths: bool, underscore_is_space: bool
+) -> Tree:
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str, got {type(text).__name__}", "text")
-    tokens = _newick_tokens(text)
+    tokens = _newick_tokens(text, underscore_is_space)
     if not tokens or tokens[-1] != ("p", ";"):
         raise InvalidTreeError("Newick: the tree must end with ';'")
     if ("p", ";") in tokens[:-1]:
