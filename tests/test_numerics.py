@@ -194,3 +194,12 @@ def test_largest_finite_hyperparameters_give_correct_values():
     assert_log_close(got, bernoulli_reference(X, [1.7e308], [1.0]))
     got = rt.DirichletMultinomial(alpha=[1.7e308, 1.0]).log_marginal(np.array([[0.0, 3.0]]))
     assert_log_close(got, dirichlet_reference([0, 3], [1.7e308, 1.0]))
+
+
+@pytest.mark.parametrize(("alpha", "beta"), [(1e300, 1e-300), (1e-300, 1e-300), (1e-300, 1e300)])
+def test_greedy_search_keeps_pseudo_counts_far_below_the_counts(alpha, beta):
+    # Greedy merge scores once lost a beta of 1e-300 next to the counts (NaN, an error).
+    X = np.array([[0, 1], [1, 0], [1, 1.0]])
+    model = rt.BetaBernoulli(alpha=alpha, beta=beta)
+    fitted = rt.BayesianRoseTree(model=model).fit(X)
+    assert fitted.log_evidence_ == pytest.approx(rt.optimal_tree(X, model=model).log_evidence)

@@ -533,10 +533,11 @@ impl RowQueries for BetaBernoulli {
         }
         let mut base = 0.0;
         for i in 0..d {
-            let k = f64::from(a.ones[i]);
+            // The count of zeros first: `β + N − k` in floating point loses a β far below
+            // the counts (β = 1e-300 with N = k gave q = 0 and a NaN merge score).
             let (p, q) = (
-                self.alpha[i] + k,
-                self.beta[i] + f64::from(a.observed(i)) - k,
+                self.alpha[i] + f64::from(a.ones[i]),
+                self.beta[i] + f64::from(a.observed(i) - a.ones[i]),
             );
             let (one, zero) = (ln_share(p, q), ln_share(q, p));
             base += zero;
@@ -1054,5 +1055,28 @@ mod tests {
             (&[1.0, 2.0, 3.0][..], &[0.5; 3][..])
         );
         assert_eq!(model.n_features(), 3);
+    }
+
+    #[test]
+    fn queries_keep_a_pseudo_count_far_below_the_counts() {
+        // A cluster with only ones in column 1 queried with a row holding a zero there:
+        // with β = 1e-300, `β + N − k` in floating point was 0 and the result NaN.
+        for (alpha, beta) in [(1e300, 1e-300), (1e-300, 1e-300), (1e-300, 1e300)] {
+            let mut m = BetaBernoulli::new(&[alpha], &[beta], 2).unwrap();
+            m.prepare(3);
+            let x = array![[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]];
+            let l = m.leaf_stats_all(x.view()).unwrap();
+            for (a, b) in [(0, 2), (0, 1), (1, 2)] {
+                let pair = m.merge(&l[a], &l[b]);
+                let c = 3 - a - b;
+                let want = m.log_marginal(&m.merge(&pair, &l[c])).unwrap();
+                assert!(want.is_finite());
+                let got = m.log_marginal_query(&m.query(&pair), &pair, &l[c]).unwrap();
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.abs(),
+                    "{alpha} {beta}: {got} {want}"
+                );
+            }
+        }
     }
 }
