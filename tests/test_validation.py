@@ -33,3 +33,32 @@ def test_nullable_frame_columns_are_missing_values_where_na():
     with pytest.raises(rt.InvalidDataError) as info:
         rt.BayesianRoseTree(model=NIW()).fit(frame.astype("Float64"))
     assert (info.value.row, info.value.column) == (2, 1)
+
+
+def _frame(X):
+    return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+
+
+@pytest.mark.parametrize(
+    ("make", "predict"),
+    [
+        (lambda: rt.BayesianRoseTree(model=NIW()), "predict"),
+        (lambda: rt.KingmanCoalescent(), "score_samples"),
+        (
+            lambda: rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=5, random_state=0),
+            "score_samples",
+        ),
+    ],
+    ids=["rose tree", "coalescent", "diffusion tree"],
+)
+def test_reordered_frame_columns_at_prediction_are_an_error(make, predict):
+    X = _frame(np.random.default_rng(0).normal(size=(10, 3)))
+    est = make().fit(X)
+    assert list(est.feature_names_in_) == ["f0", "f1", "f2"]
+    same = getattr(est, predict)(X.iloc[:3])
+    with pytest.raises(rt.InvalidDataError, match="columns"):
+        getattr(est, predict)(X.iloc[:3, [2, 0, 1]])
+    # Plain arrays are read by position, as in scikit-learn.
+    np.testing.assert_array_equal(getattr(est, predict)(X.iloc[:3].to_numpy()), same)
+    # A refit on an array forgets the names.
+    assert not hasattr(est.fit(X.to_numpy()), "feature_names_in_")

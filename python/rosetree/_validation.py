@@ -115,6 +115,39 @@ def check_csr(X: Any, *, min_rows: int = 2, name: str = "X") -> tuple[np.ndarray
     return indptr, indices, data
 
 
+def feature_names(X: Any) -> np.ndarray | None:
+    """The column names of a DataFrame ``X`` as strings, or None for other inputs."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "to_numpy"):
+        return None
+    return np.asarray([str(c) for c in columns], dtype=object)
+
+
+def set_feature_names(estimator: Any, names: np.ndarray | None) -> None:
+    """Sets ``feature_names_in_`` at fit, or removes one left by an earlier fit."""
+    if names is None:
+        estimator.__dict__.pop("feature_names_in_", None)
+    else:
+        estimator.feature_names_in_ = names
+
+
+def check_feature_names(estimator: Any, X: Any) -> None:
+    """At prediction: a DataFrame's columns must be those seen in fit, in the same order.
+
+    As in scikit-learn, a check only when both the fit and ``X`` have names; reordered or
+    renamed columns are an :class:`InvalidDataError`, not silently misread.
+    """
+    fitted = getattr(estimator, "feature_names_in_", None)
+    names = feature_names(X)
+    if fitted is None or names is None:
+        return
+    if len(names) != len(fitted) or any(a != b for a, b in zip(names, fitted, strict=False)):
+        raise InvalidDataError(
+            f"X's columns {list(names)} are not the columns seen in fit {list(fitted)} "
+            "(the same names in the same order)"
+        )
+
+
 def check_count(value: Any, name: str) -> int:
     """A positive integer that fits a machine word, or InvalidParameterError naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

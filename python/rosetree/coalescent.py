@@ -9,7 +9,15 @@ import numpy as np
 from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ParamsMixin
-from ._validation import check_array, check_count, check_n_jobs, check_seed
+from ._validation import (
+    check_array,
+    check_count,
+    check_feature_names,
+    check_n_jobs,
+    check_seed,
+    feature_names,
+    set_feature_names,
+)
 from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
@@ -187,6 +195,11 @@ class KingmanCoalescent(ParamsMixin):
         ``llr_threshold`` (see :meth:`cluster_labels`), numbered by their first row.
     n_clusters_ : int
         The number of distinct ``labels_``.
+    n_features_in_ : int
+        Number of columns seen in :meth:`fit`.
+    feature_names_in_ : ndarray of str
+        Column names, when ``X`` was a pandas DataFrame; prediction then requires the same
+        columns in the same order.
 
     Examples
     --------
@@ -255,6 +268,7 @@ class KingmanCoalescent(ParamsMixin):
                 f"inference {self.inference!r} is unknown; available: {_INFERENCES}",
                 "inference",
             )
+        names = feature_names(X)
         X = check_array(X, min_rows=1)
         lam = _lambda(self.Lambda)
         options = dict(
@@ -280,6 +294,7 @@ class KingmanCoalescent(ParamsMixin):
         self.particle_log_weights_ = fitted.particle_log_weights
         self.ess_ = fitted.ess
         self.n_features_in_ = X.shape[1]
+        set_feature_names(self, names)
         self._X = X
         self._model_options = _model_options(options)
         evidence = np.asarray(
@@ -410,6 +425,7 @@ class KingmanCoalescent(ParamsMixin):
 
     def _new_rows(self, X: Any) -> np.ndarray:
         self._check_fitted()
+        check_feature_names(self, X)
         X = check_array(X, min_rows=1)
         if X.shape[1] != self.n_features_in_:
             raise InvalidDataError(

@@ -11,10 +11,13 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_csr,
+    check_feature_names,
     check_n_jobs,
     check_seed,
+    feature_names,
     is_sparse,
     mixing_args,
+    set_feature_names,
 )
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
@@ -160,7 +163,8 @@ class BayesianRoseTree(ParamsMixin):
     n_features_in_ : int
         Number of columns seen in :meth:`fit`.
     feature_names_in_ : ndarray of str
-        Column names, when ``X`` was a pandas DataFrame.
+        Column names, when ``X`` was a pandas DataFrame; prediction then requires the same
+        columns in the same order.
 
     Examples
     --------
@@ -230,7 +234,7 @@ class BayesianRoseTree(ParamsMixin):
         mixing_args(self.mixing, self.gamma, self.dp_alpha)
         self._check_flat_args()
         n_jobs = check_n_jobs(self.n_jobs)
-        names = getattr(X, "columns", None)
+        names = feature_names(X)
         sparse_ok = model._reads_sparse
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
             X = check_array(X)
@@ -284,8 +288,7 @@ class BayesianRoseTree(ParamsMixin):
         first_rows = [self.tree_.leaves(v)[0] for v in nodes]
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
         self.n_features_in_ = int(X.shape[1])
-        if names is not None:
-            self.feature_names_in_ = np.asarray([str(c) for c in names], dtype=object)
+        set_feature_names(self, names)
         return self
 
     def _check_flat_args(self) -> None:
@@ -363,6 +366,7 @@ class BayesianRoseTree(ParamsMixin):
 
     def _check_new_rows(self, X: Any) -> np.ndarray:
         self._check_fitted()
+        check_feature_names(self, X)
         X = check_array(X, min_rows=1)
         if X.shape[1] != self.n_features_in_:
             raise InvalidDataError(

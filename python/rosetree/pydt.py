@@ -20,7 +20,14 @@ import numpy as np
 
 from . import _core
 from ._base import ParamsMixin
-from ._validation import check_array, check_count, check_seed
+from ._validation import (
+    check_array,
+    check_count,
+    check_feature_names,
+    check_seed,
+    feature_names,
+    set_feature_names,
+)
 from .coalescent import tree_from_nested
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .tree import Tree
@@ -481,6 +488,9 @@ class PitmanYorDiffusionTree(ParamsMixin):
     acceptance_rate_ : float or None
         MCMC: accepted subtree moves over proposals; ``None`` for EM.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Column names, when ``X`` was a pandas DataFrame; :meth:`score_samples` then
+        requires the same columns in the same order.
 
     Examples
     --------
@@ -557,6 +567,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 f"inference must be one of {_INFERENCES}, got {self.inference!r}", "inference"
             )
         probit = self.likelihood == "probit"
+        names = feature_names(X)
         X = check_array(X, allow_nan=probit, min_rows=2)
         if probit:
             _check_binary(X)
@@ -615,6 +626,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         self.alpha_, self.beta_, self.c_, self.sigma2_ = map(float, samples[best][1:5])
         self.log_joint_ = float(samples[best][5])
         self.n_features_in_ = X.shape[1]
+        set_feature_names(self, names)
         self._X = X
         return self
 
@@ -651,6 +663,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 "score_samples needs the Gaussian likelihood; binary rows have no density",
                 "likelihood",
             )
+        check_feature_names(self, X)
         X = check_array(X, allow_nan=False, min_rows=1)
         if X.shape[1] != self.n_features_in_:
             raise InvalidDataError(
