@@ -466,23 +466,33 @@ fn the_structure_factor_keeps_its_digits_for_large_branches() {
     assert!((got - want).abs() < 1e-9, "{got} vs {want}");
 }
 
+/// `σ² K` over every node of `tree` (leaves first), `K_uv` the time of the lowest common
+/// ancestor of `u` and `v` (a node's own time when one is above the other): the covariance of
+/// the Brownian motion's locations at the nodes, in one dimension.
+pub(super) fn lca_covariance(tree: &Tree, sigma2: f64) -> DMatrix<f64> {
+    let h = tree.heights().unwrap();
+    let m = tree.nodes().len();
+    let up: Vec<Vec<usize>> = (0..m)
+        .map(|v| {
+            let mut out = vec![v];
+            while let Some(p) = tree.node(*out.last().unwrap()).parent {
+                out.push(p);
+            }
+            out
+        })
+        .collect();
+    DMatrix::from_fn(m, m, |u, v| {
+        sigma2 * h[*up[u].iter().find(|a| up[v].contains(a)).unwrap()]
+    })
+}
+
 /// `ln N(x_col; 0, σ²C)` summed over the columns, `C_ij` the time of the lowest common
 /// ancestor of leaves `i ≠ j` and `C_ii = 1`, by a Cholesky factorisation.
 pub(super) fn covariance_log_likelihood(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> f64 {
     let n = tree.n_leaves();
-    let h = tree.heights().unwrap();
-    let ancestors = |i: usize| {
-        let mut out = vec![i];
-        while let Some(p) = tree.node(*out.last().unwrap()).parent {
-            out.push(p);
-        }
-        out
-    };
-    let up: Vec<Vec<usize>> = (0..n).map(ancestors).collect();
-    let cov = DMatrix::from_fn(n, n, |i, j| {
-        let lca = up[i].iter().find(|v| up[j].contains(v)).unwrap();
-        sigma2 * h[*lca]
-    });
+    let cov = lca_covariance(tree, sigma2)
+        .view((0, 0), (n, n))
+        .into_owned();
     let chol = cov.cholesky().unwrap();
     let log_det = 2.0 * chol.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
     let mut total = 0.0;

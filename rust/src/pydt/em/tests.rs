@@ -11,7 +11,7 @@ use rand_distr::StandardNormal;
 
 use super::*;
 use crate::pydt::mcmc::GammaPrior;
-use crate::pydt::tests::{params, rng};
+use crate::pydt::tests::{lca_covariance, params, rng};
 use crate::pydt::{log_likelihood, log_prior, sample};
 
 /// The exact log joint of a tree.
@@ -140,23 +140,8 @@ fn the_m_step_objective_at_the_current_times_is_the_expected_complete_log_joint(
 /// The posterior marginals of every node and the cross-covariances with the parent from
 /// the covariance form: all locations are jointly N(0, σ² K ⊗ I) with K_uv = t(lca(u, v)).
 fn covariance_form(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> (DMatrix<f64>, DMatrix<f64>) {
-    let t = tree.heights().unwrap();
-    let m = tree.nodes().len();
     let n = tree.n_leaves();
-    let ancestors = |v: usize| {
-        let mut a = vec![v];
-        let mut u = v;
-        while let Some(p) = tree.node(u).parent {
-            a.push(p);
-            u = p;
-        }
-        a
-    };
-    let anc: Vec<Vec<usize>> = (0..m).map(ancestors).collect();
-    let k = DMatrix::from_fn(m, m, |u, v| {
-        let lca = anc[u].iter().find(|a| anc[v].contains(a)).unwrap();
-        sigma2 * t[*lca]
-    });
+    let k = lca_covariance(tree, sigma2);
     let kll = k.view((0, 0), (n, n)).into_owned();
     let kal = k.columns(0, n).into_owned();
     let inv = kll.try_inverse().unwrap();
@@ -584,54 +569,35 @@ fn the_probit_e_step_is_the_covariance_form_conditional_given_the_sites() {
     ep.site_precisions[[2, 1]] = 0.0;
     let (mu, tau) = (ep.site_means.clone(), ep.site_precisions.clone());
     let e = state.estep();
-    let t = tree.heights().unwrap();
     let m = tree.nodes().len();
-    let anc: Vec<Vec<usize>> = (0..m)
-        .map(|v| {
-            let mut a = vec![v];
-            while let Some(q) = tree.node(*a.last().unwrap()).parent {
-                a.push(q);
+    let k_inv = lca_covariance(&tree, sigma2).try_inverse().unwrap();
+    // Per column: the posterior mean and covariance of every node given the sites.
+    let posterior: Vec<(nalgebra::DVector<f64>, DMatrix<f64>)> = (0..3)
+        .map(|j| {
+            let mut prec = k_inv.clone();
+            let mut h = nalgebra::DVector::zeros(m);
+            for i in 0..tree.n_leaves() {
+                prec[(i, i)] += tau[[i, j]];
+                h[i] = tau[[i, j]] * mu[[i, j]];
             }
-            a
+            let cov = prec.try_inverse().unwrap();
+            (&cov * h, cov)
         })
         .collect();
-    let k = DMatrix::from_fn(m, m, |u, v| {
-        sigma2 * t[*anc[u].iter().find(|a| anc[v].contains(a)).unwrap()]
-    });
-    let k_inv = k.clone().try_inverse().unwrap();
-    for j in 0..3 {
-        let mut prec = k_inv.clone();
-        let mut h = nalgebra::DVector::zeros(m);
-        for i in 0..tree.n_leaves() {
-            prec[(i, i)] += tau[[i, j]];
-            h[i] = tau[[i, j]] * mu[[i, j]];
-        }
-        let cov = prec.try_inverse().unwrap();
-        let mean = &cov * h;
-        for v in 0..m {
+    for (v, node) in tree.nodes().iter().enumerate() {
+        for (j, (mean, _)) in posterior.iter().enumerate() {
             assert!(
                 (e.mean[v * 3 + j] - mean[v]).abs() < 1e-9,
                 "node {v}, column {j}"
             );
         }
-    }
-    for (v, node) in tree.nodes().iter().enumerate() {
-        let want: f64 = (0..3)
-            .map(|j| {
-                let mut prec = k_inv.clone();
-                let mut h = nalgebra::DVector::zeros(m);
-                for i in 0..tree.n_leaves() {
-                    prec[(i, i)] += tau[[i, j]];
-                    h[i] = tau[[i, j]] * mu[[i, j]];
+        let want: f64 = posterior
+            .iter()
+            .map(|(mean, cov)| match node.parent {
+                Some(a) => {
+                    (mean[v] - mean[a]).powi(2) + cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)]
                 }
-                let cov = prec.try_inverse().unwrap();
-                let mean = &cov * h;
-                match node.parent {
-                    Some(a) => {
-                        (mean[v] - mean[a]).powi(2) + cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)]
-                    }
-                    None => mean[v].powi(2) + cov[(v, v)],
-                }
+                None => mean[v].powi(2) + cov[(v, v)],
             })
             .sum();
         assert!(

@@ -17,25 +17,13 @@ use ndarray::{Array2, array};
 use super::*;
 use crate::pydt::mcmc::{Learn, McmcConfig, Start, run};
 use crate::pydt::tests::{
-    covariance_log_likelihood, integrate_shape, params, rng, tanh_sinh, tree,
+    covariance_log_likelihood, integrate_shape, lca_covariance, params, rng, tanh_sinh, tree,
 };
 
 /// `C_ij`, the time of the lowest common ancestor of leaves `i` and `j` (1 on the diagonal).
 fn covariance(tree: &Tree) -> DMatrix<f64> {
     let n = tree.n_leaves();
-    let h = tree.heights().unwrap();
-    let up: Vec<Vec<usize>> = (0..n)
-        .map(|i| {
-            let mut out = vec![i];
-            while let Some(p) = tree.node(*out.last().unwrap()).parent {
-                out.push(p);
-            }
-            out
-        })
-        .collect();
-    DMatrix::from_fn(n, n, |i, j| {
-        h[*up[i].iter().find(|v| up[j].contains(v)).unwrap()]
-    })
+    lca_covariance(tree, 1.0).view((0, 0), (n, n)).into_owned()
 }
 
 /// `P(sign(z_i) = s_i for the observed i)` for `z ~ N(0, C)` with unit diagonal, in closed
