@@ -421,8 +421,9 @@ class PitmanYorDiffusionTree(ParamsMixin):
         attachment, cuts of the Ward dendrogram), improved by re-attaching subtrees where
         the EM-optimised objective (see ``trace_``) is highest, keeping the 10 best trees
         (a maximum over the divergence times, not a marginal likelihood: with ``beta``
-        learnt it prefers few, wide branch points, e.g. flat clusters; see
-        ``docs/pydt.md``, Figure 5); or MCMC (§5.1): subtree moves with the exact
+        learnt it prefers few, wide branch points, e.g. flat clusters; for a hierarchy of
+        many small groups fit the DDT, ``alpha=beta=0``, or use MCMC; see ``docs/pydt.md``,
+        Figure 5 and "Which fit"); or MCMC (§5.1): subtree moves with the exact
         Metropolis–Hastings ratio, slice moves of the divergence times, Gibbs updates of
         ``c`` and :math:`1/\sigma^2` and slice moves of :math:`\ln\alpha` and
         :math:`\mathrm{logit}\,\beta`.

@@ -1428,10 +1428,8 @@ pub fn greedy_em(
                 if interrupt() {
                     return Err(RoseTreeError::Interrupted);
                 }
-                let arena =
-                    Arena::from_topology(&ward.two_level(k)?, &ward.two_level_times(k), |_| {
-                        NodeState::default()
-                    })?;
+                let (topology, times) = ward.two_level(k)?;
+                let arena = Arena::from_topology(&topology, &times, |_| NodeState::default())?;
                 let mut s = State::new(arena, &x, params, sigma2, learn, priors);
                 if let Some(b) = binary {
                     s = s.with_probit(b);
@@ -1640,7 +1638,8 @@ impl Ward {
 
     /// The tree whose root holds the `k` clusters of [`cut`](Self::cut), each a branch point
     /// over its rows (a one-row cluster is a leaf of the root); `k = 1` is one branch point.
-    fn two_level(&self, k: usize) -> Result<Topology> {
+    /// With its times: the clusters at 0.9, the root at 0.5.
+    fn two_level(&self, k: usize) -> Result<(Topology, Vec<f64>)> {
         let mut internal = Vec::new();
         let mut root = Vec::new();
         for c in self.cut(k) {
@@ -1654,19 +1653,11 @@ impl Ward {
                 internal.push(rows);
             }
         }
+        let mut times = vec![1.0; self.n];
+        times.extend(std::iter::repeat_n(0.9, internal.len()));
+        times.push(0.5);
         internal.push(root);
-        Topology::new(self.n, internal)
-    }
-
-    /// Times for [`two_level`](Self::two_level): the clusters at 0.9, the root at 0.5.
-    fn two_level_times(&self, k: usize) -> Vec<f64> {
-        let clusters = self.cut(k).into_iter().filter(|&c| c >= self.n).count();
-        let mut t = vec![1.0; self.n];
-        if k > 1 {
-            t.extend(std::iter::repeat_n(0.9, clusters));
-        }
-        t.push(0.5);
-        t
+        Ok((Topology::new(self.n, internal)?, times))
     }
 }
 

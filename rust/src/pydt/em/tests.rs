@@ -151,6 +151,13 @@ fn covariance_form(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> (DMatrix<f64>, 
     (mean, cov)
 }
 
+/// `Var(x_v − x_a)` from a joint covariance, with the origin (variance 0) above the root.
+fn difference_variance(cov: &DMatrix<f64>, v: usize, parent: Option<usize>) -> f64 {
+    parent.map_or(cov[(v, v)], |a| {
+        cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)]
+    })
+}
+
 #[test]
 fn the_e_step_is_the_covariance_form_conditional() {
     for (seed, sigma2) in [(3, 0.8), (5, 2.0)] {
@@ -166,16 +173,9 @@ fn the_e_step_is_the_covariance_form_conditional() {
             }
             assert!((sigma2 * e.var[v] - cov[(v, v)]).abs() < 1e-9);
             // E‖x_v − x_a‖² with the origin (0, variance 0) above the root.
-            let want = match node.parent {
-                Some(a) => {
-                    let dm: f64 = (0..d).map(|j| (mean[(v, j)] - mean[(a, j)]).powi(2)).sum();
-                    dm + d as f64 * (cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)])
-                }
-                None => {
-                    let dm: f64 = (0..d).map(|j| mean[(v, j)].powi(2)).sum();
-                    dm + d as f64 * cov[(v, v)]
-                }
-            };
+            let above = |j: usize| node.parent.map_or(0.0, |a| mean[(a, j)]);
+            let dm: f64 = (0..d).map(|j| (mean[(v, j)] - above(j)).powi(2)).sum();
+            let want = dm + d as f64 * difference_variance(&cov, v, node.parent);
             assert!(
                 (e.stat[v] - want).abs() < 1e-9 * (1.0 + want),
                 "node {v}: {} vs {want}",
@@ -593,11 +593,9 @@ fn the_probit_e_step_is_the_covariance_form_conditional_given_the_sites() {
         }
         let want: f64 = posterior
             .iter()
-            .map(|(mean, cov)| match node.parent {
-                Some(a) => {
-                    (mean[v] - mean[a]).powi(2) + cov[(v, v)] + cov[(a, a)] - 2.0 * cov[(v, a)]
-                }
-                None => mean[v].powi(2) + cov[(v, v)],
+            .map(|(mean, cov)| {
+                let above = node.parent.map_or(0.0, |a| mean[a]);
+                (mean[v] - above).powi(2) + difference_variance(cov, v, node.parent)
             })
             .sum();
         assert!(
