@@ -317,7 +317,7 @@ def test_ctrl_c_interrupts_a_long_fit(ctrl_c):
         (np.zeros(5), "2-D"),
         (np.zeros((1, 3)), "at least 2 rows"),
         (np.zeros((0, 3)), "at least 2 rows"),
-        (np.zeros((3, 0)), "at least one column"),
+        (np.zeros((3, 0)), "0 feature"),
         ([["a", "b"], ["c", "d"]], "numeric"),
         (np.array([[0, 1], [1, np.inf]]), "row 1, column 1"),
         (np.array([[0, 1], [1, 0]]) + 0j, "real"),

@@ -62,3 +62,40 @@ def test_reordered_frame_columns_at_prediction_are_an_error(make, predict):
     np.testing.assert_array_equal(getattr(est, predict)(X.iloc[:3].to_numpy()), same)
     # A refit on an array forgets the names.
     assert not hasattr(est.fit(X.to_numpy()), "feature_names_in_")
+
+
+def test_non_numeric_data_is_a_type_error_that_is_also_invalid_data():
+    X = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=object)
+    X[0, 1] = {"a": 1}
+    for bad in (X, np.array([[1, 2], [3, 4]]) + 1j):
+        with pytest.raises(rt.InvalidDataTypeError) as info:
+            rt.BayesianRoseTree(model=rt.NormalGamma()).fit(bad)
+        assert isinstance(info.value, TypeError)
+        assert isinstance(info.value, rt.InvalidDataError)
+
+
+def test_missing_values_for_a_model_without_them_name_the_entry():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    X[4, 1] = np.nan
+    with pytest.raises(rt.InvalidDataError, match="NaN in row 4, column 1"):
+        rt.BayesianRoseTree(model=rt.NormalInverseWishart()).fit(X)
+
+
+@pytest.mark.parametrize("inference", ["greedy-rate1", "greedy-maxprob", "greedy-minduration"])
+def test_equal_rows_under_brownian_greedy_coalescent_are_named(inference):
+    # Equal rows have unbounded density as their merge time goes to 0: the greedy tree's
+    # log joint would be +inf, and every split score after it NaN.
+    X = np.random.default_rng(1).normal(size=(8, 3))
+    X[6] = X[2]
+    with pytest.raises(rt.InvalidDataError, match="rows 2 and 6 are equal"):
+        rt.KingmanCoalescent(inference=inference).fit(X)
+    # Equal on the columns both observe is the same.
+    X[6, 0] = np.nan
+    with pytest.raises(rt.InvalidDataError, match="rows 2 and 6"):
+        rt.KingmanCoalescent(inference=inference).fit(X)
+    # Without the duplicate, and for sampled merge times, all is finite.
+    X[6] += 0.5
+    assert np.isfinite(rt.KingmanCoalescent(inference=inference).fit(X).log_joint_)
+    X[6] = X[2]
+    smc = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=5, random_state=0).fit(X)
+    assert np.isfinite(smc.log_marginal_)

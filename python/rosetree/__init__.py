@@ -26,6 +26,7 @@ from .estimators import BayesianRoseTree
 from .exceptions import (
     DegenerateModelWarning,
     InvalidDataError,
+    InvalidDataTypeError,
     InvalidParameterError,
     InvalidTreeError,
     NotFittedError,
@@ -48,6 +49,7 @@ __all__ = [
     "EvidenceGradient",
     "GPExperts",
     "InvalidDataError",
+    "InvalidDataTypeError",
     "InvalidParameterError",
     "InvalidTreeError",
     "KingmanCoalescent",

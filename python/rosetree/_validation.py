@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidDataError, InvalidParameterError
+from .exceptions import InvalidDataError, InvalidDataTypeError, InvalidParameterError
 
 __all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse", "mixing_args"]
 
@@ -60,22 +60,19 @@ def check_array(
     ):
         try:
             arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise InvalidDataError(
-                f"{name} must be numeric; got an array of dtype {arr.dtype}"
+        except (TypeError, ValueError) as exc:
+            raise InvalidDataTypeError(
+                f"{name} must be numeric; its dtype {arr.dtype} does not convert to float: {exc}"
             ) from None
     if np.iscomplexobj(arr):
-        raise InvalidDataError(f"{name} must be real-valued; got complex values")
+        raise InvalidDataTypeError(f"Complex data not supported: {name} must be real-valued")
     if arr.ndim != 2:
         raise InvalidDataError(
             f"{name} must be a 2-D array (rows are data items), got {arr.ndim}-D with shape "
-            f"{arr.shape}; reshape a single feature with X.reshape(-1, 1)"
+            f"{arr.shape}. Reshape your data: X.reshape(-1, 1) for a single feature, "
+            "X.reshape(1, -1) for a single row"
         )
-    n, d = arr.shape
-    if n < min_rows:
-        raise InvalidDataError(f"{name} needs at least {min_rows} rows, got {n}")
-    if d == 0:
-        raise InvalidDataError(f"{name} needs at least one column, got 0")
+    _check_shape(arr.shape, min_rows, name)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     bad = np.isinf(arr) if allow_nan else ~np.isfinite(arr)
     if bad.any():
@@ -83,6 +80,17 @@ def check_array(
         what = "an infinite value" if np.isinf(arr[row, col]) else "NaN"
         raise InvalidDataError(f"{name} has {what} in row {row}, column {col}", row, col)
     return arr
+
+
+def _check_shape(shape: tuple[int, int], min_rows: int, name: str) -> None:
+    """Enough rows and at least one column (messages as scikit-learn's, which its checks match)."""
+    n, d = shape
+    if n < min_rows:
+        raise InvalidDataError(f"{name} needs at least {min_rows} rows, got n_samples = {n}")
+    if d == 0:
+        raise InvalidDataError(
+            f"{name} has 0 feature(s) (shape={tuple(shape)}) while a minimum of 1 is required."
+        )
 
 
 def is_sparse(X: Any) -> bool:
@@ -98,11 +106,7 @@ def check_csr(X: Any, *, min_rows: int = 2, name: str = "X") -> tuple[np.ndarray
     """
     csr = X.tocsr(copy=True)
     csr.sum_duplicates()
-    n, d = csr.shape
-    if n < min_rows:
-        raise InvalidDataError(f"{name} needs at least {min_rows} rows, got {n}")
-    if d == 0:
-        raise InvalidDataError(f"{name} needs at least one column, got 0")
+    _check_shape(csr.shape, min_rows, name)
     data = np.ascontiguousarray(csr.data, dtype=np.float64)
     indptr = np.ascontiguousarray(csr.indptr, dtype=np.int64)
     indices = np.ascontiguousarray(csr.indices, dtype=np.int64)
@@ -146,6 +150,23 @@ def check_feature_names(estimator: Any, X: Any) -> None:
             f"X's columns {list(names)} are not the columns seen in fit {list(fitted)} "
             "(the same names in the same order)"
         )
+
+
+def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndarray:
+    """Rows to predict for a fitted estimator: names and number of columns as in its fit.
+
+    The message on a wrong number of columns is scikit-learn's, which its checks match.
+    """
+    estimator._check_fitted()
+    check_feature_names(estimator, X)
+    X = check_array(X, allow_nan=allow_nan, min_rows=1)
+    expected = estimator.n_features_in_
+    if X.shape[1] != expected:
+        raise InvalidDataError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
+            f"{expected} features as input"
+        )
+    return X
 
 
 def check_count(value: Any, name: str) -> int:

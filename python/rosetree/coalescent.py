@@ -12,8 +12,8 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_count,
-    check_feature_names,
     check_n_jobs,
+    check_new_rows,
     check_seed,
     feature_names,
     set_feature_names,
@@ -325,7 +325,10 @@ class KingmanCoalescent(ParamsMixin):
                 np.asarray(ess),
             )
         structure, log_joint = _core.fit_coalescent(X, inference=self.inference, **options)
-        return _Fitted(_wrap(structure), float(log_joint))
+        tree = _wrap(structure)
+        if log_joint == np.inf:
+            _refuse_zero_time_merge(tree)
+        return _Fitted(tree, float(log_joint))
 
     def _learn(
         self, X: np.ndarray, options: dict[str, Any], fitted: _Fitted, hyper_iter: int
@@ -424,14 +427,7 @@ class KingmanCoalescent(ParamsMixin):
         ]
 
     def _new_rows(self, X: Any) -> np.ndarray:
-        self._check_fitted()
-        check_feature_names(self, X)
-        X = check_array(X, min_rows=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidDataError(
-                f"X has {X.shape[1]} columns but the tree was fitted to {self.n_features_in_}"
-            )
-        return X
+        return check_new_rows(self, X)
 
     def score_samples(self, X: Any) -> np.ndarray:
         r"""Log predictive density of each row of ``X`` under the fitted tree (§4.4).
@@ -650,6 +646,27 @@ def _threshold(value: Any) -> float:
     if np.isnan(value):
         raise InvalidParameterError("llr_threshold must not be NaN", "llr_threshold")
     return float(value)
+
+
+def _refuse_zero_time_merge(tree: Tree) -> None:
+    """Name the rows behind an infinite Brownian log joint: a merge at the leaves' time.
+
+    Without observation noise, two rows equal on their observed columns have unbounded
+    density as their merge time approaches 0, so a greedy search puts the merge there and
+    the tree's density is infinite.
+    """
+    heights = np.asarray(tree.heights)
+    for v in tree.internal_nodes:
+        if heights[v] == 0.0:
+            rows = sorted(tree.leaves(v))
+            raise InvalidDataError(
+                f"rows {rows[0]} and {rows[1]} are equal (on the columns observed in both): "
+                "under Brownian diffusion without observation noise, equal rows have "
+                "infinite density, so the tree's log joint is +inf. Remove duplicate rows "
+                "(e.g. numpy.unique(X, axis=0)) or perturb them slightly",
+                rows[1],
+            )
+    raise NumericalError("the tree's log joint is +inf")
 
 
 def _split_llr(tree: Tree, evidence: np.ndarray) -> np.ndarray:

@@ -79,6 +79,8 @@ class ClusterModel:
     #: Whether the statistics are built from the rows of a sparse matrix without a dense
     #: copy of it.
     _reads_sparse = False
+    #: Whether NaN may mark missing entries (scikit-learn's ``allow_nan`` tag).
+    _accepts_missing = True
     #: Whether the hyperparameters can be learned (the core has the gradient of the model).
     _learnable = False
 
@@ -281,6 +283,7 @@ class NormalInverseWishart(ClusterModel):
     nu0: float | None = None
     psi0: ArrayLike | None = None
 
+    _accepts_missing = False
     # Learning coordinates: ln κ0, ln(ν0 − d + 1) and ln c of Ψ0 → c Ψ0.
     _learnable = True
 

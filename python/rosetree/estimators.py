@@ -11,8 +11,8 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_csr,
-    check_feature_names,
     check_n_jobs,
+    check_new_rows,
     check_seed,
     feature_names,
     is_sparse,
@@ -214,6 +214,13 @@ class BayesianRoseTree(ParamsMixin):
         self.n_clusters = n_clusters
         self.cut_threshold = cut_threshold
 
+    @property
+    def _accepts_nan(self) -> bool:  # type: ignore[override]
+        try:
+            return resolve_model(self.model)._accepts_missing
+        except InvalidParameterError:
+            return True
+
     def fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
         """Build the tree over the rows of ``X``.
 
@@ -237,7 +244,7 @@ class BayesianRoseTree(ParamsMixin):
         names = feature_names(X)
         sparse_ok = model._reads_sparse
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
-            X = check_array(X)
+            X = check_array(X, allow_nan=model._accepts_missing)
         model._check_data(X)
         options = dict(
             binary=bool(self.binary),
@@ -366,14 +373,7 @@ class BayesianRoseTree(ParamsMixin):
 
     def _check_new_rows(self, X: Any) -> np.ndarray:
         self._check_fitted()
-        check_feature_names(self, X)
-        X = check_array(X, min_rows=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidDataError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} was fitted with "
-                f"{self.n_features_in_} features"
-            )
-        return X
+        return check_new_rows(self, X, allow_nan=self.model_._accepts_missing)
 
     def _predict_core(
         self, X: np.ndarray, responsibilities: bool, clusters: Any = None

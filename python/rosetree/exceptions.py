@@ -51,6 +51,14 @@ class InvalidDataError(RoseTreeError, ValueError):
         self.column = column
 
 
+class InvalidDataTypeError(InvalidDataError, TypeError):
+    """The data are not numbers: strings, objects or complex values.
+
+    Both an :class:`InvalidDataError` and a :class:`TypeError`, as NumPy and scikit-learn
+    raise for data that do not convert to float.
+    """
+
+
 class InvalidTreeError(RoseTreeError, ValueError):
     """A tree given by the user is not a rose tree over the data's rows."""
 

@@ -185,6 +185,7 @@ class GPExperts(ClusterModel):
     nu0: float | None = None
     psi0: float | ArrayLike = 1.0
     _priors: dict[int, _Prior] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _accepts_missing = False
 
     def __post_init__(self) -> None:
         _positive("signal_variance", self.signal_variance)

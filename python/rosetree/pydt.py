@@ -23,7 +23,7 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_count,
-    check_feature_names,
+    check_new_rows,
     check_seed,
     feature_names,
     set_feature_names,
@@ -534,6 +534,10 @@ class PitmanYorDiffusionTree(ParamsMixin):
         self.verbose = verbose
         self.random_state = random_state
 
+    @property
+    def _accepts_nan(self) -> bool:  # type: ignore[override]
+        return bool(self.likelihood == "probit")
+
     def fit(self, X: Any, y: Any = None) -> PitmanYorDiffusionTree:
         """Fit a diffusion tree to the rows of ``X``.
 
@@ -664,12 +668,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 "score_samples needs the Gaussian likelihood; binary rows have no density",
                 "likelihood",
             )
-        check_feature_names(self, X)
-        X = check_array(X, allow_nan=False, min_rows=1)
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidDataError(
-                f"X has {X.shape[1]} columns but the tree was fitted to {self.n_features_in_}"
-            )
+        X = check_new_rows(self, X, allow_nan=False)
         terms = np.empty((len(self.samples_), X.shape[0]))
         for i, (tree, (alpha, beta, c, sigma2)) in enumerate(
             zip(self.samples_, self.sample_hyperparameters_, strict=True)
