@@ -110,15 +110,14 @@ def dendrogram_layout(tree: Tree, heights: Any = "depth") -> tuple[np.ndarray, n
     ----------
     tree : Tree
         A :class:`~rosetree.RoseTree` or any :class:`~rosetree.Tree` (a coalescent's).
-    heights : {"depth", "size", "tree", "posterior"} or array_like of shape (n_nodes,), \
-default="depth"
+    heights : {"depth", "size", "tree", "posterior"} or array_like, default="depth"
         ``"depth"``: a node's number of edges to its deepest leaf (leaves at 0);
         ``"size"``: its number of leaves (leaves at 0); ``"tree"``: the tree's own heights
         as distances from the leaves (:attr:`Tree.distances`, those of
         :meth:`Tree.to_linkage`; a coalescent's merge times, say); ``"posterior"``: the same
         for a :class:`~rosetree.RoseTree`, whose heights are :math:`-\max \ln r` from the
         root down, so the cut at threshold *t* is the level :math:`-\ln t`; or any per-node
-        quantity, e.g. ``tree.log_p``.
+        quantity (an array of shape (n_nodes,)), e.g. ``tree.log_p``.
 
     Returns
     -------
@@ -198,11 +197,10 @@ def plot_tree(
         Where the root is. ``"left"``: root on the left, leaves on the right with their names
         on the right-hand axis, the first leaf at the top; ``"top"``: root at the top, leaves
         at the bottom with vertical names (as in :func:`scipy.cluster.hierarchy.dendrogram`).
-    heights : {"depth", "size", "tree", "posterior"} or array_like of shape (n_nodes,), \
-default="depth"
-        Node heights, see :func:`dendrogram_layout`. The default is edges to the deepest
-        leaf; ``"tree"`` (or, for a rose tree, ``"posterior"``) gives the heights of
-        :meth:`Tree.to_linkage`.
+    heights : {"depth", "size", "tree", "posterior"} or array_like, default="depth"
+        Node heights (an array: one per node), see :func:`dendrogram_layout`. The default
+        is edges to the deepest leaf; ``"tree"`` (or, for a rose tree, ``"posterior"``)
+        gives the heights of :meth:`Tree.to_linkage`.
     clusters : None, "cut" or sequence of int, optional
         Nodes whose subtrees are coloured, each in its own colour: ``"cut"`` takes the
         internal nodes of the cut :meth:`RoseTree.cut_nodes` (posterior :math:`r_T \ge`
