@@ -167,3 +167,198 @@ def test_labels_out_names_the_rows(tmp_path):
     assert rows[0] == ["name", "cluster"]
     assert [r[0] for r in rows[1:]] == ["x", "y", "z", "w"]
     assert rows[1][1] == rows[2][1] != rows[3][1]
+
+
+def write_csv(path, X, names=None):
+    """``X`` as a CSV with a header (and a first column ``name``), empty cells for NaN."""
+    header = ([] if names is None else ["name"]) + [f"x{j}" for j in range(X.shape[1])]
+    lines = [",".join(header)]
+    for i, row in enumerate(X):
+        cells = ["" if np.isnan(v) else repr(float(v)) for v in row]
+        lines.append(",".join(cells if names is None else [names[i], *cells]))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def timed(newick, names, time):
+    """The tree of a Newick text with the times ``time(distance from the leaves)``."""
+    import rosetree as rt
+
+    tree = rt.Tree.from_newick(newick, labels=names)  # heights: the distances
+    return rt.Tree(tree.n_leaves, tree.children[tree.n_leaves :], time(tree.heights))
+
+
+@pytest.fixture
+def blobs(tmp_path):
+    """Eight centred rows in two groups of four, named, as a CSV."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(-1.5, 0.3, (4, 2)), rng.normal(1.5, 0.3, (4, 2))])
+    names = [f"r{i}" for i in range(8)]
+    return X, names, write_csv(tmp_path / "d.csv", X, names)
+
+
+@pytest.mark.parametrize(
+    ("extra", "params"),
+    [
+        ([], {}),
+        (
+            ["--inference", "smc-priorpost", "--particles", "8", "--seed", "3"],
+            {"inference": "smc-priorpost", "n_particles": 8, "random_state": 3},
+        ),
+    ],
+)
+def test_the_coalescent_from_the_command_line(tmp_path, capsys, blobs, extra, params):
+    import rosetree as rt
+
+    X, names, data = blobs
+    nwk, js, lab = tmp_path / "t.nwk", tmp_path / "t.json", tmp_path / "l.csv"
+    outputs = ["--newick", str(nwk), "--json", str(js), "--labels-out", str(lab)]
+    argv = ["fit", data, "--labels", "name", "--family", "coalescent", *extra, *outputs]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    est = rt.KingmanCoalescent(**params).fit(X)
+    assert f"ln p(x, pi) = {est.log_joint_:.4f}" in out
+    assert ("SMC estimate, 8 particles" in out) == bool(extra)
+    assert f"flat clusters     {est.n_clusters_} (split log likelihood ratio > 0)" in out
+    # The Newick has the coalescence times as branch lengths: read back, the same log joint.
+    back = timed(nwk.read_text().strip(), names, lambda distance: -distance)
+    assert rt.coalescent_log_joint(X, back) == pytest.approx(est.log_joint_, rel=1e-9)
+    doc = json.loads(js.read_text())
+    assert doc["family"] == "coalescent" and doc["log_joint"] == est.log_joint_
+    assert doc["root"]["height"] == est.tree_.heights[-1] < 0
+    assert [r.split(",")[1] for r in lab.read_text().splitlines()[1:]] == [
+        str(k) for k in est.labels_
+    ]
+
+
+def test_the_coalescent_with_categories_and_learned_rates(tmp_path, capsys):
+    import rosetree as rt
+
+    X = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 1], [2, 0, 0], [2, 0, np.nan], [1, 0, 0]])
+    data = write_csv(tmp_path / "d.csv", X)
+    argv = ["fit", data, "--family", "coalescent", "--likelihood", "multinomial", "--learn"]
+    assert main([*argv, "--lambda", "0.5", "--n-clusters", "2"]) == 0
+    out = capsys.readouterr().out
+    est = rt.KingmanCoalescent("multinomial", Lambda=0.5, learn_hyperparameters=True).fit(X)
+    assert f"ln p(x, pi) = {est.log_joint_:.4f}" in out
+    assert f"learned           Lambda = {est.Lambda_:.4g}" in out
+    assert "flat clusters     2 (at most 2, lowest cut of the heights)" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "params"),
+    [
+        (["--n-iter", "5"], {"n_iter": 5}),
+        (
+            ["--inference", "mcmc", "--n-iter", "20", "--seed", "2", "--ddt"],
+            {"inference": "mcmc", "n_iter": 20, "random_state": 2, "alpha": 0.0, "beta": 0.0},
+        ),
+    ],
+)
+def test_the_diffusion_tree_from_the_command_line(tmp_path, capsys, blobs, extra, params):
+    import rosetree as rt
+
+    X, names, data = blobs
+    nwk, js, lab = tmp_path / "t.nwk", tmp_path / "t.json", tmp_path / "l.csv"
+    outputs = ["--newick", str(nwk), "--json", str(js), "--labels-out", str(lab)]
+    argv = ["fit", data, "--labels", "name", "--family", "pydt", "--quiet", *extra, *outputs]
+    assert main([*argv, "--n-clusters", "2"]) == 0
+    out = capsys.readouterr().out
+    est = rt.PitmanYorDiffusionTree(**params).fit(X)
+    assert f"ln p(X, T, t) = {est.log_joint_:.4f}" in out
+    assert f"alpha = {est.alpha_:.4g}, beta = {est.beta_:.4g}, c = {est.c_:.4g}" in out
+    assert ("acceptance rate" in out) == ("mcmc" in extra)
+    back = timed(nwk.read_text().strip(), names, lambda distance: 1 - distance)
+    log_joint = rt.pydt_log_prior(back, est.alpha_, est.beta_, est.c_) + rt.pydt_log_likelihood(
+        X, back, est.sigma2_
+    )
+    assert log_joint == pytest.approx(est.log_joint_, rel=1e-9)
+    doc = json.loads(js.read_text())
+    assert doc["family"] == "pydt" and doc["log_joint"] == est.log_joint_
+    assert doc["sigma2"] == est.sigma2_
+    want = est.tree_.max_clusters(2)
+    assert [int(r.split(",")[1]) for r in lab.read_text().splitlines()[1:]] == want.tolist()
+
+
+def test_the_probit_diffusion_tree_takes_missing_cells(tmp_path, capsys):
+    X = np.array([[1, 1, 0], [1, np.nan, 0], [0, 0, 1], [0, 1, 1], [1, 0, np.nan]])
+    data = write_csv(tmp_path / "d.csv", X)
+    argv = ["fit", data, "--family", "pydt", "--likelihood", "probit", "--n-iter", "3"]
+    assert main([*argv, "--quiet"]) == 0
+    assert "by expectation propagation" in capsys.readouterr().out
+
+
+def test_the_diffusion_tree_reports_progress_unless_quiet(tmp_path, capfd, blobs):
+    _, _, data = blobs
+    argv = ["fit", data, "--labels", "name", "--family", "pydt", "--n-iter", "2"]
+    assert main(argv) == 0
+    assert "pydt greedy EM: pass" in capfd.readouterr().err
+    assert main([*argv, "--quiet"]) == 0
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--family", "coalescent", "--gamma", "0.3"], "--gamma is an option of --family brt"),
+        (["--family", "pydt", "--model", "gaussian"], "--model is an option of --family brt"),
+        (["--family", "pydt", "--n-jobs", "2"], "--n-jobs is an option of --family brt or"),
+        (["--family", "brt", "--quiet"], "--quiet is an option of --family pydt"),
+        (["--ddt"], "--ddt is an option of --family pydt, not of --family brt"),
+        (["--inference", "mcmc"], "--inference is an option of --family coalescent or pydt"),
+        (["--family", "pydt", "--particles", "5"], "--particles is an option of --family coal"),
+        (["--family", "coalescent", "--n-iter", "5"], "--n-iter is an option of --family pydt"),
+        (["--family", "coalescent", "--likelihood", "probit"], "not one of --family coalescent"),
+        (["--family", "pydt", "--inference", "smc-postpost"], "not one of --family pydt's"),
+        (["--family", "coalescent", "--particles", "5"], "--particles applies to SMC inference"),
+        (["--family", "coalescent", "--seed", "1"], "--seed applies to SMC inference"),
+        (
+            ["--family", "coalescent", "--llr-threshold", "1", "--n-clusters", "2"],
+            "two rules for the flat clusters",
+        ),
+        (["--family", "pydt", "--labels-out", "x.csv"], "give --n-clusters K"),
+        (["--restarts", "2"], "--restarts applies to --learn"),
+        (["--learn", "--seed", "2"], "--seed applies to --learn --restarts K"),
+        (["--family", "pydt", "--n-clusters", "0"], "--n-clusters must be at least 1"),
+        (["--family", "pydt", "--n-iter", "0", "--quiet"], "--n-iter: n_iter must be"),
+    ],
+)
+def test_options_of_another_family_are_refused(tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n0.5,1.0\n-0.5,0.2\n0.1,-1.0\n")
+    assert main(["fit", str(data), *extra]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_missing_cell_is_refused_by_the_gaussian_diffusion_tree(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n0.5,1.0\n-0.5,\n0.1,-1.0\n")
+    assert main(["fit", str(data), "--family", "pydt", "--quiet"]) == 2
+    assert "NaN in row 1, column 1" in capsys.readouterr().err
+
+
+def test_the_options_reach_the_estimators():
+    from rosetree.cli import _estimator, build_parser
+
+    def estimator(*argv):
+        return _estimator(build_parser().parse_args(["fit", "d.csv", *argv]))
+
+    assert estimator("--family", "pydt").get_params()["verbose"] is True
+    assert estimator("--family", "pydt", "--quiet").get_params()["verbose"] is False
+    assert (
+        estimator("--family", "pydt", "--no-learn").get_params()["learn_hyperparameters"] is False
+    )
+    for family in ("brt", "coalescent"):  # no progress unless the estimator's own default
+        assert estimator("--family", family).get_params().get("verbose", False) is False
+    coalescent = estimator("--family", "coalescent", "--lambda", "2", "--learn").get_params()
+    assert coalescent["Lambda"] == 2.0 and coalescent["learn_hyperparameters"] is True
+    # Options not given keep the estimators' own defaults.
+    import rosetree as rt
+
+    assert estimator().get_params()["mixing"] == rt.BayesianRoseTree().mixing
+    assert (
+        estimator("--family", "pydt").get_params()["n_iter"] == rt.PitmanYorDiffusionTree().n_iter
+    )

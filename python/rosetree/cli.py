@@ -1,4 +1,4 @@
-"""Command-line interface: ``rosetree fit DATA.csv`` and ``rosetree demo``."""
+"""Command-line interface: ``rosetree fit DATA.csv [--family ...]`` and ``rosetree demo``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ._core import __version__
+from .coalescent import KingmanCoalescent
 from .config import (
     BetaBernoulli,
     ClusterModel,
@@ -20,10 +22,87 @@ from .config import (
     NormalInverseWishart,
 )
 from .estimators import BayesianRoseTree
-from .exceptions import RoseTreeError
+from .exceptions import InvalidParameterError, RoseTreeError
+from .pydt import PitmanYorDiffusionTree
+from .tree import _dumps
 
 #: Trees up to this depth are written as indented JSON, deeper ones compactly.
 _INDENT_DEPTH = 64
+
+_FAMILIES = {
+    "brt": "Bayesian rose trees, or BHC with --binary (score: log evidence ln p(D|T))",
+    "coalescent": "Kingman's coalescent (score: log joint ln p(x, pi) of data and timed tree)",
+    "pydt": "Pitman-Yor diffusion tree (score: log joint ln p(X, T, t) with the "
+    "hyperparameters; the model is not translation invariant: centre, and scale, the "
+    "columns first)",
+}
+_COALESCENT_LIKELIHOODS = ("brownian", "multinomial")
+_COALESCENT_SMC = ("smc-priorprior", "smc-priorpost", "smc-postpost")
+_COALESCENT_INFERENCES = ("greedy-rate1", "greedy-maxprob", "greedy-minduration", *_COALESCENT_SMC)
+_PYDT_LIKELIHOODS = ("gaussian", "probit")
+_PYDT_INFERENCES = ("greedy-em", "mcmc")
+
+#: Options of some families only, by destination: (flag, families). Their defaults are
+#: None, so that one given for another family is refused rather than ignored; the
+#: estimators' own defaults apply to those not given.
+_FAMILY_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "model": ("--model", ("brt",)),
+    "alpha": ("--alpha", ("brt",)),
+    "beta": ("--beta", ("brt",)),
+    "mixing": ("--mixing", ("brt",)),
+    "gamma": ("--gamma", ("brt",)),
+    "dp_alpha": ("--dp-alpha", ("brt",)),
+    "binary": ("--binary", ("brt",)),
+    "contract": ("--contract", ("brt",)),
+    "restarts": ("--restarts", ("brt",)),
+    "flat": ("--flat", ("brt",)),
+    "cut_threshold": ("--cut-threshold", ("brt",)),
+    "n_jobs": ("--n-jobs", ("brt", "coalescent")),
+    "likelihood": ("--likelihood", ("coalescent", "pydt")),
+    "inference": ("--inference", ("coalescent", "pydt")),
+    "particles": ("--particles", ("coalescent",)),
+    "lambda_": ("--lambda", ("coalescent",)),
+    "llr_threshold": ("--llr-threshold", ("coalescent",)),
+    "n_iter": ("--n-iter", ("pydt",)),
+    "ddt": ("--ddt", ("pydt",)),
+    "quiet": ("--quiet", ("pydt",)),
+}
+
+#: Estimator parameters set from the options, by destination (those not given are left at
+#: the estimator's default).
+_PARAMS = {
+    "brt": {
+        "mixing": "mixing",
+        "gamma": "gamma",
+        "dp_alpha": "dp_alpha",
+        "binary": "binary",
+        "contract": "contract",
+        "n_jobs": "n_jobs",
+        "learn": "learn_hyperparameters",
+        "restarts": "n_restarts",
+        "flat": "flat_clusters",
+        "n_clusters": "n_clusters",
+        "cut_threshold": "cut_threshold",
+        "seed": "random_state",
+    },
+    "coalescent": {
+        "likelihood": "likelihood",
+        "inference": "inference",
+        "particles": "n_particles",
+        "lambda_": "Lambda",
+        "llr_threshold": "llr_threshold",
+        "learn": "learn_hyperparameters",
+        "seed": "random_state",
+        "n_jobs": "n_jobs",
+    },
+    "pydt": {
+        "likelihood": "likelihood",
+        "inference": "inference",
+        "n_iter": "n_iter",
+        "learn": "learn_hyperparameters",
+        "seed": "random_state",
+    },
+}
 
 _MODELS = {
     "bernoulli": "beta-Bernoulli (binary 0/1 data; empty or NaN cells are missing)",
@@ -111,100 +190,289 @@ def _describe(model: ClusterModel) -> str:
     for name in ("alpha", "beta", "kappa0", "nu0", "a0", "b0"):
         if not hasattr(model, name):
             continue
-        v = np.atleast_1d(np.asarray(getattr(model, name), dtype=float))
-        text = f"{v[0]:.4g}" if v.size == 1 else f"{v.min():.3g} .. {v.max():.3g}"
-        parts.append(f"{name} = {text}")
+        parts.append(f"{name} = {_values(getattr(model, name))}")
     return ", ".join(parts)
 
 
-def _report(est: BayesianRoseTree, names: list[str] | None, args: argparse.Namespace) -> None:
+def _values(value: Any) -> str:
+    """A number, or the range of an array of them."""
+    v = np.atleast_1d(np.asarray(value, dtype=float))
+    return f"{v[0]:.4g}" if v.size == 1 else f"{v.min():.3g} .. {v.max():.3g}"
+
+
+def _line(name: str, text: str) -> str:
+    return f"{name:<17} {text}\n"
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse the options that the chosen family (or its other settings) would not use."""
+    family = args.family
+    for dest, (flag, families) in _FAMILY_OPTIONS.items():
+        if getattr(args, dest, None) is not None and family not in families:
+            owners = " or ".join(families)
+            raise ValueError(f"{flag} is an option of --family {owners}, not of --family {family}")
+    if args.n_clusters is not None and args.n_clusters < 1:
+        raise ValueError(f"--n-clusters must be at least 1, got {args.n_clusters}")
+    if family == "brt":
+        if args.restarts is not None and not args.learn:
+            raise ValueError("--restarts applies to --learn (the random restarts of learning)")
+        if args.seed is not None and not args.restarts:
+            raise ValueError(
+                "--seed applies to --learn --restarts K (the greedy search is deterministic)"
+            )
+        return
+    likelihoods: tuple[str, ...]
+    inferences: tuple[str, ...]
+    if family == "coalescent":
+        likelihoods, inferences = _COALESCENT_LIKELIHOODS, _COALESCENT_INFERENCES
+    else:
+        likelihoods, inferences = _PYDT_LIKELIHOODS, _PYDT_INFERENCES
+    for flag, value, allowed in (
+        ("--likelihood", args.likelihood, likelihoods),
+        ("--inference", args.inference, inferences),
+    ):
+        if value is not None and value not in allowed:
+            raise ValueError(
+                f"{flag} {value} is not one of --family {family}'s: {', '.join(allowed)}"
+            )
+    if family == "coalescent":
+        if args.inference not in _COALESCENT_SMC:
+            inference = args.inference or "greedy-rate1"
+            for flag, value in (("--particles", args.particles), ("--seed", args.seed)):
+                if value is not None:
+                    raise ValueError(
+                        f"{flag} applies to SMC inference (--inference "
+                        f"{', '.join(_COALESCENT_SMC)}), not to {inference}"
+                    )
+        if args.llr_threshold is not None and args.n_clusters is not None:
+            raise ValueError(
+                "--llr-threshold and --n-clusters are two rules for the flat clusters; give one"
+            )
+    elif args.labels_out is not None and args.n_clusters is None:
+        raise ValueError(
+            "--labels-out: the diffusion tree has no flat clusters of its own; give "
+            "--n-clusters K for the lowest cut of its heights with at most K clusters"
+        )
+
+
+def _estimator(
+    args: argparse.Namespace, model: ClusterModel | None = None
+) -> BayesianRoseTree | KingmanCoalescent | PitmanYorDiffusionTree:
+    """The unfitted estimator of ``args.family`` with the options given (checked first)."""
+    _check_options(args)
+    params: dict[str, Any] = {
+        param: getattr(args, dest)
+        for dest, param in _PARAMS[args.family].items()
+        if getattr(args, dest, None) is not None
+    }
+    if args.family == "brt":
+        return BayesianRoseTree(model=model, **params)
+    if args.family == "coalescent":
+        return KingmanCoalescent(**params)
+    if args.ddt:  # Neal's Dirichlet diffusion tree: binary branch points
+        params.update(alpha=0.0, beta=0.0)
+    return PitmanYorDiffusionTree(verbose=not args.quiet, **params)
+
+
+def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.ndarray, str] | None:
+    """The flat cluster labels and the rule that made them (None: the tree has none)."""
+    if family == "brt":
+        if est.n_clusters is not None:
+            rule = f"at most {est.n_clusters}, lowest cut of the heights"
+        elif est.flat_clusters == "map":
+            rule = "most probable tree-consistent partition"
+        elif est.flat_clusters == "dp":
+            rule = f"r >= {est.cut_threshold:g} cut under the DP prior"
+        else:
+            rule = f"r >= {est.cut_threshold:g} cut"
+        return est.labels_, rule
+    if n_clusters is not None:
+        rule = f"at most {n_clusters}, lowest cut of the heights"
+        return est.tree_.max_clusters(n_clusters), rule
+    if family == "coalescent":
+        return est.labels_, f"split log likelihood ratio > {est.llr_threshold:g}"
+    return None
+
+
+def _summary(est: Any, family: str) -> tuple[str, dict[str, Any]]:
+    """The family's lines of the report, and its scores for the JSON document."""
+    tree = est.tree_
+    n_internal, depth = tree.n_nodes - tree.n_leaves, tree.depth()
+    internal = f"{n_internal} (depth {depth})"
+    if family == "brt":
+        text = (
+            _line("log evidence", f"ln p(D|T) = {est.log_evidence_:.4f}")
+            + _line("internal nodes", internal)
+            + _line("partitions", f"10^{tree.n_partitions(log10=True):.2f}")
+        )
+        return text, {}
+    scores: dict[str, Any] = {"log_joint": est.log_joint_}
+    root = _line("root time", f"t = {tree.heights[tree.root]:.6g}")
+    if family == "coalescent":
+        text = _line("log joint", f"ln p(x, pi) = {est.log_joint_:.4f}")
+        if est.log_marginal_ is not None:
+            scores["log_marginal"] = est.log_marginal_
+            text += _line(
+                "log marginal",
+                f"ln p(x) ~ {est.log_marginal_:.4f} (SMC estimate, "
+                f"{len(est.particles_)} particles)",
+            )
+        return text + root + _line("internal nodes", internal), scores
+    scores.update(alpha=est.alpha_, beta=est.beta_, c=est.c_, sigma2=est.sigma2_)
+    joint = f"ln p(X, T, t) = {est.log_joint_:.4f}"
+    if est.likelihood == "probit":
+        joint += " (ln p(X | T, t) by expectation propagation)"
+    widest = max(len(c) for c in tree.children)
+    text = (
+        _line("log joint", joint)
+        + _line(
+            "hyperparameters",
+            f"alpha = {est.alpha_:.4g}, beta = {est.beta_:.4g}, c = {est.c_:.4g}, "
+            f"sigma2 = {est.sigma2_:.4g}",
+        )
+        + root
+        + _line(
+            "internal nodes", f"{n_internal} (depth {depth}; at most {widest} branches at a point)"
+        )
+    )
+    if est.acceptance_rate_ is not None:
+        text += _line("acceptance rate", f"{est.acceptance_rate_:.3f} (subtree moves)")
+    return text, scores
+
+
+def _report(est: Any, names: list[str] | None, args: argparse.Namespace) -> None:
+    """Print the fitted tree and its summary, and write the files asked for.
+
+    ``args`` are the parsed options; without ``family`` (a namespace made by hand) the
+    estimator is a Bayesian rose tree.
+    """
+    family = getattr(args, "family", "brt")
     tree = est.tree_
     out = sys.stdout
     out.write(tree.format(labels=names, max_leaves=args.max_children) + "\n\n")
-    n_clusters = len(np.unique(est.labels_))
-    if est.n_clusters is not None:
-        rule = f"at most {est.n_clusters}, lowest cut of the heights"
-    elif est.flat_clusters == "map":
-        rule = "most probable tree-consistent partition"
-    elif est.flat_clusters == "dp":
-        rule = f"r >= {est.cut_threshold:g} cut under the DP prior"
-    else:
-        rule = f"r >= {est.cut_threshold:g} cut"
-    out.write(
-        f"log evidence      ln p(D|T) = {est.log_evidence_:.4f}\n"
-        f"internal nodes    {tree.n_nodes - tree.n_leaves} (depth {tree.depth()})\n"
-        f"partitions        10^{tree.n_partitions(log10=True):.2f}\n"
-        f"flat clusters     {n_clusters} ({rule})\n"
-    )
-    if args.learn:
+    text, scores = _summary(est, family)
+    flat = _flat_clusters(est, family, getattr(args, "n_clusters", None))
+    if flat is not None:
+        text += _line("flat clusters", f"{len(np.unique(flat[0]))} ({flat[1]})")
+    if family == "brt" and args.learn:
         rule = (
-            f"dp_alpha = {est.dp_alpha_:.4g}"
-            if args.mixing == "dp"
-            else f"gamma = {est.gamma_:.4g}"
+            f"dp_alpha = {est.dp_alpha_:.4g}" if est.mixing == "dp" else f"gamma = {est.gamma_:.4g}"
         )
-        out.write(f"learned           {rule}; {_describe(est.model_)}\n")
+        text += _line("learned", f"{rule}; {_describe(est.model_)}")
+    elif family == "coalescent" and args.learn:
+        text += _line("learned", f"Lambda = {_values(est.Lambda_)}")
+    out.write(text)
+    timed = family != "brt"
     if args.newick:
-        Path(args.newick).write_text(tree.to_newick(labels=names) + "\n")
-        out.write(f"wrote Newick to {args.newick}\n")
+        # The coalescent's and the diffusion tree's heights are times: write them as branch
+        # lengths (Tree.from_newick(..., leaf_time=0 or 1) reads them back).
+        Path(args.newick).write_text(tree.to_newick(labels=names, lengths=timed) + "\n")
+        out.write(f"wrote Newick{' with branch lengths' if timed else ''} to {args.newick}\n")
     if args.json:
         # Indentation grows with depth: quadratic in size for deep trees, so only shallow
         # trees are indented.
         indent = 1 if tree.depth() <= _INDENT_DEPTH else None
-        Path(args.json).write_text(tree.to_json(labels=names, indent=indent) + "\n")
+        doc = tree.to_dict(labels=names)
+        doc = {"family": family, "n_leaves": doc.pop("n_leaves"), **scores, **doc}
+        Path(args.json).write_text(_dumps(doc, indent) + "\n")
         out.write(f"wrote JSON to {args.json}\n")
     if args.labels_out:
+        assert flat is not None  # _check_options refuses --labels-out without clusters
+        labels = flat[0]
         with open(args.labels_out, "w", newline="") as fh:
             writer = csv.writer(fh)
             if names is None:
                 writer.writerow(["cluster"])
-                writer.writerows([int(k)] for k in est.labels_)
+                writer.writerows([int(k)] for k in labels)
             else:
                 writer.writerow(["name", "cluster"])
-                writer.writerows([name, int(k)] for name, k in zip(names, est.labels_, strict=True))
+                writer.writerows([name, int(k)] for name, k in zip(names, labels, strict=True))
         out.write(f"wrote cluster labels to {args.labels_out}\n")
 
 
-def _fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+def _brt_args(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    g = p.add_argument_group("Bayesian rose trees (--family brt)")
+    g.add_argument(
         "--mixing",
         choices=("brt", "gamma", "dp"),
-        default="brt",
+        default=None,
         help="mixing-proportion rule (default: brt, eq 1.7)",
     )
-    p.add_argument("--gamma", type=float, default=0.5, help="gamma in (0, 1) (default 0.5)")
-    p.add_argument("--dp-alpha", type=float, default=1.0, help="DP concentration for --mixing dp")
-    p.add_argument(
-        "--binary", action="store_true", help="joins only: Bayesian hierarchical clustering"
+    g.add_argument("--gamma", type=float, default=None, help="gamma in (0, 1) (default 0.5)")
+    g.add_argument(
+        "--dp-alpha", type=float, default=None, help="DP concentration (default 1) for --mixing dp"
     )
-    p.add_argument("--contract", action="store_true", help="contract edges after the greedy search")
-    p.add_argument(
-        "--learn",
+    g.add_argument(
+        "--binary",
         action="store_true",
-        help="learn the hyperparameters by maximising ln p(D|T) (BRT section 1.4.2)",
+        default=None,
+        help="joins only: Bayesian hierarchical clustering",
     )
-    p.add_argument(
-        "--restarts", type=int, default=0, metavar="K", help="random restarts of --learn"
+    g.add_argument(
+        "--contract",
+        action="store_true",
+        default=None,
+        help="contract edges after the greedy search",
     )
-    p.add_argument(
+    g.add_argument(
+        "--restarts",
+        type=int,
+        default=None,
+        metavar="K",
+        help="random restarts of --learn (default 0)",
+    )
+    g.add_argument(
         "--flat",
         choices=("dp", "cut", "map"),
-        default="dp",
+        default=None,
         help="flat clusters: dp = top-down cut r >= --cut-threshold with r under the "
         "Dirichlet-process prior (default), cut = the same with r under --mixing, "
         "map = most probable tree-consistent partition",
     )
+    g.add_argument(
+        "--cut-threshold",
+        type=float,
+        default=None,
+        metavar="T",
+        help="threshold of --flat dp or cut (default 0.5)",
+    )
+    return g
+
+
+def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--cut-threshold", type=float, default=0.5, metavar="T", help="threshold of --flat cut"
+        "--learn",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="learn the hyperparameters: brt, the cluster model's and gamma (or dp-alpha) by "
+        "maximising ln p(D|T) (BRT section 1.4.2; default off); coalescent, Lambda "
+        "(Teh et al. section 4.4; default off); pydt, c and sigma2, and alpha and beta "
+        "unless --ddt (default on)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="random seed (default 0): of --restarts (brt), SMC (coalescent), the search or "
+        "the sampler (pydt)",
     )
     p.add_argument(
         "--n-clusters",
         type=int,
         default=None,
         metavar="K",
-        help="at most K flat clusters, the lowest cut of the tree's heights (overrides --flat)",
+        help="at most K flat clusters, the lowest cut of the tree's heights (brt: overrides "
+        "--flat; coalescent: instead of --llr-threshold; pydt: its only flat clusters)",
     )
-    p.add_argument("--n-jobs", type=int, default=None, help="threads (default: all cores)")
-    p.add_argument("--newick", metavar="FILE", help="write the tree in Newick format")
+    p.add_argument(
+        "--n-jobs", type=int, default=None, help="threads (brt, coalescent; default: all cores)"
+    )
+    p.add_argument(
+        "--newick",
+        metavar="FILE",
+        help="write the tree in Newick format (coalescent, pydt: with branch lengths)",
+    )
     p.add_argument("--json", metavar="FILE", help="write the tree with per-node statistics as JSON")
     p.add_argument(
         "--labels-out",
@@ -221,10 +489,77 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _family_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "Kingman's coalescent and the diffusion tree (--family coalescent, pydt)"
+    )
+    g.add_argument(
+        "--likelihood",
+        choices=(*_COALESCENT_LIKELIHOODS, *_PYDT_LIKELIHOODS),
+        default=None,
+        help="coalescent: brownian (real values; default) or multinomial (categories 0, 1, "
+        "..., empty for missing); pydt: gaussian (real values; default) or probit (0/1, "
+        "empty for missing)",
+    )
+    g.add_argument(
+        "--inference",
+        choices=(*_COALESCENT_INFERENCES, *_PYDT_INFERENCES),
+        default=None,
+        help="coalescent: greedy-rate1 (default), greedy-maxprob, greedy-minduration, or "
+        "sequential Monte Carlo smc-priorprior, smc-priorpost, smc-postpost; pydt: greedy-em "
+        "(default) or mcmc",
+    )
+    g.add_argument(
+        "--particles",
+        type=int,
+        default=None,
+        metavar="N",
+        help="coalescent: SMC particles (default 50)",
+    )
+    g.add_argument(
+        "--lambda",
+        dest="lambda_",
+        type=float,
+        default=None,
+        metavar="L",
+        help="coalescent: the Brownian covariance rate Lambda = L I, or the mutation rate "
+        "(default 1; the start of --learn)",
+    )
+    g.add_argument(
+        "--llr-threshold",
+        type=float,
+        default=None,
+        metavar="T",
+        help="coalescent: flat clusters split a node while its log likelihood ratio of two "
+        "subtrees over one exceeds T (default 0)",
+    )
+    g.add_argument(
+        "--n-iter",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pydt: greedy-em passes (at most) or mcmc sweeps (default 100)",
+    )
+    g.add_argument(
+        "--ddt",
+        action="store_true",
+        default=None,
+        help="pydt: Neal's Dirichlet diffusion tree (alpha = beta = 0: binary branch points)",
+    )
+    g.add_argument(
+        "--quiet",
+        action="store_true",
+        default=None,
+        help="pydt: no progress lines on standard error",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rosetree`` command."""
     parser = argparse.ArgumentParser(
-        prog="rosetree", description="Bayesian rose trees and Bayesian hierarchical clustering."
+        prog="rosetree",
+        description="Bayesian hierarchical clustering: Bayesian rose trees (and BHC), Kingman's "
+        "coalescent, Pitman-Yor diffusion trees.",
     )
     parser.add_argument("--version", action="version", version=f"rosetree {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -233,23 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("data", help="CSV file, one data item per row")
     fit.add_argument(
-        "--model",
-        choices=tuple(_MODELS),
-        default="bernoulli",
-        help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()),
-    )
-    fit.add_argument(
-        "--alpha",
-        type=float,
-        default=None,
-        help="prior pseudo-count alpha (default: bernoulli, each feature's smoothed frequency "
-        "of ones; multinomial, 1)",
-    )
-    fit.add_argument(
-        "--beta",
-        type=float,
-        default=None,
-        help="prior pseudo-count beta (default: bernoulli, one minus the frequency of ones)",
+        "--family",
+        choices=tuple(_FAMILIES),
+        default="brt",
+        help="; ".join(f"{k}: {v}" for k, v in _FAMILIES.items()) + " (default: brt)",
     )
     fit.add_argument("--labels", metavar="COL", help="column holding leaf names")
     fit.add_argument(
@@ -260,10 +582,43 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--ignore", metavar="COL", nargs="*", default=[], help="columns to leave out of the data"
     )
-    _fit_args(fit)
+    _common_args(fit)
+    brt = _brt_args(fit)
+    brt.add_argument(
+        "--model",
+        choices=tuple(_MODELS),
+        default=None,
+        help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()) + " (default: bernoulli)",
+    )
+    brt.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="prior pseudo-count alpha (default: bernoulli, each feature's smoothed frequency "
+        "of ones; multinomial, 1)",
+    )
+    brt.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        help="prior pseudo-count beta (default: bernoulli, one minus the frequency of ones)",
+    )
+    _family_args(fit)
     demo = sub.add_parser("demo", help="cluster the bundled 33 animals x 102 features data")
-    _fit_args(demo)
+    _common_args(demo)
+    _brt_args(demo)
+    demo.set_defaults(family="brt")
     return parser
+
+
+def _flag_of(family: str, exc: Exception) -> str:
+    """``"--flag: "`` of the option behind an estimator's parameter error, else ``""``."""
+    if not isinstance(exc, InvalidParameterError):
+        return ""
+    for dest, param in _PARAMS[family].items():
+        if param == exc.parameter:
+            return _FAMILY_OPTIONS.get(dest, ("--" + dest.replace("_", "-"),))[0] + ": "
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -284,34 +639,27 @@ def _run(args: argparse.Namespace) -> int:
             if path is not None and not Path(path).resolve().parent.is_dir():
                 flag = "--" + option.replace("_", "-")
                 raise OSError(f"{flag} {path}: the directory does not exist")
+        model: ClusterModel | None = None
+        names: list[str] | None
+        if args.command == "demo":
+            model = BetaBernoulli()
+        elif args.family == "brt":
+            model = _model(args.model or "bernoulli", args.alpha, args.beta)
+        est = _estimator(args, model)
         if args.command == "demo":
             from .datasets import load_animals
 
             ds = load_animals()
             X, names = ds.data, ds.names
-            model: ClusterModel = BetaBernoulli()
-            print(f"{ds.description}; beta-Bernoulli clusters, mixing={args.mixing}\n")
+            print(f"{ds.description}; beta-Bernoulli clusters, mixing={args.mixing or 'brt'}\n")
         else:
             X, names, _ = read_csv(args.data, args.labels, args.ignore, not args.no_header)
-            model = _model(args.model, args.alpha, args.beta)
-        est = BayesianRoseTree(
-            model=model,
-            mixing=args.mixing,
-            gamma=args.gamma,
-            dp_alpha=args.dp_alpha,
-            binary=args.binary,
-            contract=args.contract,
-            n_jobs=args.n_jobs,
-            learn_hyperparameters=args.learn,
-            n_restarts=args.restarts,
-            flat_clusters=args.flat,
-            n_clusters=args.n_clusters,
-            cut_threshold=args.cut_threshold,
-        ).fit(X)
+        est.fit(X)
     except BrokenPipeError:
         raise
     except (RoseTreeError, ValueError, OSError) as exc:
-        print(f"rosetree: error: {exc}", file=sys.stderr)
+        flag = _flag_of(args.family, exc)
+        print(f"rosetree: error: {flag}{exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rosetree: interrupted", file=sys.stderr)
