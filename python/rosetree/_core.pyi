@@ -159,7 +159,11 @@ class BrtFit:
     def training(self) -> npt.NDArray[np.float64] | _Csr: ...
 
 def fit_brt(
-    train: npt.NDArray[np.float64] | _Csr, model: ModelSpec, params: BrtParams
+    train: npt.NDArray[np.float64] | _Csr,
+    model: ModelSpec,
+    params: BrtParams,
+    *,
+    verbose: bool = False,
 ) -> BrtFit: ...
 def brt_fit_for_tree(
     train: npt.NDArray[np.float64] | _Csr, model: ModelSpec, tree: RoseTree
@@ -206,6 +210,7 @@ def fit_coalescent(
     root: float | None,
     inference: str,
     n_jobs: int | None,
+    verbose: bool = False,
 ) -> tuple[Tree, float]: ...
 def coalescent_smc(
     x: npt.NDArray[np.float64],
@@ -217,6 +222,7 @@ def coalescent_smc(
     n_particles: int,
     seed: int,
     n_jobs: int | None,
+    verbose: bool = False,
 ) -> tuple[list[Tree], list[float], float, list[float], int, float]: ...
 def coalescent_log_joint(
     x: npt.NDArray[np.float64],

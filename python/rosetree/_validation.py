@@ -169,6 +169,13 @@ def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndar
     return X
 
 
+def check_flag(value: Any, name: str) -> bool:
+    """``True`` or ``False`` (NumPy's too), or InvalidParameterError naming the parameter."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}", name)
+    return bool(value)
+
+
 def check_count(value: Any, name: str) -> int:
     """A positive integer that fits a machine word, or InvalidParameterError naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -12,6 +13,7 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_count,
+    check_flag,
     check_n_jobs,
     check_new_rows,
     check_seed,
@@ -156,6 +158,10 @@ class KingmanCoalescent(ParamsMixin):
         ``n_jobs``.
     n_jobs : int, default=None
         Threads for scoring pairs or moving particles (``None`` or -1: all cores).
+    verbose : bool, default=False
+        Progress on standard error: about once a second during a greedy search or SMC run
+        that takes longer than a second, and after each round of hyperparameter learning.
+        Fits stop on Ctrl-C (``KeyboardInterrupt``) within a fraction of a second either way.
 
     Attributes
     ----------
@@ -223,6 +229,7 @@ class KingmanCoalescent(ParamsMixin):
         Lambda_prior: Any = None,
         random_state: int | None = None,
         n_jobs: int | None = None,
+        verbose: bool = False,
     ) -> None:
         self.likelihood = likelihood
         self.Lambda = Lambda
@@ -235,6 +242,7 @@ class KingmanCoalescent(ParamsMixin):
         self.Lambda_prior = Lambda_prior
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def fit(self, X: Any, y: Any = None) -> KingmanCoalescent:
         """Fit a coalescent tree to the rows of ``X``.
@@ -277,7 +285,7 @@ class KingmanCoalescent(ParamsMixin):
             root=_root(self.root),
             n_jobs=check_n_jobs(self.n_jobs),
         )
-        learn = _flag(self.learn_hyperparameters, "learn_hyperparameters")
+        learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
         hyper_iter = check_count(self.hyper_iter, "hyper_iter")
         if likelihood == "brownian":
             _check_brownian_missing(X, options["root"] is None, learn)
@@ -313,6 +321,7 @@ class KingmanCoalescent(ParamsMixin):
                 proposal=self.inference.removeprefix("smc-"),
                 n_particles=check_count(self.n_particles, "n_particles"),
                 seed=check_seed(self.random_state),
+                verbose=check_flag(self.verbose, "verbose"),
                 **options,
             )
             particles = [_wrap(t) for t in trees]
@@ -324,7 +333,9 @@ class KingmanCoalescent(ParamsMixin):
                 np.asarray(log_w),
                 np.asarray(ess),
             )
-        structure, log_joint = _core.fit_coalescent(X, inference=self.inference, **options)
+        structure, log_joint = _core.fit_coalescent(
+            X, inference=self.inference, verbose=check_flag(self.verbose, "verbose"), **options
+        )
         tree = _wrap(structure)
         if log_joint == np.inf:
             _refuse_zero_time_merge(tree)
@@ -361,7 +372,14 @@ class KingmanCoalescent(ParamsMixin):
         objective = fitted.log_joint + log_prior(lam)
         trace = [objective]
         fitted_under = lam
-        for _ in range(hyper_iter):
+        for it in range(hyper_iter):
+            if self.verbose:
+                print(
+                    f"learning Lambda: round {it + 1}/{hyper_iter}, "
+                    f"ln p(x, tree) + ln p(Lambda) = {objective:.6g}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             # Hyperparameters given the tree: the posterior mode, never worse than before.
             new = m_step(fitted.tree, lam)
             tree_joint = log_joint(fitted.tree, new)
@@ -625,12 +643,6 @@ def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None
             f"column {empty[0]} has no observed value: with the flat root its predictive "
             "distribution is improper (drop the column or give a proper root)"
         )
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name} must be True or False, got {value!r}", name)
-    return bool(value)
 
 
 def _model_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_csr,
+    check_flag,
     check_n_jobs,
     check_new_rows,
     check_seed,
@@ -137,6 +138,10 @@ class BayesianRoseTree(ParamsMixin):
         only where a multi-way node or tied heights leave no cut with exactly that many.
     cut_threshold : float, default=0.5
         The threshold on :math:`r_T` of ``flat_clusters="cut"``, in [0, 1].
+    verbose : bool, default=False
+        Progress on standard error: about once a second during a greedy search that takes
+        longer than a second, and after each iteration of hyperparameter learning. Fits
+        stop on Ctrl-C (``KeyboardInterrupt``) within a fraction of a second either way.
 
     Attributes
     ----------
@@ -195,6 +200,7 @@ class BayesianRoseTree(ParamsMixin):
         flat_clusters: str = "dp",
         n_clusters: int | None = None,
         cut_threshold: float = 0.5,
+        verbose: bool = False,
     ) -> None:
         self.model = model
         self.mixing = mixing
@@ -213,6 +219,7 @@ class BayesianRoseTree(ParamsMixin):
         self.flat_clusters = flat_clusters
         self.n_clusters = n_clusters
         self.cut_threshold = cut_threshold
+        self.verbose = verbose
 
     @property
     def _accepts_nan(self) -> bool:  # type: ignore[override]
@@ -241,6 +248,7 @@ class BayesianRoseTree(ParamsMixin):
         mixing_args(self.mixing, self.gamma, self.dp_alpha)
         self._check_flat_args()
         n_jobs = check_n_jobs(self.n_jobs)
+        verbose = check_flag(self.verbose, "verbose")
         names = feature_names(X)
         sparse_ok = model._reads_sparse
         if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
@@ -261,7 +269,7 @@ class BayesianRoseTree(ParamsMixin):
 
         def fit_brt(model: ClusterModel, gamma: float, dp_alpha: float) -> Any:
             params = _core.BrtParams(**mixing_args(self.mixing, gamma, dp_alpha), **options)
-            return _core.fit_brt(train, model._spec(), params)
+            return _core.fit_brt(train, model._spec(), params, verbose=verbose)
 
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
             return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
@@ -277,6 +285,7 @@ class BayesianRoseTree(ParamsMixin):
                 tie=bool(self.tie_hyperparameters),
                 n_restarts=self.n_restarts,
                 random_state=self._seed(),
+                verbose=verbose,
             )
             self.tree_ = result.tree
             self.model_, self.gamma_, self.dp_alpha_ = result.model, result.gamma, result.dp_alpha

@@ -7,6 +7,7 @@ hyperparameters.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -193,6 +194,7 @@ def learn_hyperparameters(
     tol: float = 1e-6,
     random_state: int | None = None,
     fit_tree: Callable[[np.ndarray, ClusterModel, float, float], RoseTree] | None = None,
+    verbose: bool = False,
 ) -> LearningResult:
     r"""Coordinate ascent on :math:`\ln p(D \mid T)` over the tree and the hyperparameters.
 
@@ -228,6 +230,9 @@ def learn_hyperparameters(
         ``fit_tree(X, model, gamma, dp_alpha) -> RoseTree``: the tree search. Default: the
         exact greedy search (with ``binary``). :class:`BayesianRoseTree` passes its own, with
         all of its search options.
+    verbose : bool, default=False
+        Write a line to standard error after each iteration: the start, the iteration and
+        :math:`\ln p(D \mid T)`. Ctrl-C stops the learning with ``KeyboardInterrupt``.
 
     Returns
     -------
@@ -277,7 +282,7 @@ def learn_hyperparameters(
     ]
 
     def ascend(
-        c: _Coordinates, u: np.ndarray, tree: RoseTree, trace: list[float]
+        c: _Coordinates, u: np.ndarray, tree: RoseTree, trace: list[float], start: int
     ) -> tuple[np.ndarray, RoseTree]:
         def negative(u: np.ndarray, internal: list[list[int]]) -> tuple[float, np.ndarray]:
             m, g, a = c.decode(u)
@@ -286,7 +291,7 @@ def learn_hyperparameters(
             )
             return -float(log_ev), -c.chain(u, np.asarray(flat), float(g_mix))
 
-        for _ in range(int(max_iter)):
+        for it in range(int(max_iter)):
             internal = [list(ch) for ch in tree.children[tree.n_leaves :]]
             res = minimize(
                 negative,
@@ -305,19 +310,26 @@ def learn_hyperparameters(
             if candidate.log_evidence > tree.log_evidence:
                 tree = candidate
             trace.append(tree.log_evidence)
+            if verbose:
+                print(
+                    f"learning: start {start + 1}/{len(starts)}, iteration {it + 1}: "
+                    f"ln p(D|T) = {tree.log_evidence:.6g}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if trace[-1] - trace[-3] <= tol * max(1.0, abs(trace[-1])):
                 break
         return u, tree
 
     best: LearningResult | None = None
     finals = []
-    for u in starts:
+    for start, u in enumerate(starts):
         tree = fit_tree(X, *first.decode(u))
         trace = [tree.log_evidence]
-        u, tree = ascend(first, u, tree, trace)
+        u, tree = ascend(first, u, tree, trace, start)
         if staged:
             # The same prior in per-feature coordinates, so the evidence carries over.
-            u, tree = ascend(coords, first.untie(u), tree, trace)
+            u, tree = ascend(coords, first.untie(u), tree, trace, start)
         finals.append(tree.log_evidence)
         if best is None or tree.log_evidence > best.log_evidence:
             m, g, a = coords.decode(u)

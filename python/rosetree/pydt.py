@@ -23,6 +23,7 @@ from ._base import ParamsMixin
 from ._validation import (
     check_array,
     check_count,
+    check_flag,
     check_new_rows,
     check_seed,
     feature_names,
@@ -582,7 +583,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         learn = _learn_flags(self.learn_hyperparameters, alpha, beta, probit)
         priors = _prior_vector(self.priors)
         seed = check_seed(self.random_state)
-        verbose = _flag(self.verbose, "verbose")
+        verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
         common = dict(
             alpha=alpha, beta=beta, c=c, sigma2=sigma2, learn=learn, priors=priors, seed=seed
@@ -683,12 +684,6 @@ class PitmanYorDiffusionTree(ParamsMixin):
     def score(self, X: Any, y: Any = None) -> float:
         """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
         return float(np.mean(self.score_samples(X)))
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name} must be True or False, got {value!r}", name)
-    return bool(value)
 
 
 def _probit_log_joint(

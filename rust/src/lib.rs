@@ -45,6 +45,7 @@ pub mod error;
 pub mod math;
 pub mod models;
 pub mod parallel;
+pub mod progress;
 pub mod pydt;
 pub mod tree;
 

@@ -16,6 +16,7 @@ use super::candidates::{Candidates, before};
 use super::{IndexedHeap, Linkage, TotalOrder};
 use crate::error::{Result, RoseTreeError};
 use crate::parallel::{PAR_THRESHOLD, Threads};
+use crate::progress;
 
 /// The interrupt callback is polled between steps at most this often, and the initial scan
 /// is cut into blocks of about this much work, so that an interrupt is noticed within a
@@ -109,6 +110,7 @@ pub fn agglomerate<L: Linkage>(
         let (i, j) = engine.next_pair()?;
         engine.merge(i, j, (n + k) as u32)?;
         merges.push((i, j));
+        progress::report("merging", k + 1, n - 1);
     }
     Ok(merges)
 }
@@ -157,6 +159,7 @@ impl<L: Linkage> Engine<'_, L> {
                 pairs += (n - 1 - end) as f64;
                 end += 1;
             }
+            progress::report("scoring pairs", start, n);
             let block = &ids[start..end];
             let clock = Instant::now();
             let found = self.threads.try_map(block, 2, |&k| self.scan(k))?;

@@ -52,6 +52,7 @@ use super::merges::Merges;
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
+use crate::progress;
 
 /// Pairs scored between two polls of `interrupt`: a few ms to a few tens of ms on one core.
 const PAIRS_PER_POLL: usize = 1 << 15;
@@ -144,6 +145,7 @@ fn exact_greedy<M: MessageModel>(
         let merged = merges.merge(best.l, best.r, t);
         live.retain(|&c| c != best.l && c != best.r);
         live.push(merged);
+        progress::report("merging", (n as usize) - live.len(), n as usize - 1);
     }
     merges.finish()
 }

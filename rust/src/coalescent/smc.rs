@@ -119,6 +119,7 @@ use crate::models::messages::{
     MutationPair,
 };
 use crate::parallel::Threads;
+use crate::progress;
 use crate::tree::{Topology, Tree};
 
 const LN_2PI: f64 = 1.837_877_066_409_345_5;
@@ -903,6 +904,7 @@ pub fn run_from_leaves<M: DurationPosterior>(
         if interrupt() {
             return Err(RoseTreeError::Interrupted);
         }
+        progress::report("sampling merges", step - 1, n - 1);
         let increments = threads.try_zip_mut(&ids, &mut particles, 2, |&k, p| {
             p.advance(
                 model,

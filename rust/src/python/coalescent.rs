@@ -9,8 +9,8 @@ use ndarray::{Array2, Array3};
 use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::prelude::*;
 
-use super::run_interruptible;
 use super::tree::PyTree;
+use super::{run_interruptible, run_watched};
 use crate::coalescent::predict::Predictor;
 use crate::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use crate::coalescent::{self, CoalescentParams, Inference};
@@ -147,20 +147,23 @@ fn fit_with<M: MessageModel + Send + 'static>(
     model: M,
     x: ArrayView2<'_, f64>,
     params: coalescent::ValidCoalescentParams,
+    label: Option<&str>,
 ) -> PyResult<(PyTree, f64)>
 where
     M::Message: 'static,
 {
     let leaves = model.leaf_messages(x)?;
-    let fit = run_interruptible(py, move |interrupt| {
+    let fit = run_watched(py, label, move |interrupt| {
         coalescent::fit_leaves(&model, &params, leaves, interrupt)
     })?;
     Ok((fit.tree.into(), fit.log_joint))
 }
 
-/// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`.
+/// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`. With
+/// `verbose`, a line of progress goes to `sys.stderr` about once a second.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs))]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false))]
+#[allow(clippy::too_many_arguments)]
 fn fit_coalescent(
     py: Python<'_>,
     x: PyReadonlyArray2<'_, f64>,
@@ -169,6 +172,7 @@ fn fit_coalescent(
     root: Option<f64>,
     inference: &str,
     n_jobs: Option<usize>,
+    verbose: bool,
 ) -> PyResult<(PyTree, f64)> {
     let inference = match inference {
         "greedy-rate1" => Inference::GreedyRate1,
@@ -190,7 +194,8 @@ fn fit_coalescent(
         .n_threads(n_jobs)
         .check()?;
     let x = x.as_array();
-    with_model!(build_model(likelihood, &lambda_, root, x)?, m => fit_with(py, m, x, params))
+    let label = verbose.then_some("coalescent");
+    with_model!(build_model(likelihood, &lambda_, root, x)?, m => fit_with(py, m, x, params, label))
 }
 
 /// What an SMC fit returns to Python: the particle trees, their normalised log weights, the
@@ -204,13 +209,14 @@ fn smc_with<M: DurationPosterior + Send + 'static>(
     x: ArrayView2<'_, f64>,
     params: SmcParams,
     threads: Threads,
+    label: Option<&str>,
 ) -> PyResult<SmcOutput>
 where
     M::Message: 'static,
 {
     let leaves = model.leaf_messages(x)?;
     let x = x.to_owned();
-    run_interruptible(py, move |interrupt| {
+    run_watched(py, label, move |interrupt| {
         let result = smc::run_from_leaves(&model, &leaves, &params, &threads, interrupt)?;
         // The heaviest particle, the first on a tie.
         let best = (0..result.trees.len())
@@ -233,9 +239,11 @@ where
 }
 
 /// Sequential Monte Carlo over coalescent trees of the rows of `x` (Teh et al. §4.1) with
-/// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`.
+/// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`. With `verbose`, a line of progress
+/// goes to `sys.stderr` about once a second.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs))]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs,
+                    verbose=false))]
 #[allow(clippy::too_many_arguments)]
 fn coalescent_smc(
     py: Python<'_>,
@@ -247,6 +255,7 @@ fn coalescent_smc(
     n_particles: usize,
     seed: u64,
     n_jobs: Option<usize>,
+    verbose: bool,
 ) -> PyResult<SmcOutput> {
     let proposal = match proposal {
         "priorprior" => Proposal::PriorPrior,
@@ -269,7 +278,7 @@ fn coalescent_smc(
     // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
     with_model!(
         build_model(likelihood, &lambda_, root, x)?,
-        m => smc_with(py, m, x, params, threads)
+        m => smc_with(py, m, x, params, threads, verbose.then_some("coalescent SMC"))
     )
 }
 

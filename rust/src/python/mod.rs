@@ -15,7 +15,7 @@ mod tree;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ndarray::ArrayView2;
 use numpy::PyReadonlyArray2;
@@ -24,6 +24,7 @@ use pyo3::prelude::*;
 use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
 use crate::error::RoseTreeError;
 use crate::models::ClusterModel;
+use crate::progress::{self, Progress};
 use crate::tree::Topology;
 use models::{AnyModel, PyModelSpec, build_model, with_model, with_model_arms};
 use tree::{PyRoseTree, PyTree};
@@ -141,17 +142,39 @@ fn run_interruptible<T: Send + 'static>(
     py: Python<'_>,
     work: impl FnOnce(&dyn Fn() -> bool) -> crate::Result<T> + Send + 'static,
 ) -> PyResult<T> {
+    run_watched(py, None, work)
+}
+
+/// [`run_interruptible`], and with a `label`, a line of progress to `sys.stderr` about once
+/// a second (the engine's latest [`progress::report`]), and one when work that took longer
+/// than a second is done.
+///
+/// # Errors
+/// As [`run_interruptible`].
+fn run_watched<T: Send + 'static>(
+    py: Python<'_>,
+    label: Option<&str>,
+    work: impl FnOnce(&dyn Fn() -> bool) -> crate::Result<T> + Send + 'static,
+) -> PyResult<T> {
     let cancel = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::channel();
     let flag = Arc::clone(&cancel);
+    let seen = Arc::new(Progress::default());
+    let watched = label.map(|_| Arc::clone(&seen));
     std::thread::Builder::new()
         .name("rosetree-worker".into())
         .spawn(move || {
-            let result = work(&|| flag.load(Ordering::Relaxed));
+            let run = || work(&|| flag.load(Ordering::Relaxed));
+            let result = match &watched {
+                Some(progress) => progress::watch(progress, run),
+                None => run(),
+            };
             // The receiver is gone only after an interrupt; nobody needs the result then.
             let _ = sender.send(result);
         })
         .map_err(|e| RoseTreeError::Numerical(format!("cannot start a worker thread: {e}")))?;
+    let started = Instant::now();
+    let mut shown = Duration::ZERO;
     let mut receiver = receiver;
     loop {
         // The receiver travels into the detached closure and back (it is `Send`, not `Sync`).
@@ -161,11 +184,26 @@ fn run_interruptible<T: Send + 'static>(
         });
         receiver = back;
         match received {
-            Ok(result) => return Ok(result?),
+            Ok(result) => {
+                // A closing line after progress lines; quick work stays silent.
+                if let (Some(label), Ok(_), true) = (label, &result, shown > Duration::ZERO) {
+                    let secs = started.elapsed().as_secs_f64();
+                    progress_line(&format!("{label}: done in {secs:.1} s"));
+                }
+                return Ok(result?);
+            }
             Err(RecvTimeoutError::Timeout) => {
                 if py.check_signals().is_err() {
                     cancel.store(true, Ordering::Relaxed);
                     return Err(RoseTreeError::Interrupted.into());
+                }
+                let elapsed = started.elapsed();
+                if let (Some(label), Some((phase, done, total))) = (label, seen.latest()) {
+                    if elapsed >= shown + PROGRESS_EVERY {
+                        shown = elapsed;
+                        let secs = elapsed.as_secs_f64();
+                        progress_line(&format!("{label}: {phase} {done}/{total} ({secs:.0} s)"));
+                    }
                 }
             }
             Err(RecvTimeoutError::Disconnected) => {
@@ -177,17 +215,24 @@ fn run_interruptible<T: Send + 'static>(
     }
 }
 
+/// How often [`run_watched`] writes a line of progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
 /// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `train` (a dense array,
 /// or a CSR matrix as `(indptr, indices, data, n_cols)`, whose leaf statistics are built
 /// without a dense copy), kept with its model and statistics for prediction.
+/// With `verbose`, a line of progress goes to `sys.stderr` about once a second.
 #[pyfunction]
+#[pyo3(signature = (train, model, params, *, verbose=false))]
 fn fit_brt(
     py: Python<'_>,
     train: fit::Training<'_>,
     model: &Bound<'_, PyModelSpec>,
     params: &Bound<'_, PyBrtParams>,
+    verbose: bool,
 ) -> PyResult<fit::PyBrtFit> {
     let params = params.get().params;
+    let label = verbose.then_some("rose tree");
     let training = train.to_owned_data()?;
     let model = training.model(&model.get().spec)?;
     macro_rules! run {
@@ -195,7 +240,7 @@ fn fit_brt(
             match model {
                 $(AnyModel::$variant(mut m) => {
                     let leaves = training.leaves(&mut m)?;
-                    let (m, tree, leaves) = run_interruptible(py, move |interrupt| {
+                    let (m, tree, leaves) = run_watched(py, label, move |interrupt| {
                         let tree = brt::fit_stats(&m, &params, leaves.clone(), interrupt)?;
                         Ok((m, tree, leaves))
                     })?;
@@ -204,7 +249,7 @@ fn fit_brt(
                 })*
                 AnyModel::Callback(mut m) => {
                     let leaves = training.leaves(&mut m)?;
-                    let (m, tree) = run_interruptible(py, move |interrupt| {
+                    let (m, tree) = run_watched(py, label, move |interrupt| {
                         let tree = brt::fit_stats(&m, &params, leaves, interrupt)?;
                         Ok((m, tree))
                     })?;

@@ -1,0 +1,75 @@
+"""Progress on request (``verbose=True``) for the long fits of every family, and Ctrl-C."""
+
+import re
+
+import numpy as np
+import pytest
+import rosetree as rt
+
+LINE = r"{label}: {phase} (\d+)/(\d+) \((\d+) s\)"
+
+
+def _progress(err, label, phase):
+    found = [tuple(map(int, m)) for m in re.findall(LINE.format(label=label, phase=phase), err)]
+    assert found, err
+    return found
+
+
+def test_a_long_greedy_rose_tree_reports_progress_and_stops_on_ctrl_c(ctrl_c, capsys):
+    X = (np.random.default_rng(1).random((6000, 64)) < 0.5).astype(float)
+    ctrl_c(after=2.5)
+    with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
+        rt.BayesianRoseTree(n_jobs=2, verbose=True).fit(X)
+    err = capsys.readouterr().err
+    rows = _progress(err, "rose tree", "(?:scoring pairs|merging)")
+    phases = re.findall(r"rose tree: (scoring pairs|merging)", err)
+    assert phases == sorted(phases, key=["scoring pairs", "merging"].index)
+    # Pairs are scored row by row (6000 rows), then 5999 merges follow.
+    assert all(0 <= done < total and total in (5999, 6000) for done, total, _ in rows)
+    assert [secs for *_, secs in rows] == sorted(secs for *_, secs in rows)
+
+
+def test_coalescent_smc_reports_its_merges_and_the_end(capsys):
+    X = np.random.default_rng(2).normal(size=(330, 3))
+    est = rt.KingmanCoalescent(
+        inference="smc-priorpost", n_particles=10, random_state=0, verbose=True
+    ).fit(X)
+    err = capsys.readouterr().err
+    rows = _progress(err, "coalescent SMC", "sampling merges")
+    assert all(total == 329 and 0 <= done < total for done, total, _ in rows)
+    assert re.search(r"coalescent SMC: done in \d+\.\d s", err)
+    # The same fit in silence: progress never changes the result.
+    quiet = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=10, random_state=0)
+    assert quiet.fit(X).log_marginal_ == est.log_marginal_
+    assert capsys.readouterr().err == ""
+
+
+def test_hyperparameter_learning_reports_each_iteration(capsys):
+    animals = rt.datasets.load_animals()
+    est = rt.BayesianRoseTree(learn_hyperparameters=True, verbose=True).fit(animals.data[:20])
+    lines = capsys.readouterr().err.splitlines()
+    values = [
+        float(m[1])
+        for m in (
+            re.match(r"learning: start 1/1, iteration \d+: ln p\(D\|T\) = (.*)", line)
+            for line in lines
+        )
+        if m
+    ]
+    assert values, lines
+    assert values[-1] == pytest.approx(est.log_evidence_, rel=1e-5)
+    assert values == sorted(values)  # coordinate ascent never loses evidence
+
+    X = np.random.default_rng(3).normal(size=(40, 2))
+    rt.KingmanCoalescent(learn_hyperparameters=True, hyper_iter=3, verbose=True).fit(X)
+    rounds = re.findall(r"learning Lambda: round (\d)/3", capsys.readouterr().err)
+    assert rounds[0] == "1"
+
+
+@pytest.mark.parametrize(
+    "make", [rt.BayesianRoseTree, rt.KingmanCoalescent, rt.PitmanYorDiffusionTree]
+)
+def test_verbose_must_be_a_flag(make):
+    X = np.random.default_rng(4).normal(size=(6, 2))
+    with pytest.raises(rt.InvalidParameterError, match="verbose"):
+        make(verbose="yes").fit(X)
