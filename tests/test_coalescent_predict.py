@@ -192,7 +192,8 @@ def test_prediction_needs_a_fit_and_matching_columns():
     with pytest.raises(rt.NotFittedError):
         est.score_samples(np.zeros((1, 2)))
     est.fit(np.random.default_rng(9).normal(size=(5, 2)))
-    with pytest.raises(rt.InvalidDataError, match="X has 3 features, but KingmanCoalescent is expecting 2"):
+    expected = "X has 3 features, but KingmanCoalescent is expecting 2"
+    with pytest.raises(rt.InvalidDataError, match=expected):
         est.score_samples(np.zeros((1, 3)))
     with pytest.raises(rt.InvalidParameterError, match="multinomial"):
         est.predict_proba_missing()

@@ -173,7 +173,7 @@ class Tree:
         Parameters
         ----------
         nodes : sequence of int
-            Node ids whose leaf sets partition the data, e.g. :meth:`cut_nodes`.
+            Node ids whose leaf sets partition the data, e.g. :meth:`RoseTree.cut_nodes`.
 
         Returns
         -------
@@ -242,8 +242,12 @@ class Tree:
         labels: Sequence[Any] | None = None,
         lengths: bool = True,
         underscore_is_space: bool = False,
+        *,
+        leaf_time: float | None = None,
+        time_scale: float = 1.0,
+        ultrametric_rtol: float = 1e-9,
     ) -> Tree:
-        """A tree read from Newick, e.g. one written by :meth:`to_newick` or a published one.
+        r"""A tree read from Newick, e.g. one written by :meth:`to_newick` or a published one.
 
         Parameters
         ----------
@@ -264,14 +268,63 @@ class Tree:
             DendroPy follows (it writes ``'a b'`` as ``a_b``); Bio.Phylo and ete keep ``_``.
             Quoted names are always read as written (:meth:`to_newick` quotes names with
             ``_`` or spaces).
+        leaf_time : float, optional
+            Heights as the times of a family whose leaves are at ``leaf_time`` and whose
+            times fall towards the root: the node at distance *d* from the leaves (the sum
+            of the branch lengths down to them) gets the height ``leaf_time - d /
+            time_scale``. ``0`` gives the coalescence times of :class:`KingmanCoalescent`
+            and :func:`coalescent_log_joint` (:math:`t = -d`); ``1`` the divergence times of
+            :class:`PitmanYorDiffusionTree`, :func:`pydt_log_prior` and
+            :func:`pydt_log_likelihood` (:math:`t = 1 - d`: every branch point must then be
+            less than ``time_scale`` from the leaves). ``None`` (the default): the heights
+            are the distances ``d / time_scale``, rising from 0 at the leaves, as a rose
+            tree's. A tree that ``to_newick(lengths=True)`` wrote from a fitted coalescent
+            (diffusion) tree reads back with its times, up to rounding in the last digits,
+            with ``leaf_time=0`` (``1``). A length on the root (``(...):x;``), such as the
+            diffusion tree's branch from the origin, is ignored. Needs a length on every
+            branch.
+        time_scale : float, default=1.0
+            The branch length that makes one unit of the family's time: every distance is
+            divided by it (exactly nothing changes with 1). For a published tree in other
+            units, e.g. the distance from the diffusion tree's origin (time 0) to the
+            leaves, in the tree's units, for :func:`pydt_log_prior`.
+        ultrametric_rtol : float, default=1e-9
+            How far apart, relative to the deepest, the leaves' distances from the root may
+            be for the lengths to count as ultrametric; the heights are then measured from
+            the deepest leaf, and every leaf is put at the leaves' height. Raise it for a
+            tree whose lengths were written with few digits (Bio.Phylo writes 5 significant
+            digits by default, ete 6: about ``1e-5`` of the depth per branch).
 
         Raises
         ------
         InvalidTreeError
-            For text that is not one Newick tree, leaf names that are not the rows, or
-            lengths that do not give one height to every leaf.
+            For text that is not one Newick tree, leaf names that are not the rows, lengths
+            that do not give one height to every leaf, or a ``leaf_time`` or ``time_scale``
+            for a tree without lengths.
+        InvalidParameterError
+            For a ``leaf_time``, ``time_scale`` or ``ultrametric_rtol`` that is not a finite
+            number (positive for ``time_scale``, at least 0 for ``ultrametric_rtol``),
+            naming it.
+
+        Examples
+        --------
+        >>> import rosetree as rt
+        >>> rt.Tree.from_newick("((0:1,1:1):2,2:3);").heights.tolist()
+        [0.0, 0.0, 0.0, 1.0, 3.0]
+        >>> rt.Tree.from_newick("((0:1,1:1):2,2:3);", leaf_time=0).heights.tolist()
+        [0.0, 0.0, 0.0, -1.0, -3.0]
+        >>> rt.Tree.from_newick("((0:1,1:1):2,2:3);", leaf_time=1, time_scale=4).heights.tolist()
+        [1.0, 1.0, 1.0, 0.75, 0.25]
         """
-        return _read_newick(text, labels, lengths, underscore_is_space)
+        return _read_newick(
+            text,
+            labels,
+            lengths,
+            underscore_is_space,
+            None if leaf_time is None else _newick_number(leaf_time, "leaf_time"),
+            _newick_number(time_scale, "time_scale", low=0.0, strict=True),
+            _newick_number(ultrametric_rtol, "ultrametric_rtol", low=0.0),
+        )
 
     def to_newick(self, labels: Sequence[Any] | None = None, lengths: bool = False) -> str:
         """The tree in Newick format; leaves are named by ``labels`` or by row index.
@@ -718,8 +771,25 @@ def _newick_tokens(text: str, underscore_is_space: bool) -> list[tuple[str, str]
     return tokens
 
 
+def _newick_number(value: Any, name: str, low: float | None = None, strict: bool = False) -> float:
+    """``value`` as a finite float, at least ``low`` (``strict``: above it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
+    x = float(value)
+    if not math.isfinite(x) or (low is not None and (x <= low if strict else x < low)):
+        bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
+        raise InvalidParameterError(f"{name} must be finite{bound}, got {value!r}", name)
+    return x
+
+
 def _read_newick(
-    text: str, labels: Sequence[Any] | None, lengths: bool, underscore_is_space: bool
+    text: str,
+    labels: Sequence[Any] | None,
+    lengths: bool,
+    underscore_is_space: bool,
+    leaf_time: float | None = None,
+    time_scale: float = 1.0,
+    ultrametric_rtol: float = 1e-9,
 ) -> Tree:
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str, got {type(text).__name__}", "text")
@@ -816,14 +886,24 @@ def _read_newick(
                 depth[c] = depth[v] + float(length[c])  # type: ignore[arg-type]
         leaf_depths = [depth[v] for v in leaves]
         top = max(leaf_depths)
-        if top - min(leaf_depths) > 1e-9 * max(top, 1e-300):
+        if top - min(leaf_depths) > ultrametric_rtol * max(top, 1e-300):
             raise InvalidTreeError(
-                "Newick: the leaves are not equally far from the root (not ultrametric); "
-                "read the structure alone with lengths=False"
+                "Newick: the leaves are not equally far from the root (not ultrametric, "
+                f"{(top - min(leaf_depths)) / top:.2g} of the depth apart); read the structure "
+                "alone with lengths=False, or allow lengths rounded in writing with "
+                "ultrametric_rtol"
             )
-        heights = [0.0] * (n + len(internal))
+        distances = [0.0] * (n + len(internal))
         for v, i in ids.items():
-            heights[i] = 0.0 if not kids[v] else top - depth[v]
+            distances[i] = 0.0 if not kids[v] else (top - depth[v]) / time_scale
+        heights = distances if leaf_time is None else [leaf_time - d for d in distances]
+    elif not branches and leaf_time is not None:  # a single leaf
+        heights = [leaf_time]
+    elif leaf_time is not None or time_scale != 1.0:
+        raise InvalidTreeError(
+            "Newick: leaf_time and time_scale need a length on every branch"
+            + ("" if lengths else " (and lengths=True)")
+        )
     return Tree(n, internal, heights)
 
 
