@@ -332,3 +332,18 @@ def test_a_tree_and_its_nested_dicts_agree():
     )
     # A single point.
     assert rt.pydt_log_prior(0) == 0.0
+
+
+def test_log_densities_below_the_float_range_raise_instead_of_minus_inf():
+    tree = {"t": 0.3, "children": [0, {"t": 0.6, "children": [1, 2]}]}
+    # ln Γ(m + α) for α = 1e308 exceeds the largest float: the true value is finite.
+    with pytest.raises(rt.NumericalError, match="alpha"):
+        rt.pydt_log_prior(tree, alpha=1e308, beta=0.2)
+    assert np.isfinite(rt.pydt_log_prior(tree, alpha=1e300, beta=0.2))
+    # A probability of zero stays -inf: three branches where α + 2β = 0.
+    flat = {"t": 0.3, "children": [0, 1, 2]}
+    assert rt.pydt_log_prior(flat, alpha=0.0, beta=0.0) == -np.inf
+    X = np.array([[1e308], [-1e308], [1e308]])
+    with pytest.raises(rt.NumericalError, match="rescale"):
+        rt.pydt_log_likelihood(X, tree)
+    assert np.isfinite(rt.pydt_log_likelihood(X / 1e300, tree))

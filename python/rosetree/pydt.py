@@ -30,7 +30,7 @@ from ._validation import (
     set_feature_names,
 )
 from .coalescent import tree_from_nested
-from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
+from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError, NumericalError
 from .tree import Tree
 
 __all__ = ["PitmanYorDiffusionTree", "pydt_log_likelihood", "pydt_log_prior", "sample_pydt"]
@@ -96,6 +96,9 @@ def pydt_log_prior(tree: Any, alpha: float = 0.5, beta: float = 0.2, c: float = 
     InvalidTreeError
         If a leaf is not at 1, a divergence time is outside :math:`(0, 1)`, or a parent is
         not strictly earlier than a child.
+    NumericalError
+        When the log density, finite, lies below the float range (about
+        :math:`-1.8 \times 10^{308}`), as for ``alpha`` near the largest floats.
 
     Examples
     --------
@@ -105,7 +108,17 @@ def pydt_log_prior(tree: Any, alpha: float = 0.5, beta: float = 0.2, c: float = 
     0.0
     """
     alpha, beta, c = _real(alpha, "alpha"), _real(beta, "beta"), _real(c, "c")
-    return float(_core.pydt_log_prior(_tree(tree)._structure, alpha=alpha, beta=beta, c=c))
+    tree = _tree(tree)
+    value = float(_core.pydt_log_prior(tree._structure, alpha=alpha, beta=beta, c=c))
+    impossible = alpha + 2 * beta == 0 and any(
+        len(tree.children[v]) >= 3 for v in tree.internal_nodes
+    )
+    if value == -np.inf and not impossible:
+        raise NumericalError(
+            "the log prior density is finite but below the smallest float (about -1.8e308); "
+            f"alpha={alpha!r}, beta={beta!r}, c={c!r} are too extreme for this tree"
+        )
+    return value
 
 
 def pydt_log_likelihood(X: Any, tree: Any, sigma2: float = 1.0) -> float:
@@ -138,11 +151,22 @@ def pydt_log_likelihood(X: Any, tree: Any, sigma2: float = 1.0) -> float:
         For a non-finite entry of ``X``, naming its row and column.
     InvalidTreeError
         As :func:`pydt_log_prior`, or if the tree does not have one leaf per row.
+    NumericalError
+        When the log likelihood, finite, lies below the float range (about
+        :math:`-1.8 \times 10^{308}`), as for data near the largest floats.
     """
     X = check_array(X, min_rows=1)
     tree = _tree(tree, X.shape[0])
     sigma2 = _real(sigma2, "sigma2")
-    return float(_core.pydt_log_likelihood(X, tree._structure, sigma2=sigma2))
+    value = float(_core.pydt_log_likelihood(X, tree._structure, sigma2=sigma2))
+    if value == -np.inf:
+        # Every finite X has a positive density: -inf is the rounding of a value below the
+        # float range (data near 1e308, or sigma2 tiny against the data).
+        raise NumericalError(
+            "the log likelihood is finite but below the smallest float (about -1.8e308); "
+            "rescale X or sigma2"
+        )
+    return value
 
 
 def sample_pydt(
