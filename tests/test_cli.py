@@ -303,7 +303,6 @@ def test_the_diffusion_tree_reports_progress_unless_quiet(tmp_path, capfd, blobs
         (["--family", "coalescent", "--gamma", "0.3"], "--gamma is an option of --family brt"),
         (["--family", "pydt", "--model", "gaussian"], "--model is an option of --family brt"),
         (["--family", "pydt", "--n-jobs", "2"], "--n-jobs is an option of --family brt or"),
-        (["--family", "brt", "--quiet"], "--quiet is an option of --family pydt"),
         (["--ddt"], "--ddt is an option of --family pydt, not of --family brt"),
         (["--inference", "mcmc"], "--inference is an option of --family coalescent or pydt"),
         (["--family", "pydt", "--particles", "5"], "--particles is an option of --family coal"),
@@ -351,8 +350,9 @@ def test_the_options_reach_the_estimators():
     assert (
         estimator("--family", "pydt", "--no-learn").get_params()["learn_hyperparameters"] is False
     )
-    for family in ("brt", "coalescent"):  # no progress unless the estimator's own default
-        assert estimator("--family", family).get_params().get("verbose", False) is False
+    for family in ("brt", "coalescent"):
+        assert estimator("--family", family).get_params()["verbose"] is True
+        assert estimator("--family", family, "--quiet").get_params()["verbose"] is False
     coalescent = estimator("--family", "coalescent", "--lambda", "2", "--learn").get_params()
     assert coalescent["Lambda"] == 2.0 and coalescent["learn_hyperparameters"] is True
     # Options not given keep the estimators' own defaults.

@@ -65,7 +65,6 @@ _FAMILY_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "llr_threshold": ("--llr-threshold", ("coalescent",)),
     "n_iter": ("--n-iter", ("pydt",)),
     "ddt": ("--ddt", ("pydt",)),
-    "quiet": ("--quiet", ("pydt",)),
 }
 
 #: Estimator parameters set from the options, by destination (those not given are left at
@@ -265,13 +264,16 @@ def _estimator(
         for dest, param in _PARAMS[args.family].items()
         if getattr(args, dest, None) is not None
     }
+    # Progress on standard error unless --quiet: each estimator writes a line about once a
+    # second of a long fit (and per learning iteration), so short fits stay silent.
+    params["verbose"] = not args.quiet
     if args.family == "brt":
         return BayesianRoseTree(model=model, **params)
     if args.family == "coalescent":
         return KingmanCoalescent(**params)
     if args.ddt:  # Neal's Dirichlet diffusion tree: binary branch points
         params.update(alpha=0.0, beta=0.0)
-    return PitmanYorDiffusionTree(verbose=not args.quiet, **params)
+    return PitmanYorDiffusionTree(**params)
 
 
 def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.ndarray, str] | None:
@@ -441,6 +443,12 @@ def _brt_args(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
 
 def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines on standard error (fits longer than a second and "
+        "hyperparameter learning write them)",
+    )
+    p.add_argument(
         "--learn",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -545,12 +553,6 @@ def _family_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="pydt: Neal's Dirichlet diffusion tree (alpha = beta = 0: binary branch points)",
-    )
-    g.add_argument(
-        "--quiet",
-        action="store_true",
-        default=None,
-        help="pydt: no progress lines on standard error",
     )
 
 
