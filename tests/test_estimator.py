@@ -214,11 +214,19 @@ def test_approximate_search_is_close_to_exact_and_reproducible():
         ({"exact_below": 1}, "exact_below"),
         ({"exact_below": 2.5}, "exact_below"),
         ({"random_state": -1}, "random_state"),
+        ({"approximate": "yes"}, "approximate"),
+        ({"binary": "no"}, "binary"),
+        ({"contract": 1}, "contract"),
+        ({"learn_hyperparameters": "no"}, "learn_hyperparameters"),
+        ({"learn_hyperparameters": True, "tie_hyperparameters": None}, "tie_hyperparameters"),
     ],
 )
 def test_approximate_search_parameters_are_checked(kwargs, name):
     with pytest.raises(rt.InvalidParameterError, match=name):
-        rt.BayesianRoseTree(approximate=True, **kwargs).fit(BLOCKS)
+        rt.BayesianRoseTree(**{"approximate": True, **kwargs}).fit(BLOCKS)
+    if "exact_below" in kwargs:  # checked on every fit, used or not
+        with pytest.raises(rt.InvalidParameterError, match=name):
+            rt.BayesianRoseTree(approximate=False, **kwargs).fit(BLOCKS)
 
 
 class PythonBetaBernoulli(rt.ClusterModel):

@@ -249,15 +249,16 @@ class BayesianRoseTree(ParamsMixin):
         self._check_flat_args()
         n_jobs = check_n_jobs(self.n_jobs)
         verbose = check_flag(self.verbose, "verbose")
+        learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
         names = feature_names(X)
         sparse_ok = model._reads_sparse
-        if not (is_sparse(X) and sparse_ok and not self.learn_hyperparameters):
+        if not (is_sparse(X) and sparse_ok and not learn):
             X = check_array(X, allow_nan=model._accepts_missing)
         model._check_data(X)
         options = dict(
-            binary=bool(self.binary),
+            binary=check_flag(self.binary, "binary"),
             merge_rule=check_merge_rule(self.merge_rule),
-            contract=bool(self.contract),
+            contract=check_flag(self.contract, "contract"),
             n_jobs=n_jobs,
             approx=self._approx_args(),
         )
@@ -274,7 +275,7 @@ class BayesianRoseTree(ParamsMixin):
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
             return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
 
-        if self.learn_hyperparameters:
+        if learn:
             result = learn_hyperparameters(
                 X,
                 model=model,
@@ -282,7 +283,7 @@ class BayesianRoseTree(ParamsMixin):
                 gamma=self.gamma,
                 dp_alpha=self.dp_alpha,
                 fit_tree=fit_tree,
-                tie=bool(self.tie_hyperparameters),
+                tie=check_flag(self.tie_hyperparameters, "tie_hyperparameters"),
                 n_restarts=self.n_restarts,
                 random_state=self._seed(),
                 verbose=verbose,
@@ -338,8 +339,9 @@ class BayesianRoseTree(ParamsMixin):
         return check_seed(self.random_state)
 
     def _approx_args(self) -> tuple[int, int, int] | None:
-        if not self.approximate:
-            return None
+        # exact_below is checked whether or not it is used, as every parameter is: a bad
+        # value fails the fit that sets it, not a later one with approximate=True.
+        approximate = check_flag(self.approximate, "approximate")
         exact_below = self.exact_below
         if isinstance(exact_below, bool) or not isinstance(exact_below, (int, np.integer)):
             raise InvalidParameterError(
@@ -352,6 +354,8 @@ class BayesianRoseTree(ParamsMixin):
         # Any value of at least n means the exact search; larger ones than a machine word
         # holds mean the same.
         exact_below = min(int(exact_below), 2**63 - 1)
+        if not approximate:
+            return None
         return exact_below, min(_APPROX_SAMPLE, exact_below), self._seed()
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
