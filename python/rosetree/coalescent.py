@@ -290,6 +290,8 @@ class KingmanCoalescent(ParamsMixin):
         if likelihood == "brownian":
             _check_brownian_missing(X, options["root"] is None, learn)
         self.hyper_trace_: np.ndarray | None = None
+        if learn:  # a bad prior fails before the first tree is fitted
+            self._hyperprior(options, X.shape[1])
         fitted = self._infer(X, options)
         if learn:
             fitted, lam, trace = self._learn(X, options, fitted, hyper_iter)
@@ -341,6 +343,13 @@ class KingmanCoalescent(ParamsMixin):
             _refuse_zero_time_merge(tree)
         return _Fitted(tree, float(log_joint))
 
+    def _hyperprior(self, options: dict[str, Any], d: int) -> tuple[float, np.ndarray]:
+        """The parameters of ``Lambda_prior`` (checked) for the likelihood in ``options``."""
+        lam = options["lambda_"]
+        if options["likelihood"] == "brownian":
+            return _hyper.brownian_prior(self.Lambda_prior, lam, d)
+        return _hyper.rate_prior(self.Lambda_prior, lam)
+
     def _learn(
         self, X: np.ndarray, options: dict[str, Any], fitted: _Fitted, hyper_iter: int
     ) -> tuple[_Fitted, np.ndarray, list[float]]:
@@ -348,7 +357,7 @@ class KingmanCoalescent(ParamsMixin):
         lam: np.ndarray = options["lambda_"]
         d = X.shape[1]
         if options["likelihood"] == "brownian":
-            nu, psi = _hyper.brownian_prior(self.Lambda_prior, lam, d)
+            nu, psi = self._hyperprior(options, d)
 
             def log_prior(value: np.ndarray) -> float:
                 return _hyper.brownian_log_prior(value, nu, psi, d)
@@ -357,7 +366,7 @@ class KingmanCoalescent(ParamsMixin):
                 scatter, m = _core.coalescent_contrasts(X, tree._structure, root=options["root"])
                 return _hyper.brownian_map(np.asarray(scatter), m, current, nu, psi)
         else:
-            a, b = _hyper.rate_prior(self.Lambda_prior, lam)
+            a, b = self._hyperprior(options, d)
 
             def log_prior(value: np.ndarray) -> float:
                 return _hyper.rate_log_prior(value, a, b)
