@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import platform
+import re
 import select
 import signal
 import subprocess
@@ -186,10 +187,12 @@ class Pool:
                     self._replace(worker, kill=False)
                     continue
                 job = worker.job
+                stderr = worker.stderr_tail()
                 result = {
                     "outcome": "crash",
                     "death": worker.death(),
-                    "stderr": worker.stderr_tail(),
+                    "detail": crash_detail(stderr),
+                    "stderr": stderr,
                 }
                 done.append({**job, "result": result})
                 self._replace(worker, kill=False)
@@ -235,6 +238,22 @@ class Pool:
             worker.close(kill=worker.job is not None)
 
 
+_CRASH_LINES = re.compile(
+    r"memory allocation of \d+ bytes failed|panicked at [^\n]*\n[^\n]*|Fatal Python error: [^\n]*"
+)
+
+
+def crash_detail(stderr: str) -> str:
+    """The line of a crashed worker's stderr that says why.
+
+    Rust's allocation failure or panic message if there is one, else Python's fatal error.
+    """
+    lines = _CRASH_LINES.findall(stderr)
+    rust = [line for line in lines if not line.startswith("Fatal")]
+    line = " ".join((rust or lines or [""])[0].split())[:200]
+    return re.sub(r"\d+ bytes", "N bytes", line)
+
+
 def finding_key(target: str, result: dict[str, Any]) -> str:
     """What makes two findings the same.
 
@@ -247,7 +266,7 @@ def finding_key(target: str, result: dict[str, Any]) -> str:
     elif outcome == "non_finite":
         detail = str(result.get("detail"))
     elif outcome == "crash":
-        detail = str(result.get("death"))
+        detail = f"{result.get('death')}: {result.get('detail') or '?'}"
     else:
         detail = ""
     return f"{target} | {outcome} | {detail}"
