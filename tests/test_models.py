@@ -169,3 +169,17 @@ def test_invalid_hyperparameters_name_the_parameter(model, name):
     with pytest.raises(rt.InvalidParameterError, match=name) as err:
         rt.BayesianRoseTree(model=model).fit(X)
     assert err.value.parameter == name
+
+
+@pytest.mark.parametrize("mixing", ["brt", "gamma", "dp"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_optimal_tree_of_data_the_model_finds_impossible(mixing, binary):
+    # ln f = -inf for every cluster: every tree has ln p(D|T) = -inf. The exhaustive search
+    # used to find no best split and recursed until the stack overflowed (a segfault).
+    class Impossible(rt.ClusterModel):
+        def log_marginal(self, X):
+            return -np.inf
+
+    tree = rt.optimal_tree(np.zeros((4, 1)), model=Impossible(), mixing=mixing, binary=binary)
+    assert tree.n_leaves == 4
+    assert tree.log_evidence == -np.inf

@@ -250,3 +250,22 @@ def test_data_at_the_edge_of_the_floats_is_an_error_not_a_crash(inference):
     X = np.arange(6.0)[:, None] * np.full((6, 2), 1e300)
     with pytest.raises(rt.NumericalError):
         rt.PitmanYorDiffusionTree(inference=inference, n_iter=3, random_state=0).fit(X)
+
+
+def test_extreme_hyperparameters_end_in_a_numerical_error_not_a_hang_or_panic():
+    # c near the largest float: every divergence time rounds onto its branch's top, and
+    # the subtree move's exact draw used to retry for ever.
+    est = rt.PitmanYorDiffusionTree(alpha=0.1, beta=0.1, c=1.7976931348623157e308, inference="mcmc")
+    with pytest.raises(rt.NumericalError, match="double precision"):
+        est.fit(np.array([[-1e-08], [-3.3e-240]]))
+    # sigma2 near the largest float: 2 sigma2 overflowed in the probit pseudo-data, and the
+    # Ward dendrogram of the initial trees panicked on the NaN distances.
+    probit = rt.PitmanYorDiffusionTree(
+        alpha=0.0,
+        sigma2=1.7976931348623157e308,
+        likelihood="probit",
+        learn_hyperparameters=False,
+        random_state=10,
+    )
+    with pytest.raises(rt.NumericalError):
+        probit.fit(np.zeros((3, 2)))

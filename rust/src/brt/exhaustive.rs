@@ -116,7 +116,10 @@ fn subset_dp(mixing: &Mixing, binary: bool, log_f: &[f64], n: usize) -> Topology
             loop {
                 let b = low | sub;
                 let v = g[1][b] + g[c - 1][s ^ b];
-                if v > g[c][s] {
+                // The first partition stands until a better one comes, so that a choice
+                // exists even where every partition has ln p = −∞ (data the model gives
+                // zero probability: the tree is then any tree, of evidence −∞).
+                if v > g[c][s] || choice[c][s] == 0 {
                     g[c][s] = v;
                     choice[c][s] = b;
                 }
@@ -128,12 +131,9 @@ fn subset_dp(mixing: &Mixing, binary: bool, log_f: &[f64], n: usize) -> Topology
         }
         let mut best = f64::NEG_INFINITY;
         for c in 2..=max_c.min(s.count_ones() as usize) {
-            if g[c][s] == f64::NEG_INFINITY {
-                continue;
-            }
             let prior = mixing.node_prior(c, s.count_ones() as usize, 0.0);
             let v = node_log_p(&prior, log_f[s], g[c][s]);
-            if v > best {
+            if v > best || best_c[s] == 0 {
                 best = v;
                 best_c[s] = c;
             }

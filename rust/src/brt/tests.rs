@@ -319,6 +319,24 @@ fn subset_dp_finds_the_enumerated_optimum() {
 }
 
 #[test]
+fn subset_dp_returns_a_tree_when_every_cluster_is_impossible() {
+    // ln f = −∞ for every subset (a model that gives the data zero probability): the DP
+    // used to find no choice, and rebuilding the tree recursed until the stack overflowed.
+    for n in 2..=6 {
+        let log_f = vec![f64::NEG_INFINITY; 1 << n];
+        for mixing in [Mixing::Brt { gamma: 0.5 }, Mixing::Gamma { gamma: 0.2 }] {
+            for binary in [false, true] {
+                let topo = optimal_by_subset_dp(&mixing, binary, &log_f, n);
+                assert_eq!(topo.n_leaves(), n);
+                assert!(!binary || topo.is_binary());
+                let brute = optimal_by_enumeration(&mixing, binary, &log_f, n);
+                assert_eq!(brute, f64::NEG_INFINITY);
+            }
+        }
+    }
+}
+
+#[test]
 fn greedy_never_beats_the_exhaustive_optimum() {
     let mut rng = Rng(77);
     for trial in 0..20 {

@@ -1545,7 +1545,8 @@ fn improve<'a>(
 /// (see the [module docs](self)): each entry's latent value's mean under `N(0, σ²)`
 /// truncated to its sign, `±σ √(2/π)`, and 0 where it is missing.
 fn pseudo_data(x: &Array2<f64>, sigma2: f64) -> Array2<f64> {
-    let a = (2.0 * sigma2 / std::f64::consts::PI).sqrt();
+    // σ·√(2/π), not √(2σ²/π): 2σ² overflows for σ² near the largest float.
+    let a = sigma2.sqrt() * (2.0 / std::f64::consts::PI).sqrt();
     x.mapv(|v| {
         if v.is_nan() {
             0.0

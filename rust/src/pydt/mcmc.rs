@@ -92,6 +92,10 @@ use crate::tree::arena::{Arena, Attachment, NodeId};
 /// sequential draw takes over (see the [module docs](self)).
 pub const REJECTION_TRIES: usize = 16;
 
+/// Exact conditioned draws of a subtree move before giving up with an error: each fails only
+/// when its time rounds onto an end of its branch, which takes a `c` near the float range.
+pub const CONDITIONED_TRIES: usize = 1000;
+
 /// A Gamma prior by shape and rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GammaPrior {
@@ -705,17 +709,26 @@ impl Chain {
     }
 
     /// A draw of the new position of a detached subtree whose root is at `t_sub`.
-    fn draw_attachment<R: Rng + ?Sized>(&mut self, t_sub: f64, rng: &mut R) -> Attachment {
+    ///
+    /// # Errors
+    /// [`RoseTreeError::Numerical`] when no drawn divergence time can be placed in double
+    /// precision (a `c` so large that the time rounds onto the branch's top).
+    fn draw_attachment<R: Rng + ?Sized>(&mut self, t_sub: f64, rng: &mut R) -> Result<Attachment> {
         for _ in 0..REJECTION_TRIES {
             if let Some(at) = self.walk(t_sub, rng) {
-                return at;
+                return Ok(at);
             }
         }
-        loop {
+        for _ in 0..CONDITIONED_TRIES {
             if let Some(at) = self.walk_conditioned(t_sub, rng) {
-                return at;
+                return Ok(at);
             }
         }
+        Err(RoseTreeError::Numerical(format!(
+            "no divergence time of a subtree move could be placed in double precision in \
+             {CONDITIONED_TRIES} draws (c = {:e} is too large for the branch lengths)",
+            self.params.c()
+        )))
     }
 
     /// One subtree move (see the [module docs](self)); returns whether it was accepted.
@@ -738,7 +751,7 @@ impl Chain {
         let detached = self.arena.detach(v)?;
         let t_sub = self.arena.time(v)?;
         let ln_q_old = self.ln_attach(detached.origin());
-        let at = self.draw_attachment(t_sub, rng);
+        let at = self.draw_attachment(t_sub, rng)?;
         let ln_q_new = self.ln_attach(at);
         self.arena.attach(&detached, at)?;
         self.refresh();
