@@ -276,7 +276,7 @@ def test_python_model_errors_propagate():
         rt.BayesianRoseTree(model=Failing()).fit(BLOCKS)
     with pytest.raises(rt.NumericalError, match="log_marginal returned NaN"):
         rt.BayesianRoseTree(model=Nan()).fit(BLOCKS)
-    with pytest.raises(TypeError, match="must implement log_marginal"):
+    with pytest.raises(rt.InvalidParameterError, match="must implement log_marginal"):
         rt.BayesianRoseTree(model=rt.ClusterModel()).fit(BLOCKS)
 
 

@@ -169,6 +169,19 @@ def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndar
     return X
 
 
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """One of the strings ``choices``, or InvalidParameterError naming the parameter.
+
+    The type is checked first: ``array in choices`` compares element-wise and raises
+    NumPy's own ValueError.
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidParameterError(
+            f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}", name
+        )
+    return value
+
+
 def check_flag(value: Any, name: str) -> bool:
     """``True`` or ``False`` (NumPy's too), or InvalidParameterError naming the parameter."""
     if not isinstance(value, (bool, np.bool_)):
@@ -211,9 +224,7 @@ def check_seed(random_state: Any) -> int:
 
 def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
     """Keyword arguments of the core functions for a mixing rule, checked for type."""
-    if mixing not in _MIXINGS:
-        raise InvalidParameterError(f"mixing must be one of {_MIXINGS}, got {mixing!r}", "mixing")
-    out: dict[str, Any] = {"mixing": mixing}
+    out: dict[str, Any] = {"mixing": check_choice(mixing, "mixing", _MIXINGS)}
     for name, value in (("gamma", gamma), ("dp_alpha", dp_alpha)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)

@@ -12,6 +12,7 @@ from . import _core
 from ._base import ParamsMixin
 from ._validation import (
     check_array,
+    check_choice,
     check_count,
     check_flag,
     check_n_jobs,
@@ -65,11 +66,7 @@ def _root(root: Any) -> float | None:
 
 
 def _likelihood(likelihood: Any) -> str:
-    if likelihood not in _LIKELIHOODS:
-        raise InvalidParameterError(
-            f"likelihood must be one of {_LIKELIHOODS}, got {likelihood!r}", "likelihood"
-        )
-    return str(likelihood)
+    return check_choice(likelihood, "likelihood", _LIKELIHOODS)
 
 
 def _wrap(structure: Any) -> Tree:
@@ -271,11 +268,7 @@ class KingmanCoalescent(ParamsMixin):
             ``learn_hyperparameters`` under Brownian diffusion.
         """
         likelihood = _likelihood(self.likelihood)
-        if self.inference not in _INFERENCES:
-            raise InvalidParameterError(
-                f"inference {self.inference!r} is unknown; available: {_INFERENCES}",
-                "inference",
-            )
+        check_choice(self.inference, "inference", _INFERENCES)
         names = feature_names(X)
         X = check_array(X, min_rows=1)
         lam = _lambda(self.Lambda)
@@ -379,6 +372,11 @@ class KingmanCoalescent(ParamsMixin):
             return float(_core.coalescent_log_joint(X, tree._structure, **model))
 
         objective = fitted.log_joint + log_prior(lam)
+        if not np.isfinite(objective):
+            raise NumericalError(
+                "ln p(x, tree) + ln p(Lambda) is not finite at the start of learning (Lambda "
+                "or Lambda_prior too extreme for double precision)"
+            )
         trace = [objective]
         fitted_under = lam
         for it in range(hyper_iter):
@@ -392,7 +390,8 @@ class KingmanCoalescent(ParamsMixin):
             # Hyperparameters given the tree: the posterior mode, never worse than before.
             new = m_step(fitted.tree, lam)
             tree_joint = log_joint(fitted.tree, new)
-            if tree_joint + log_prior(new) < objective:
+            # (written so that a NaN, from hyperparameters beyond double precision, stops too)
+            if not tree_joint + log_prior(new) >= objective:
                 break
             lam = new
             fitted = fitted._replace(log_joint=tree_joint)
@@ -481,7 +480,14 @@ class KingmanCoalescent(ParamsMixin):
             w + np.asarray(p.log_density(X, n_jobs=check_n_jobs(self.n_jobs))[0])
             for w, p in self._weighted_predictors()
         ]
-        return np.asarray(_logsumexp_rows(np.vstack(terms)))
+        out = np.asarray(_logsumexp_rows(np.vstack(terms)))
+        if np.isnan(out).any():
+            row = int(np.flatnonzero(np.isnan(out))[0])
+            raise NumericalError(
+                f"the predictive density of row {row} is NaN in double precision (data or "
+                "Lambda too extreme); rescale the data"
+            )
+        return out
 
     def score(self, X: Any, y: Any = None) -> float:
         """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
@@ -578,11 +584,22 @@ class KingmanCoalescent(ParamsMixin):
         self._check_fitted()
         if rows is None or columns is None:
             rows, columns = np.nonzero(np.isnan(self._X))
-        rows, columns = np.asarray(rows, dtype=int), np.asarray(columns, dtype=int)
         X_true = check_array(X_true, min_rows=1, name="X_true")
         if X_true.shape != self._X.shape:
             raise InvalidDataError(
                 f"X_true has shape {X_true.shape}, the training data {self._X.shape}"
+            )
+        rows, columns = (
+            _cell_indices(value, name, size)
+            for value, name, size in (
+                (rows, "rows", X_true.shape[0]),
+                (columns, "columns", X_true.shape[1]),
+            )
+        )
+        if rows.shape != columns.shape:
+            raise InvalidParameterError(
+                f"rows and columns must have the same length, got {rows.size} and {columns.size}",
+                "columns",
             )
         values = X_true[rows, columns]
         if np.isnan(values).any():
@@ -690,11 +707,22 @@ def _refuse_zero_time_merge(tree: Tree) -> None:
     raise NumericalError("the tree's log joint is +inf")
 
 
+def _cell_indices(value: Any, name: str, size: int) -> np.ndarray:
+    """Row or column indices of cells: a 1-D array of integers in ``[0, size)``."""
+    arr = np.asarray(value)
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise InvalidParameterError(f"{name} must be a 1-D sequence of integers", name)
+    if arr.size and not (0 <= arr.min() and arr.max() < size):
+        raise InvalidParameterError(f"{name} must lie in [0, {size}), got {arr.tolist()}", name)
+    return arr.astype(np.int64)
+
+
 def _split_llr(tree: Tree, evidence: np.ndarray) -> np.ndarray:
     """``E(l) + E(r) - E(v)`` for every internal node ``v``; ``-inf`` at the leaves."""
     llr = np.full(len(evidence), -np.inf)
-    for v in tree.internal_nodes:
-        llr[v] = sum(evidence[c] for c in tree.children[v]) - evidence[v]
+    with np.errstate(invalid="ignore"):  # inf - inf: refused just below
+        for v in tree.internal_nodes:
+            llr[v] = sum(evidence[c] for c in tree.children[v]) - evidence[v]
     if np.isnan(llr).any():
         raise NumericalError(
             "the subtrees' log evidence is not finite (a root pinned at the origin, root=0, "
@@ -804,7 +832,7 @@ def coalescent_log_joint(
         tree = tree_from_nested(tree, X.shape[0])
     if tree.n_leaves != X.shape[0]:
         raise InvalidTreeError(f"the tree has {tree.n_leaves} leaves, but X has {X.shape[0]} rows")
-    return float(
+    value = float(
         _core.coalescent_log_joint(
             X,
             tree._structure,
@@ -813,3 +841,9 @@ def coalescent_log_joint(
             root=_root(root),
         )
     )
+    if np.isnan(value):
+        raise NumericalError(
+            "the log joint is NaN in double precision (data or Lambda too extreme); rescale "
+            "the data or Lambda"
+        )
+    return value

@@ -70,9 +70,10 @@ class ClusterModel:
 
     def _spec(self) -> _core.ModelSpec:
         if type(self).log_marginal is ClusterModel.log_marginal:
-            raise TypeError(
+            raise InvalidParameterError(
                 f"{type(self).__name__} must implement log_marginal(X) to be used as a "
-                "cluster model"
+                "cluster model",
+                "model",
             )
         return _core.ModelSpec.callback(self)
 

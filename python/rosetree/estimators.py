@@ -10,6 +10,7 @@ from . import _core
 from ._base import ParamsMixin
 from ._validation import (
     check_array,
+    check_choice,
     check_csr,
     check_flag,
     check_n_jobs,
@@ -34,11 +35,7 @@ _APPROX_SAMPLE = 1000
 
 def check_merge_rule(rule: Any) -> str:
     """``rule`` if it names a merge rule of the greedy search."""
-    if rule not in _MERGE_RULES:
-        raise InvalidParameterError(
-            f"merge_rule must be one of {_MERGE_RULES}, got {rule!r}", "merge_rule"
-        )
-    return str(rule)
+    return check_choice(rule, "merge_rule", _MERGE_RULES)
 
 
 class BayesianRoseTree(ParamsMixin):
@@ -309,11 +306,7 @@ class BayesianRoseTree(ParamsMixin):
         return self
 
     def _check_flat_args(self) -> None:
-        if self.flat_clusters not in ("dp", "cut", "map"):
-            raise InvalidParameterError(
-                f"flat_clusters must be 'dp', 'cut' or 'map', got {self.flat_clusters!r}",
-                "flat_clusters",
-            )
+        check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))
         k = self.n_clusters
         if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
             raise InvalidParameterError(

@@ -100,8 +100,13 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
     n_items : int
         *l*, the number of data items in each data set.
     """
-    opt = np.asarray(log_evidence_optimal, dtype=np.float64)
-    got = np.asarray(log_evidence_found, dtype=np.float64)
+    opt, got = (
+        _finite_vector(value, name)
+        for value, name in (
+            (log_evidence_optimal, "log_evidence_optimal"),
+            (log_evidence_found, "log_evidence_found"),
+        )
+    )
     if opt.shape != got.shape or opt.ndim != 1 or opt.size == 0:
         raise InvalidParameterError(
             "log_evidence_optimal and log_evidence_found must be non-empty 1-D arrays of the "
@@ -113,3 +118,19 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
             f"n_items must be a positive integer, got {n_items!r}", "n_items"
         )
     return float(_core.excess_bits(opt.tolist(), got.tolist(), int(n_items)))
+
+
+def _finite_vector(value: Any, name: str) -> np.ndarray:
+    """``value`` as a float64 array of finite numbers, or InvalidParameterError naming it."""
+    try:
+        arr = np.asarray(value)
+        if np.iscomplexobj(arr):
+            raise TypeError("complex values")
+        arr = arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{name} must hold real numbers: {exc}", name) from None
+    if not np.all(np.isfinite(arr)):
+        raise InvalidParameterError(
+            f"{name} must be finite (the log evidence of a tree of the data)", name
+        )
+    return arr

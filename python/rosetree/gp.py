@@ -14,16 +14,25 @@ This module needs SciPy (imported on first use).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ._validation import check_array
 from .config import ClusterModel
-from .exceptions import InvalidDataError, InvalidParameterError, NumericalError
+from .exceptions import (
+    InvalidDataError,
+    InvalidDataTypeError,
+    InvalidParameterError,
+    NumericalError,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["GPExperts"]
 
@@ -89,6 +98,46 @@ def _array(name: str, value: Any, max_ndim: int) -> np.ndarray:
 def _ln_multigamma(a: float, d: int) -> float:
     r""":math:`\ln \Gamma_d(a)`."""
     return d * (d - 1) / 4.0 * _LN_PI + sum(math.lgamma(a - j / 2.0) for j in range(d))
+
+
+def _checked(log_density: bool) -> Callable[[F], F]:
+    """Turn what rounding does to extreme inputs into NumericalError, never a silent NaN.
+
+    Floats beyond the range of double precision (huge data or hyperparameters) overflow in
+    the sums of squares: Python's floats raise OverflowError, NumPy's warn and give inf or
+    NaN. The wrapped method runs with NumPy's warnings off and raises NumericalError if its
+    result holds a NaN, or for a log density, any non-finite value (the density of finite
+    data under these models is positive and finite; ±inf is a rounding).
+    """
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                with np.errstate(all="ignore"):
+                    out = method(*args, **kwargs)
+            except (OverflowError, ZeroDivisionError) as exc:
+                raise NumericalError(
+                    f"{method.__name__}: the inputs or hyperparameters are beyond the range "
+                    f"of double precision ({exc}); rescale the data"
+                ) from None
+            values = np.concatenate(
+                [
+                    np.ravel(np.asarray(v, dtype=np.float64))
+                    for v in (out if isinstance(out, tuple) else (out,))
+                ]
+            )
+            bad = np.isnan(values).any() or (log_density and not np.isfinite(values).all())
+            if bad:
+                raise NumericalError(
+                    f"{method.__name__}: the result is not finite in double precision (inputs "
+                    "or hyperparameters too extreme); rescale the data or the hyperparameters"
+                )
+            return out
+
+        return checked  # type: ignore[return-value]
+
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -320,6 +369,7 @@ class GPExperts(ClusterModel):
         return prior
 
     # ------------------------------------------------------------------ marginal likelihood
+    @_checked(log_density=True)
     def log_marginal(self, X: Any) -> float:
         r""":math:`\ln f(D)` (BRT eqs 1.20–1.21) of all rows of ``X`` taken as one cluster.
 
@@ -348,12 +398,14 @@ class GPExperts(ClusterModel):
         x = X[:, :d]
         return self._log_f_inputs(x, prior) + self._log_f_outputs(x, X[:, d], prior)
 
+    @_checked(log_density=True)
     def log_marginal_inputs(self, X: Any) -> float:
         r""":math:`\ln f(\{x_i\})`, the Normal–inverse-Wishart part of :meth:`log_marginal`."""
         X = _check_rows(X, "X")
         d = X.shape[1] - 1
         return self._log_f_inputs(X[:, :d], self._prior(d))
 
+    @_checked(log_density=True)
     def log_marginal_outputs(self, X: Any) -> float:
         r""":math:`\ln \mathcal{N}(y \mid m\mathbf{1}, \mathbf{K})`, the Gaussian-process part."""
         X = _check_rows(X, "X")
@@ -410,6 +462,7 @@ class GPExperts(ClusterModel):
         return sq
 
     # ------------------------------------------------------------------ one cluster's predictions
+    @_checked(log_density=True)
     def input_log_predictive(self, cluster: ArrayLike, x: ArrayLike) -> np.ndarray:
         r""":math:`\ln p(x \mid D)`: the Normal–inverse-Wishart predictive of new inputs.
 
@@ -454,6 +507,7 @@ class GPExperts(ClusterModel):
             - (df + d) / 2.0 * np.log1p(maha / df)
         )
 
+    @_checked(log_density=False)
     def output_predictive(
         self, cluster: ArrayLike, x: ArrayLike, *, noise: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -519,6 +573,7 @@ class GPExperts(ClusterModel):
         return mean, var
 
     # ------------------------------------------------------------------ tree predictions
+    @_checked(log_density=True)
     def predictive_density(
         self, tree: Any, X_train: ArrayLike, x: ArrayLike, y: ArrayLike
     ) -> np.ndarray:
@@ -733,7 +788,13 @@ def _check_rows(X: Any, name: str, min_rows: int = 1) -> np.ndarray:
 
 def _check_queries(x: Any, d: int) -> np.ndarray:
     """Query inputs as a finite (n_queries, d) array; 1-D is accepted when ``d == 1``."""
-    arr = np.asarray(x, dtype=np.float64)
+    try:
+        arr = np.asarray(x)
+        if np.iscomplexobj(arr):
+            raise TypeError("complex values")
+        arr = arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataTypeError(f"x must be numeric: {exc}") from None
     if arr.ndim <= 1 and d == 1:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2 or arr.shape[1] != d:

@@ -67,6 +67,8 @@ def _linkage_parents(tree: np.ndarray) -> np.ndarray:
     try:
         Z = np.asarray(tree, dtype=np.float64)
         is_valid_linkage(Z, throw=True, name="tree")
+        if not np.all(np.isfinite(Z)):
+            raise ValueError("it holds NaN or infinite values")
     except (TypeError, ValueError) as exc:
         raise InvalidTreeError(f"tree is not a valid linkage matrix: {exc}") from None
     n = Z.shape[0] + 1

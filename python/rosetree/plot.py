@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._validation import check_choice
 from .exceptions import InvalidParameterError
 from .tree import Tree
 
@@ -149,6 +150,11 @@ def _marked_nodes(tree: Tree, clusters: Any, threshold: float) -> list[int]:
             )
         # Single leaves are clusters of the cut too, but there is nothing to colour.
         return [v for v in tree.cut_nodes(threshold) if v >= tree.n_leaves]
+    if not hasattr(clusters, "__iter__"):
+        raise InvalidParameterError(
+            f"clusters must be None, 'cut' or a sequence of node ids, got {clusters!r}",
+            "clusters",
+        )
     marked: list[int] = []
     for v in clusters:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
@@ -236,10 +242,7 @@ def plot_tree(
         raise InvalidParameterError(
             f"tree must be a rosetree Tree or RoseTree, got {type(tree).__name__}", "tree"
         )
-    if orientation not in _ORIENTATIONS:
-        raise InvalidParameterError(
-            f"orientation must be one of {_ORIENTATIONS}, got {orientation!r}", "orientation"
-        )
+    check_choice(orientation, "orientation", _ORIENTATIONS)
     names = (
         [str(i) for i in range(tree.n_leaves)]
         if labels is None
@@ -253,15 +256,24 @@ def plot_tree(
     from matplotlib.colors import to_rgba
     from matplotlib.ticker import MaxNLocator
 
-    if isinstance(cluster_colors, str):
-        cmap = plt.get_cmap(cluster_colors)
-        n_colors = getattr(cmap, "N", 256)
-        palette = [cmap(k % n_colors) for k in range(max(len(marked), 1))]
-    else:
-        palette = [to_rgba(c) for c in cluster_colors]
-        if marked and not palette:
-            raise InvalidParameterError("cluster_colors is empty", "cluster_colors")
-    base = to_rgba(color)
+    try:
+        if isinstance(cluster_colors, str):
+            cmap = plt.get_cmap(cluster_colors)
+            n_colors = getattr(cmap, "N", 256)
+            palette = [cmap(k % n_colors) for k in range(max(len(marked), 1))]
+        else:
+            palette = [to_rgba(c) for c in cluster_colors]
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"cluster_colors must be a colormap name or a sequence of colours: {exc}",
+            "cluster_colors",
+        ) from None
+    if marked and not palette:
+        raise InvalidParameterError("cluster_colors is empty", "cluster_colors")
+    try:
+        base = to_rgba(color)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"color is not a colour: {exc}", "color") from None
     own = {v: palette[k % len(palette)] for k, v in enumerate(marked)}
     node_color = [base] * tree.n_nodes
     inside = np.zeros(tree.n_nodes, dtype=bool)  # at or below a marked node

@@ -22,6 +22,7 @@ from . import _core
 from ._base import ParamsMixin
 from ._validation import (
     check_array,
+    check_choice,
     check_count,
     check_flag,
     check_new_rows,
@@ -113,10 +114,11 @@ def pydt_log_prior(tree: Any, alpha: float = 0.5, beta: float = 0.2, c: float = 
     impossible = alpha + 2 * beta == 0 and any(
         len(tree.children[v]) >= 3 for v in tree.internal_nodes
     )
-    if value == -np.inf and not impossible:
+    if np.isnan(value) or value == np.inf or (value == -np.inf and not impossible):
         raise NumericalError(
-            "the log prior density is finite but below the smallest float (about -1.8e308); "
-            f"alpha={alpha!r}, beta={beta!r}, c={c!r} are too extreme for this tree"
+            "the log prior density is finite but beyond the range of double precision "
+            f"(about ±1.8e308); alpha={alpha!r}, beta={beta!r}, c={c!r} are too extreme for "
+            "this tree"
         )
     return value
 
@@ -159,12 +161,12 @@ def pydt_log_likelihood(X: Any, tree: Any, sigma2: float = 1.0) -> float:
     tree = _tree(tree, X.shape[0])
     sigma2 = _real(sigma2, "sigma2")
     value = float(_core.pydt_log_likelihood(X, tree._structure, sigma2=sigma2))
-    if value == -np.inf:
-        # Every finite X has a positive density: -inf is the rounding of a value below the
-        # float range (data near 1e308, or sigma2 tiny against the data).
+    if not np.isfinite(value):
+        # Every finite X has a positive, finite density: ±inf or NaN is what rounding made
+        # of a value beyond the float range (data near 1e308, or sigma2 tiny or huge).
         raise NumericalError(
-            "the log likelihood is finite but below the smallest float (about -1.8e308); "
-            "rescale X or sigma2"
+            "the log likelihood is finite but beyond the range of double precision (about "
+            "±1.8e308); rescale X or sigma2"
         )
     return value
 
@@ -384,6 +386,13 @@ def _mixture_log_density(
     X: np.ndarray, log_w: np.ndarray, means: np.ndarray, variances: np.ndarray
 ) -> np.ndarray:
     """``ln sum_k w_k N(x; mean_k, var_k I)`` for every row of ``X``."""
+    with np.errstate(all="ignore"):  # non-finite results are the caller's to refuse
+        return _mixture_log_density_rows(X, log_w, means, variances)
+
+
+def _mixture_log_density_rows(
+    X: np.ndarray, log_w: np.ndarray, means: np.ndarray, variances: np.ndarray
+) -> np.ndarray:
     d = X.shape[1]
     norm = log_w - 0.5 * d * np.log(2 * np.pi * variances)
     out = np.empty(X.shape[0])
@@ -587,15 +596,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
             For NaN or infinite values with the Gaussian likelihood, or a value other than
             0, 1 or NaN with the probit likelihood, naming its row and column.
         """
-        if self.likelihood not in _LIKELIHOODS:
-            raise InvalidParameterError(
-                f"likelihood must be one of {_LIKELIHOODS}, got {self.likelihood!r}",
-                "likelihood",
-            )
-        if self.inference not in _INFERENCES:
-            raise InvalidParameterError(
-                f"inference must be one of {_INFERENCES}, got {self.inference!r}", "inference"
-            )
+        check_choice(self.likelihood, "likelihood", _LIKELIHOODS)
+        check_choice(self.inference, "inference", _INFERENCES)
         probit = self.likelihood == "probit"
         names = feature_names(X)
         X = check_array(X, allow_nan=probit, min_rows=2)
@@ -649,6 +651,15 @@ class PitmanYorDiffusionTree(ParamsMixin):
             self.trace_ = {"objective": np.asarray(trace, dtype=float)}
             self.acceptance_rate_ = None
             best = 0
+        log_joints = np.array([s[5] for s in samples], dtype=float)
+        if any(np.isnan(v).any() for v in self.trace_.values()) or not np.all(
+            np.isfinite(log_joints)
+        ):
+            del self.trace_, self.acceptance_rate_
+            raise NumericalError(
+                "the log joint is not finite in double precision (data, sigma2 or c too "
+                "extreme); rescale the data or the hyperparameters"
+            )
         self.samples_ = [_wrap(s[0]) for s in samples]
         self.sample_hyperparameters_ = np.array([s[1:5] for s in samples], dtype=float)
         self.sample_log_joint_ = np.array([s[5] for s in samples], dtype=float)
@@ -703,7 +714,16 @@ class PitmanYorDiffusionTree(ParamsMixin):
             )
             terms[i] = _mixture_log_density(X, log_w, means, variances)
         top = terms.max(axis=0)
-        return top + np.log(np.exp(terms - top).mean(axis=0))
+        with np.errstate(invalid="ignore"):
+            out = top + np.log(np.exp(terms - top).mean(axis=0))
+        if not np.all(np.isfinite(out)):
+            # The density of a finite row is positive and finite: what is not was rounded.
+            row = int(np.flatnonzero(~np.isfinite(out))[0])
+            raise NumericalError(
+                f"the predictive density of row {row} is not finite in double precision "
+                "(data or fitted variances too extreme); rescale the data"
+            )
+        return out
 
     def score(self, X: Any, y: Any = None) -> float:
         """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""

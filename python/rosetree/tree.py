@@ -66,8 +66,29 @@ class Tree:
         internal: Sequence[Sequence[int]],
         heights: Any = None,
     ) -> None:
-        h = None if heights is None else [float(x) for x in np.asarray(heights, dtype=float)]
-        self._set_structure(_core.Tree(int(n_leaves), [list(map(int, c)) for c in internal], h))
+        n_leaves = _nonnegative_int(n_leaves, "n_leaves")
+        try:
+            if isinstance(internal, (str, bytes)):
+                raise TypeError("a string")
+            children = [[int(v) for v in _ids(c)] for c in internal]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidTreeError(
+                f"internal must be a list of lists of node ids (int): {exc}"
+            ) from None
+        if any(not 0 <= v < 2**63 for c in children for v in c):
+            raise InvalidTreeError("internal: node ids must be non-negative node ids")
+        h = None
+        if heights is not None:
+            try:
+                arr = np.asarray(heights, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise InvalidTreeError(f"heights must be real numbers: {exc}") from None
+            if arr.ndim != 1:
+                raise InvalidTreeError(
+                    f"heights must be a 1-D array (one per node), got shape {arr.shape}"
+                )
+            h = [float(x) for x in arr]
+        self._set_structure(_core.Tree(n_leaves, children, h))
 
     def _set_structure(self, structure: Any) -> None:
         self._structure = structure
@@ -208,7 +229,7 @@ class Tree:
         height itself). These are the clusters of SciPy's ``fcluster(self.to_linkage(),
         height, "distance")``; leaves are always clusters.
         """
-        return list(self._structure.clusters_at_height(float(height)))
+        return list(self._structure.clusters_at_height(_real(height, "height")))
 
     # ------------------------------------------------------------------ conversions
     def _subtree(self, node: int | None) -> tuple[int, list[int]]:
@@ -338,6 +359,11 @@ class Tree:
             so that each leaf is at the same distance from the root.
         """
         names = None if labels is None else [str(s) for s in self._check_labels(labels)]
+        if names is not None and len(set(names)) != len(names):
+            twice = next(m for m in names if names.count(m) > 1)
+            raise InvalidParameterError(
+                f"labels has {twice!r} twice: a Newick tree names each leaf once", "labels"
+            )
         return str(self._structure.to_newick(names, bool(lengths)))
 
     def to_linkage(self) -> np.ndarray:
@@ -412,7 +438,15 @@ class Tree:
         levels (two JSON levels per node); for those, keep the flat arrays (``children``,
         ``log_p``, ...) instead.
         """
-        return _dumps(self.to_dict(labels), indent)
+        if indent is not None and (
+            isinstance(indent, bool)
+            or not isinstance(indent, (int, np.integer))
+            or not 0 <= indent <= 64
+        ):
+            raise InvalidParameterError(
+                f"indent must be None or an integer from 0 to 64, got {indent!r}", "indent"
+            )
+        return _dumps(self.to_dict(labels), None if indent is None else int(indent))
 
     def format(
         self,
@@ -482,7 +516,7 @@ class Tree:
         return "\n".join(lines)
 
     def _check_labels(self, labels: Sequence[Any]) -> list[Any]:
-        labels = list(labels)
+        labels = _label_list(labels)
         if len(labels) != self.n_leaves:
             raise InvalidParameterError(
                 f"labels has {len(labels)} entries; the tree has {self.n_leaves} leaves", "labels"
@@ -677,6 +711,42 @@ class RoseTree(Tree):
         )
 
 
+def _label_list(labels: Any) -> list[Any]:
+    """``labels`` as a list (a string or a scalar is not a sequence of labels)."""
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
+        raise InvalidParameterError(
+            f"labels must be a sequence of leaf names, got {type(labels).__name__}", "labels"
+        )
+    try:
+        return list(labels)
+    except TypeError as exc:
+        raise InvalidParameterError(f"labels must be a sequence: {exc}", "labels") from None
+
+
+def _ids(value: Any) -> Any:
+    """A node's children as an iterable (a string or a scalar is not one)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"a node's children must be a list, got {value!r}")
+    return value
+
+
+def _nonnegative_int(value: Any, name: str) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or not 0 <= value < 2**63
+    ):
+        raise InvalidParameterError(f"{name} must be a non-negative integer, got {value!r}", name)
+    return int(value)
+
+
+def _real(value: Any, name: str) -> float:
+    """A real number (NumPy scalars included), or InvalidParameterError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}", name)
+    return float(value)
+
+
 def _dumps(obj: Any, indent: int | None) -> str:
     """``json.dumps(obj, indent=indent, default=str)`` with an explicit stack.
 
@@ -861,7 +931,7 @@ def _read_newick(
         want = "the rows 0 .. n - 1 (or pass labels=)"
     else:
         rows = {}
-        for i, name in enumerate(labels):
+        for i, name in enumerate(_label_list(labels)):
             if str(name) in rows:
                 raise InvalidParameterError(f"labels has {str(name)!r} twice", "labels")
             rows[str(name)] = i

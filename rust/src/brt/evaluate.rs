@@ -46,7 +46,23 @@ pub fn evaluate<M: ClusterModel>(
             sum_log_d,
         ));
     }
+    check_finite_log_p(&summary)?;
     Ok(annotated(topology, &summary))
+}
+
+/// A NaN anywhere (a model's `ln f` of NaN, or `−∞ − (−∞)` where every partition of a node
+/// is impossible) is an error naming the node, as in the greedy search.
+fn check_finite_log_p(summary: &[Summary]) -> Result<()> {
+    match summary
+        .iter()
+        .position(|s| s.log_p.is_nan() || s.log_d.is_nan())
+    {
+        Some(v) => Err(RoseTreeError::Numerical(format!(
+            "ln p of node {v} is NaN: the cluster model's ln f is not finite there (extreme \
+             hyperparameters or data beyond double precision)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `tree` with every node's mixture quantities recomputed under `mixing` from the cluster

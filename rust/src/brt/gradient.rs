@@ -11,7 +11,7 @@
 
 use super::evaluate::{evaluate, node_stats};
 use super::mixing::Mixing;
-use crate::error::Result;
+use crate::error::{Result, RoseTreeError};
 use crate::models::Differentiable;
 use crate::tree::Topology;
 
@@ -103,6 +103,13 @@ pub fn evidence_gradient<M: Differentiable>(
         if weight > 0.0 {
             model.add_gradient(s, weight, &mut grad_model)?;
         }
+    }
+    if grad_mixing.is_nan() || grad_model.iter().any(|g| g.is_nan()) {
+        return Err(RoseTreeError::Numerical(
+            "the gradient of ln p(D | T) is NaN (extreme hyperparameters or data beyond \
+             double precision)"
+                .into(),
+        ));
     }
     Ok(EvidenceGradient {
         log_evidence: tree.log_evidence(),

@@ -51,11 +51,23 @@ impl ClusterModel for CallbackModel {
         let indices: Vec<usize> = rows.iter().map(|&r| r as usize).collect();
         let cluster = self.data.select(Axis(0), &indices);
         Python::attach(|py| {
-            let value = self
+            // The model's own exception passes through unchanged; a value that is not a
+            // real number is the model's fault, named as such.
+            let returned = self
                 .object
                 .call_method1(py, "log_marginal", (cluster.into_pyarray(py),))
-                .and_then(|v| v.extract::<f64>(py))
                 .map_err(|e| RoseTreeError::Callback(Box::new(e)))?;
+            let value = returned.extract::<f64>(py).map_err(|_| {
+                let kind = returned
+                    .bind(py)
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string());
+                RoseTreeError::param(
+                    "model",
+                    format!("log_marginal must return a real number, got a {kind}"),
+                )
+            })?;
             if value.is_nan() || value == f64::INFINITY {
                 return Err(RoseTreeError::Numerical(format!(
                     "the cluster model's log_marginal returned {value} for a cluster of {} rows",
