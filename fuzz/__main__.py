@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
         "--in-process", action="store_true", help="with --replay: run here, raising its exception"
     )
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
+    parser.add_argument(
+        "--markdown", metavar="REPORT", help="print a report's result tables as Markdown and exit"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -73,9 +76,46 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def markdown(report: dict[str, Any]) -> str:
+    """The result tables of RELIABILITY.md: totals, then outcomes per target."""
+    classes = (*OUTCOMES, "harness_error")
+    versions = report["versions"]
+    lines = [
+        f"`python3 -m fuzz --cases {report['cases']} --seed {report['seed']} "
+        f"--workers {report['workers']}` (timeout {report['timeout_s']:g} s per case), "
+        f"at commit `{report['commit']}` with the installed rosetree {versions['rosetree']} "
+        f"(built {versions.get('rosetree_installed_at')}), "
+        f"Python {versions['python']}, NumPy {versions['numpy']}, hypothesis "
+        f"{versions['hypothesis']}: {report['cases']} cases in {report['duration_s']:.0f} s "
+        f"({report['cases_per_s']:.0f} cases/s), {report['worker_restarts']} worker restarts"
+        + (
+            "; rosetree was reinstalled during the run."
+            if report.get("reinstalled_during_run")
+            else "."
+        ),
+        "",
+        "| " + " | ".join(("cases", *classes)) + " |",
+        "| " + " | ".join(["---:"] * (len(classes) + 1)) + " |",
+        "| "
+        + " | ".join(str(v) for v in (report["cases"], *(report["counts"][c] for c in classes)))
+        + " |",
+        "",
+        "| target | " + " | ".join(classes) + " |",
+        "| --- | " + " | ".join(["---:"] * len(classes)) + " |",
+    ]
+    for target, counts in report["per_target"].items():
+        row = [str(counts.get(c, 0)) for c in classes]
+        lines.append(f"| `{target}` | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python3 -m fuzz``."""
     args = _parser().parse_args(argv)
+    if args.markdown:
+        with open(args.markdown) as f:
+            print(markdown(json.load(f)))
+        return 0
     if args.list:
         from .targets import TARGETS
 

@@ -87,13 +87,17 @@ class Worker:
             self.buffer = self.buffer[8 + size :]
         return messages
 
-    def stderr_tail(self, limit: int = 3000) -> str:
-        """The end of the worker's stderr, from the last fatal error or Rust panic on."""
+    def stderr_text(self) -> str:
+        """What the worker wrote to stderr during its last case."""
         try:
             with open(self.stderr_path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
+                return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+
+    def stderr_tail(self, limit: int = 3000) -> str:
+        """The end of the worker's stderr, from the last fatal error or Rust panic on."""
+        text = self.stderr_text()
         start = max(text.rfind("Fatal Python error"), text.rfind("panicked at"))
         if start >= 0:
             return text[max(start - 200, 0) : start + limit]
@@ -187,12 +191,11 @@ class Pool:
                     self._replace(worker, kill=False)
                     continue
                 job = worker.job
-                stderr = worker.stderr_tail()
                 result = {
                     "outcome": "crash",
                     "death": worker.death(),
-                    "detail": crash_detail(stderr),
-                    "stderr": stderr,
+                    "detail": crash_detail(worker.stderr_text()),
+                    "stderr": worker.stderr_tail(),
                 }
                 done.append({**job, "result": result})
                 self._replace(worker, kill=False)
@@ -295,7 +298,18 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def _versions() -> dict[str, str]:
+def _installed_at() -> str | None:
+    """When the installed rosetree extension was written (it changes on a reinstall)."""
+    import rosetree
+
+    try:
+        stamp = os.path.getmtime(rosetree._core.__file__)
+    except (AttributeError, OSError):
+        return None
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(stamp))
+
+
+def _versions() -> dict[str, Any]:
     import hypothesis
     import numpy
     import rosetree
@@ -303,6 +317,7 @@ def _versions() -> dict[str, str]:
     return {
         "rosetree": rosetree.__version__,
         "rosetree_path": os.path.dirname(rosetree.__file__),
+        "rosetree_installed_at": _installed_at(),
         "numpy": numpy.__version__,
         "hypothesis": hypothesis.__version__,
         "python": platform.python_version(),
@@ -352,6 +367,7 @@ def fuzz(
         if unknown:
             raise SystemExit(f"unknown targets {sorted(unknown)}; known: {sorted(TARGETS)}")
     wanted = set(targets or TARGETS)
+    commit, versions = _git_commit(), _versions()
     began = time.monotonic()
     pool = Pool(workers, timeout)
     counts: Counter[str] = Counter()
@@ -456,8 +472,10 @@ def fuzz(
         "workers": workers,
         "duration_s": round(duration, 1),
         "cases_per_s": round(finished / max(duration, 1e-9), 2),
-        "commit": _git_commit(),
-        "versions": _versions(),
+        "commit": commit,
+        "versions": versions,
+        # Workers restarted after a reinstall import the new build: then the run mixes two.
+        "reinstalled_during_run": _installed_at() != versions["rosetree_installed_at"],
         "worker_restarts": pool.restarts,
         "counts": {o: counts.get(o, 0) for o in (*OUTCOMES, "harness_error")},
         "per_target": {
