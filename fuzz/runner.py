@@ -299,12 +299,13 @@ def _git_commit() -> str | None:
 
 
 def _installed_at() -> str | None:
-    """When the installed rosetree extension was written (it changes on a reinstall)."""
+    """When the installed rosetree was last written (it changes on a reinstall)."""
     import rosetree
 
+    folder = Path(rosetree.__file__).parent
     try:
-        stamp = os.path.getmtime(rosetree._core.__file__)
-    except (AttributeError, OSError):
+        stamp = max(p.stat().st_mtime for p in (folder, *folder.iterdir()))
+    except (OSError, ValueError):
         return None
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(stamp))
 
