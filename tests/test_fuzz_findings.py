@@ -151,6 +151,89 @@ CASES = {
         rt.NumericalError,
         "NaN",
     ),
+    "Tree with far more leaves than its nodes hold": (
+        lambda: rt.Tree(2**40, [[0, 1]]),
+        rt.InvalidTreeError,
+        "children in all",
+    ),
+    "partitions with a negative limit": (
+        lambda: rt.evaluate_tree(np.ones((3, 1)), [0, [1, 2]]).partitions(-1),
+        rt.InvalidParameterError,
+        "limit",
+    ),
+    "format with a fractional max_leaves": (
+        lambda: TREE.format(max_leaves=1.5),
+        rt.InvalidParameterError,
+        "max_leaves",
+    ),
+    "n_partitions with an array flag": (
+        lambda: TREE.n_partitions(log10=np.array([1.0, 2.0])),
+        rt.InvalidParameterError,
+        "log10",
+    ),
+    "multinomial_coefficient as an array": (
+        lambda: rt.DirichletMultinomial(multinomial_coefficient=np.array([])).log_marginal(
+            np.ones((2, 2))
+        ),
+        rt.InvalidParameterError,
+        "multinomial_coefficient",
+    ),
+    "psi0 as text": (
+        lambda: rt.NormalInverseWishart(psi0="a").log_marginal(np.eye(3)),
+        rt.InvalidParameterError,
+        "psi0",
+    ),
+    "fit_kernel with empty bounds": (
+        lambda: rt.GPExperts().fit_kernel(np.array([[0.0, 0.0], [1.0, 1.0]]), bounds=[]),
+        rt.InvalidParameterError,
+        "bounds",
+    ),
+    "learn_hyperparameters with an unhashable name": (
+        lambda: rt.PitmanYorDiffusionTree(learn_hyperparameters=[[1.0]]).fit(np.eye(3)),
+        rt.InvalidParameterError,
+        "learn_hyperparameters",
+    ),
+    "learning with a fractional random_state": (
+        lambda: rt.learn_hyperparameters(np.array([[0.0], [1.0], [1.0]]), random_state=1.5),
+        rt.InvalidParameterError,
+        "random_state",
+    ),
+    "an evidence gradient beyond double precision": (
+        lambda: rt.evidence_gradient(np.ones((3, 1)), [0, 1, 2], gamma=5e-324),
+        rt.NumericalError,
+        "gradient",
+    ),
+    "excess bits beyond double precision": (
+        lambda: rt.excess_bits([0.0], [1.7976931348623157e308], 1),
+        rt.NumericalError,
+        "overflow",
+    ),
+    "plot heights beyond the axis range": (
+        lambda: rt.plot.dendrogram_layout(TREE, heights=[0.0, 0.0, 0.0, 1.0, 1.7e308]),
+        rt.InvalidParameterError,
+        "heights",
+    ),
+    "a linkage matrix with an id out of range": (
+        lambda: rt.dendrogram_purity(np.array([[5.0, 1.0, 7.1, 2.0]]), [0, 1]),
+        rt.InvalidTreeError,
+        "ids",
+    ),
+    "a Dirichlet-multinomial ln f of NaN": (
+        lambda: rt.DirichletMultinomial(
+            alpha=np.array([1e12, 0.5, 1.7976931348623157e308])
+        ).log_marginal(
+            np.array(
+                [
+                    [9007199254740992.0, 5.0, 1.0],
+                    [3.0, 3.0, 5.0],
+                    [1e6, 5.0, 1e6],
+                    [0.0, 1e300, 1.0],
+                ]
+            )
+        ),
+        rt.NumericalError,
+        "ln f",
+    ),
 }
 
 
@@ -180,3 +263,25 @@ def test_diffusion_tree_densities_are_never_nan():
         return
     with pytest.raises(rt.NumericalError, match="row 0"):
         est.score_samples(zeros[:1])
+
+
+def test_integers_beyond_a_machine_word_mean_no_limit():
+    assert TREE.max_clusters(2**64).tolist() == [0, 1, 2]
+    est = rt.KingmanCoalescent().fit(np.array([[0.0], [1.0], [3.0]]))
+    assert est.cluster_labels(2**64).tolist() == [0, 0, 0]
+
+
+def test_newick_quotes_names_with_white_space_and_control_characters():
+    names = ["a\x0bb", "c\x1fd", "e\u00a0f"]
+    text = TREE.to_newick(labels=names)
+    back = rt.Tree.from_newick(text, labels=names, lengths=False)
+    assert back.to_nested() == TREE.to_nested()
+
+
+def test_learning_alpha_from_the_smallest_float_ends():
+    # ln(5e-324) lies below the slice sampler's bounds: its shrinkage looped for ever.
+    est = rt.PitmanYorDiffusionTree(
+        alpha=5e-324, beta=0.0, c=0.001, likelihood="probit", inference="mcmc", n_iter=2
+    )
+    est.fit(np.array([[np.nan], [np.nan]]))
+    assert est.alpha_ <= 1e-300

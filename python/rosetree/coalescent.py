@@ -508,7 +508,14 @@ class KingmanCoalescent(ParamsMixin):
         predictor = _core.coalescent_predictor(
             self._X, self.tree_._structure, **self._model_options
         )
-        return np.asarray(predictor.log_density(X, n_jobs=check_n_jobs(self.n_jobs))[1])
+        proba = np.asarray(predictor.log_density(X, n_jobs=check_n_jobs(self.n_jobs))[1])
+        if np.isnan(proba).any():
+            row = int(np.flatnonzero(np.isnan(proba).any(axis=1))[0])
+            raise NumericalError(
+                f"where row {row} joins is undefined in double precision: its density is 0 or "
+                "infinite on every branch (data or Lambda too extreme, or a pinned root)"
+            )
+        return proba
 
     def predict_proba_missing(self) -> np.ndarray:
         """Posterior predictive probabilities of every training entry's category.
@@ -681,9 +688,10 @@ def _threshold(value: Any) -> float:
         raise InvalidParameterError(
             f"llr_threshold must be a number, got {value!r}", "llr_threshold"
         )
+    value = float(value)  # a Python int beyond 64 bits too
     if np.isnan(value):
         raise InvalidParameterError("llr_threshold must not be NaN", "llr_threshold")
-    return float(value)
+    return value
 
 
 def _refuse_zero_time_merge(tree: Tree) -> None:
@@ -818,6 +826,8 @@ def coalescent_log_joint(
     Returns
     -------
     float
+        ``+inf`` where the density is that of a point mass: equal rows merged at time 0,
+        or a root pinned at a point (``root=0``) that a row sits on at time 0.
 
     Raises
     ------

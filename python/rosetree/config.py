@@ -15,7 +15,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _core
-from .exceptions import DegenerateModelWarning, InvalidParameterError
+from ._validation import check_flag
+from .exceptions import DegenerateModelWarning, InvalidParameterError, NumericalError
 
 __all__ = [
     "BetaBernoulli",
@@ -138,7 +139,12 @@ class ClusterModel:
 
         X = check_array(X, min_rows=1)
         self._check_data(X)
-        return float(_core.log_marginal(X, self._spec()))
+        value = float(_core.log_marginal(X, self._spec()))
+        if np.isnan(value) or value == np.inf:
+            raise NumericalError(
+                f"ln f is {value} in double precision (hyperparameters or data too extreme)"
+            )
+        return value
 
 
 class _PositivePerFeature(ClusterModel):
@@ -326,7 +332,7 @@ class NormalInverseWishart(ClusterModel):
     def _spec(self) -> _core.ModelSpec:
         psi0 = psi0_diagonal = None
         if self.psi0 is not None:
-            arr = np.asarray(self.psi0, dtype=np.float64)
+            arr = _real_array("psi0", self.psi0)
             if arr.ndim == 1:
                 psi0_diagonal = [float(v) for v in arr]
             elif arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
@@ -492,8 +498,21 @@ class DirichletMultinomial(_PositivePerFeature):
     def _spec(self) -> _core.ModelSpec:
         return _core.ModelSpec.dirichlet_multinomial(
             _vector("alpha", self.alpha),
-            multinomial_coefficient=bool(self.multinomial_coefficient),
+            multinomial_coefficient=check_flag(
+                self.multinomial_coefficient, "multinomial_coefficient"
+            ),
         )
+
+
+def _real_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 array, or InvalidParameterError naming it."""
+    try:
+        arr = np.asarray(value)
+        if np.iscomplexobj(arr):
+            raise TypeError("complex values")
+        return arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{name} must hold real numbers: {exc}", name) from None
 
 
 def resolve_model(model: Any) -> ClusterModel:

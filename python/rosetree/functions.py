@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, mixing_args
+from ._validation import check_array, check_flag, mixing_args
 from .config import ClusterModel, resolve_model
-from .exceptions import InvalidParameterError, InvalidTreeError
+from .exceptions import InvalidParameterError, InvalidTreeError, NumericalError
 from .tree import RoseTree, nested_to_internal
 
 __all__ = ["evaluate_tree", "excess_bits", "log_evidence", "optimal_tree"]
@@ -42,7 +42,7 @@ def evaluate_tree(
     model = resolve_model(model)
     model._check_data(X)
     internal = nested_to_internal(tree, X.shape[0])
-    if binary and any(len(c) != 2 for c in internal):
+    if check_flag(binary, "binary") and any(len(c) != 2 for c in internal):
         raise InvalidTreeError("binary=True, but the tree has a node with more than two children")
     kwargs = mixing_args(mixing, gamma, dp_alpha)
     return RoseTree(_core.evaluate_tree(X, model._spec(), internal, **kwargs))
@@ -83,7 +83,7 @@ def optimal_tree(
     model = resolve_model(model)
     model._check_data(X)
     kwargs = mixing_args(mixing, gamma, dp_alpha)
-    core = _core.optimal_tree(X, model._spec(), binary=bool(binary), **kwargs)
+    core = _core.optimal_tree(X, model._spec(), binary=check_flag(binary, "binary"), **kwargs)
     return RoseTree(core)
 
 
@@ -117,7 +117,12 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
         raise InvalidParameterError(
             f"n_items must be a positive integer, got {n_items!r}", "n_items"
         )
-    return float(_core.excess_bits(opt.tolist(), got.tolist(), int(n_items)))
+    value = float(_core.excess_bits(opt.tolist(), got.tolist(), int(n_items)))
+    if not np.isfinite(value):
+        raise NumericalError(
+            "the excess bits overflow double precision (log evidences near the float range)"
+        )
+    return value
 
 
 def _finite_vector(value: Any, name: str) -> np.ndarray:

@@ -116,7 +116,10 @@ def _checked(log_density: bool) -> Callable[[F], F]:
             try:
                 with np.errstate(all="ignore"):
                     out = method(*args, **kwargs)
-            except (OverflowError, ZeroDivisionError) as exc:
+            except (OverflowError, ZeroDivisionError, ValueError) as exc:
+                # math's "math domain error" only; other ValueErrors are rosetree's own.
+                if isinstance(exc, ValueError) and not str(exc).startswith("math "):
+                    raise
                 raise NumericalError(
                     f"{method.__name__}: the inputs or hyperparameters are beyond the range "
                     f"of double precision ({exc}); rescale the data"
@@ -361,9 +364,19 @@ class GPExperts(ClusterModel):
                 f"lengthscale has {ls.shape[0]} entries, but the data have {d} input columns",
                 "lengthscale",
             )
-        const = (
-            -_ln_multigamma(nu0 / 2.0, d) + nu0 / 2.0 * ln_det0 + d / 2.0 * math.log(self.kappa0)
-        )
+        try:
+            const = (
+                -_ln_multigamma(nu0 / 2.0, d)
+                + nu0 / 2.0 * ln_det0
+                + d / 2.0 * math.log(self.kappa0)
+            )
+        except OverflowError:
+            const = math.nan
+        if not math.isfinite(const):
+            raise NumericalError(
+                "the prior's normaliser is beyond double precision (nu0, psi0 or kappa0 too "
+                "extreme)"
+            )
         prior = _Prior(d, mu0, psi0, nu0, 1.0 / ls, const)
         self._priors[d] = prior
         return prior
@@ -624,7 +637,7 @@ class GPExperts(ClusterModel):
             )
         d = X.shape[1] - 1
         xq = _check_queries(x, d)
-        yq = np.asarray(y, dtype=np.float64).reshape(-1)
+        yq = _check_queries(np.reshape(np.asarray(y, dtype=object), (-1, 1)), 1, "y")[:, 0]
         if yq.shape[0] != xq.shape[0]:
             raise InvalidParameterError(
                 f"x has {xq.shape[0]} query points but y has {yq.shape[0]}", "y"
@@ -675,7 +688,14 @@ class GPExperts(ClusterModel):
         X = _check_rows(X, "X", min_rows=2)
         d = X.shape[1] - 1
         prior = self._prior(d)
-        lo, hi = (_positive("bounds", float(b)) for b in bounds)
+        try:
+            lo, hi = (_positive("bounds", float(b)) for b in bounds)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidParameterError):
+                raise
+            raise InvalidParameterError(
+                f"bounds must be two positive numbers (low, high), got {bounds!r}", "bounds"
+            ) from None
         if not lo < hi:
             raise InvalidParameterError(f"bounds must be increasing, got {bounds!r}", "bounds")
         x, r = X[:, :d], X[:, d] - self.mean
@@ -786,7 +806,7 @@ def _check_rows(X: Any, name: str, min_rows: int = 1) -> np.ndarray:
     return X
 
 
-def _check_queries(x: Any, d: int) -> np.ndarray:
+def _check_queries(x: Any, d: int, name: str = "x") -> np.ndarray:
     """Query inputs as a finite (n_queries, d) array; 1-D is accepted when ``d == 1``."""
     try:
         arr = np.asarray(x)
@@ -794,15 +814,17 @@ def _check_queries(x: Any, d: int) -> np.ndarray:
             raise TypeError("complex values")
         arr = arr.astype(np.float64)
     except (TypeError, ValueError) as exc:
-        raise InvalidDataTypeError(f"x must be numeric: {exc}") from None
+        raise InvalidDataTypeError(f"{name} must be numeric: {exc}") from None
     if arr.ndim <= 1 and d == 1:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2 or arr.shape[1] != d:
         raise InvalidDataError(
-            f"x must have shape (n_queries, {d}) for {d} input columns, got shape {arr.shape}"
+            f"{name} must have shape (n_queries, {d}) for {d} input columns, got shape {arr.shape}"
         )
     bad = ~np.isfinite(arr)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
-        raise InvalidDataError(f"x has a non-finite value in row {row}, column {col}", row, col)
+        raise InvalidDataError(
+            f"{name} has a non-finite value in row {row}, column {col}", row, col
+        )
     return np.ascontiguousarray(arr)

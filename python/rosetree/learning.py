@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
-from ._validation import check_array, mixing_args
+from ._validation import check_array, check_flag, check_seed, mixing_args
 from .config import ClusterModel, resolve_model
-from .exceptions import InvalidParameterError
+from .exceptions import InvalidParameterError, NumericalError
 from .tree import RoseTree, nested_to_internal
 
 __all__ = ["EvidenceGradient", "LearningResult", "evidence_gradient", "learn_hyperparameters"]
@@ -96,6 +96,11 @@ def evidence_gradient(
         X, model._spec(), internal, **mixing_args(mixing, gamma, dp_alpha)
     )
     parts = model._gradient_parts(np.asarray(flat))
+    if not (np.isfinite(log_ev) and np.isfinite(g_mix) and np.all(np.isfinite(flat))):
+        raise NumericalError(
+            "ln p(D | T) or its gradient is not finite in double precision (hyperparameters "
+            "or data too extreme)"
+        )
     return EvidenceGradient(float(log_ev), parts, float(g_mix))
 
 
@@ -261,21 +266,22 @@ def learn_hyperparameters(
             raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}", name)
     if not (isinstance(tol, (int, float)) and tol >= 0):
         raise InvalidParameterError(f"tol must be a number >= 0, got {tol!r}", "tol")
+    binary, tie = check_flag(binary, "binary"), check_flag(tie, "tie")
     if fit_tree is None:
 
         def fit_tree(X: np.ndarray, m: ClusterModel, g: float, a: float) -> RoseTree:
-            params = _core.BrtParams(mixing=mixing, gamma=g, dp_alpha=a, binary=bool(binary))
+            params = _core.BrtParams(mixing=mixing, gamma=g, dp_alpha=a, binary=binary)
             return RoseTree(_core.fit_brt(X, m._spec(), params).tree())
 
     resolved = _core.resolved_model(X, model._spec())
-    coords = _Coordinates(model, resolved, mixing, bool(tie))
+    coords = _Coordinates(model, resolved, mixing, tie)
     # Per-feature values are learned from the optimum of shared ones when the start is
     # shared: from Beta(1, 1), the direct per-feature ascent can end at γ → 0 and a nearly
     # flat tree on sparse data (newsgroups, docs/experiments.md), a far worse optimum.
     staged = not tie and coords.shared_start()
     first = _Coordinates(model, resolved, mixing, True) if staged else coords
     u0 = first.initial(gamma, dp_alpha)
-    rng = np.random.default_rng(0 if random_state is None else random_state)
+    rng = np.random.default_rng(check_seed(random_state))
     starts = [u0] + [
         np.clip(u0 + rng.standard_normal(u0.size), -_LOG_BOUND, _LOG_BOUND)
         for _ in range(int(n_restarts))

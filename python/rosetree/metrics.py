@@ -69,6 +69,9 @@ def _linkage_parents(tree: np.ndarray) -> np.ndarray:
         is_valid_linkage(Z, throw=True, name="tree")
         if not np.all(np.isfinite(Z)):
             raise ValueError("it holds NaN or infinite values")
+        ids = Z[:, :2]
+        if ids.size and (ids.max() >= 2 * Z.shape[0] + 1 or np.any(ids != np.round(ids))):
+            raise ValueError("its cluster ids must be integers below 2 n - 1")
     except (TypeError, ValueError) as exc:
         raise InvalidTreeError(f"tree is not a valid linkage matrix: {exc}") from None
     n = Z.shape[0] + 1

@@ -74,7 +74,14 @@ def _node_heights(tree: Tree, heights: Any) -> np.ndarray:
                 raise InvalidParameterError(
                     f"heights={heights!r} needs a tree with heights", "heights"
                 )
-            return np.array(tree.distances, dtype=np.float64)
+            h = np.array(tree.distances, dtype=np.float64)
+            if not np.all(np.isfinite(h)):
+                raise InvalidParameterError(
+                    f"heights={heights!r}: the tree has infinite heights (a rose tree's nodes "
+                    "with r = 0); draw it with heights='depth' or 'size'",
+                    "heights",
+                )
+            return h
         if heights == "size":
             h = tree.sizes.astype(np.float64)
             h[: tree.n_leaves] = 0.0
@@ -96,8 +103,9 @@ def _node_heights(tree: Tree, heights: Any) -> np.ndarray:
             f"heights must have one value per node ({tree.n_nodes}), got shape {h.shape}",
             "heights",
         )
-    if not np.all(np.isfinite(h)):
-        raise InvalidParameterError("heights must be finite", "heights")
+    # Finite, and small enough that the axis limits (with their margins) are finite too.
+    if not np.all(np.abs(h) <= 1e300):
+        raise InvalidParameterError("heights must be finite numbers within ±1e300", "heights")
     return h
 
 

@@ -769,7 +769,10 @@ def _learn_flags(
             f"{_HYPERPARAMETERS}, got {value!r}",
             "learn_hyperparameters",
         )
-    names = set(value)
+    try:
+        names = set(value)
+    except TypeError:
+        names = {repr(v) for v in value}  # unhashable entries: reported as unknown below
     unknown = names - set(_HYPERPARAMETERS)
     if unknown:
         raise InvalidParameterError(

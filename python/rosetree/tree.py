@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import mixing_args
+from ._validation import check_flag, mixing_args
 from .exceptions import InvalidParameterError, InvalidTreeError
 
 __all__ = ["RoseTree", "Tree", "nested_to_internal"]
@@ -77,6 +77,12 @@ class Tree:
             ) from None
         if any(not 0 <= v < 2**63 for c in children for v in c):
             raise InvalidTreeError("internal: node ids must be non-negative node ids")
+        # Every node but the root is a child once: checked before the core allocates nodes.
+        if sum(map(len, children)) != n_leaves + len(children) - 1:
+            raise InvalidTreeError(
+                f"internal: a tree of {n_leaves} leaves and {len(children)} internal nodes has "
+                f"{n_leaves + len(children) - 1} children in all, got {sum(map(len, children))}"
+            )
         h = None
         if heights is not None:
             try:
@@ -149,7 +155,7 @@ class Tree:
             Return :math:`\log_{10} |\Phi(T)|` as a float instead of the exact integer
             (which can have thousands of digits for large trees).
         """
-        if log10:
+        if check_flag(log10, "log10"):
             return float(self._structure.n_partitions_log10())
         return int(self._structure.n_partitions())
 
@@ -178,15 +184,8 @@ class Tree:
 
     def max_clusters_nodes(self, n_clusters: int) -> list[int]:
         """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""
-        if (
-            isinstance(n_clusters, bool)
-            or not isinstance(n_clusters, (int, np.integer))
-            or n_clusters < 1
-        ):
-            raise InvalidParameterError(
-                f"n_clusters must be a positive integer, got {n_clusters!r}", "n_clusters"
-            )
-        return list(self._structure.max_clusters(int(n_clusters)))
+        k = min(_count(n_clusters, "n_clusters"), self.n_leaves)  # more clusters than rows
+        return list(self._structure.max_clusters(k))
 
     def labels_of(self, nodes: Sequence[int]) -> np.ndarray:
         """Cluster label of every data row, given the nodes of a flat clustering.
@@ -340,8 +339,8 @@ class Tree:
         return _read_newick(
             text,
             labels,
-            lengths,
-            underscore_is_space,
+            check_flag(lengths, "lengths"),
+            check_flag(underscore_is_space, "underscore_is_space"),
             None if leaf_time is None else _newick_number(leaf_time, "leaf_time"),
             _newick_number(time_scale, "time_scale", low=0.0, strict=True),
             _newick_number(ultrametric_rtol, "ultrametric_rtol", low=0.0),
@@ -364,7 +363,7 @@ class Tree:
             raise InvalidParameterError(
                 f"labels has {twice!r} twice: a Newick tree names each leaf once", "labels"
             )
-        return str(self._structure.to_newick(names, bool(lengths)))
+        return str(self._structure.to_newick(names, check_flag(lengths, "lengths")))
 
     def to_linkage(self) -> np.ndarray:
         r"""The tree as a SciPy linkage matrix ``Z`` of shape ``(n_leaves - 1, 4)``.
@@ -472,15 +471,10 @@ class Tree:
             if labels is None
             else [str(s) for s in self._check_labels(labels)]
         )
-        if isinstance(max_indent, bool) or not isinstance(max_indent, (int, np.integer)):
-            raise InvalidParameterError(
-                f"max_indent must be an integer, got {max_indent!r}", "max_indent"
-            )
-        if max_indent < 1:
-            raise InvalidParameterError(
-                f"max_indent must be at least 1, got {max_indent}", "max_indent"
-            )
-        width = 4 * int(max_indent)
+        max_indent = min(_count(max_indent, "max_indent"), 2**20)
+        if max_leaves is not None:
+            max_leaves = _count(max_leaves, "max_leaves")
+        width = 4 * max_indent
         lines: list[str] = []
         # (node, guides of the innermost levels, levels left out, last child, is the root);
         # each guide is 4 characters wide.
@@ -559,7 +553,8 @@ class RoseTree(Tree):
         exactly when the top-down cut :meth:`cut` at threshold *t* has reached a cluster at
         or above *v*. These are the heights of :meth:`to_linkage`, so SciPy's
         ``fcluster(Z, -np.log(t), "distance")`` gives ``cut(t)``, and of the branch lengths
-        of ``to_newick(lengths=True)``.
+        of ``to_newick(lengths=True)``. ``+inf`` where :math:`r_A = 0`: the model gives the
+        rows below *A* zero probability as one cluster (:math:`\ln f = -\infty`).
 
     Notes
     -----
@@ -630,7 +625,7 @@ class RoseTree(Tree):
         """
         return [
             ([self.leaves(c) for c in clusters], float(w))
-            for clusters, w in self._core.partitions(int(limit))
+            for clusters, w in self._core.partitions(_count(limit, "limit", low=0))
         ]
 
     def cut(self, threshold: float = 0.5) -> np.ndarray:
@@ -728,6 +723,13 @@ def _ids(value: Any) -> Any:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(f"a node's children must be a list, got {value!r}")
     return value
+
+
+def _count(value: Any, name: str, low: int = 1) -> int:
+    """An integer of at least ``low``; values beyond a machine word mean "no limit"."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}", name)
+    return int(min(int(value), 2**63 - 1))
 
 
 def _nonnegative_int(value: Any, name: str) -> int:

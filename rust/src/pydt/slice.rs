@@ -27,7 +27,11 @@ pub fn slice_sample<R: Rng + ?Sized>(
     (lo, hi): (f64, f64),
     rng: &mut R,
 ) -> f64 {
-    debug_assert!(lo < x0 && x0 < hi && fx0.is_finite() && width > 0.0);
+    // A start outside the bounds or with a density that is not finite (hyperparameters at
+    // the edge of double precision) admits no valid slice: the point stays.
+    if !(lo < x0 && x0 < hi && fx0.is_finite() && width > 0.0 && width.is_finite()) {
+        return x0;
+    }
     let e: f64 = rng.sample(Exp1);
     let y = fx0 - e;
     let inside = |x: f64, f: &mut dyn FnMut(f64) -> f64| lo < x && x < hi && f(x) > y;
@@ -47,8 +51,10 @@ pub fn slice_sample<R: Rng + ?Sized>(
     left = left.max(lo);
     right = right.min(hi);
     // Shrinkage (Neal's Figure 5). `x0` is inside the slice, so this ends: once the
-    // interval is a few ulp wide, the draw is `x0` itself.
-    loop {
+    // interval is a few ulp wide, the draw is `x0` itself. The bound on the steps only
+    // guards against a density that rounding makes inconsistent (f(x0) > y but f(x) ≤ y
+    // arbitrarily close to x0): each step halves the interval on average.
+    for _ in 0..MAX_SHRINKS {
         let x1 = left + rng.random::<f64>() * (right - left);
         if x1 == x0 || inside(x1, &mut f) {
             return x1;
@@ -59,7 +65,12 @@ pub fn slice_sample<R: Rng + ?Sized>(
             right = x1;
         }
     }
+    x0
 }
+
+/// Shrinkage steps before the update gives up and keeps `x0` (far more than the ~1,100
+/// halvings that take any interval of doubles down to one point).
+const MAX_SHRINKS: usize = 10_000;
 
 #[cfg(test)]
 mod tests {
@@ -67,6 +78,27 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     use super::slice_sample;
+
+    /// A start outside the bounds (a learnt `ln alpha` of `ln 5e-324` below the sampler's
+    /// lower bound) or with a non-finite density used to loop for ever in the shrinkage;
+    /// the point now stays where it is.
+    #[test]
+    fn a_start_without_a_slice_stays() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let f = |x: f64| -x * x;
+        assert_eq!(
+            slice_sample(-744.4, f(-744.4), f, 1.0, (-708.0, 708.0), &mut rng),
+            -744.4
+        );
+        assert_eq!(
+            slice_sample(0.5, f64::NAN, f, 1.0, (0.0, 1.0), &mut rng),
+            0.5
+        );
+        assert_eq!(
+            slice_sample(0.5, f64::INFINITY, f, 1.0, (0.0, 1.0), &mut rng),
+            0.5
+        );
+    }
 
     /// The chain's draws of a Gamma(3, 2) density on `(0, ∞)` and of a Beta(2, 5) density on
     /// `(0, 1)` have the right means and variances (closed forms), within five standard

@@ -588,9 +588,11 @@ fn newick_number(x: f64) -> String {
 }
 
 /// Quotes a Newick label when it contains characters with a meaning in the format (an
-/// unquoted `_` reads as a space, so it is quoted too), or is empty.
+/// unquoted `_` reads as a space, so it is quoted too), white space or control characters
+/// (which readers skip), or is empty.
 fn newick_quote(name: &str) -> String {
-    if name.is_empty() || name.chars().any(|c| "()[]':;,_ \t\n".contains(c)) {
+    let special = |c: char| "()[]':;,_".contains(c) || c.is_whitespace() || c.is_control();
+    if name.is_empty() || name.chars().any(special) {
         format!("'{}'", name.replace('\'', "''"))
     } else {
         name.to_owned()
