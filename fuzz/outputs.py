@@ -15,6 +15,9 @@ of infinities that the value may legitimately contain:
     ``-inf`` and ``+inf`` allowed: the log density of a point mass, which
     :meth:`rosetree.KingmanCoalescent.log_predictive_missing` documents as ``+inf`` at its
     atom.
+``HEIGHT_ROSE``
+    ``+inf`` allowed: a rose tree's height -ln r_T, infinite where
+    r_T = 0 (the model gives the node's rows zero probability as one cluster).
 ``None``
     Not checked (strings, tree objects, the estimator itself).
 
@@ -29,11 +32,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["LOG", "LOG_POINT_MASS", "REAL", "Output", "non_finite"]
+__all__ = ["HEIGHT_ROSE", "LOG", "LOG_POINT_MASS", "REAL", "Output", "non_finite"]
 
 REAL: frozenset[str] = frozenset()
 LOG: frozenset[str] = frozenset({"-inf"})
 LOG_POINT_MASS: frozenset[str] = frozenset({"-inf", "+inf"})
+HEIGHT_ROSE: frozenset[str] = frozenset({"+inf"})
 
 
 class Output(NamedTuple):

@@ -22,7 +22,7 @@ import rosetree as rt
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .outputs import LOG, LOG_POINT_MASS, REAL, Output
+from .outputs import HEIGHT_ROSE, LOG, LOG_POINT_MASS, REAL, Output
 from .spec import Build
 from .values import (
     any_float,
@@ -454,9 +454,14 @@ def _rose_outputs(tree: Any, prefix: str = "tree") -> list[Output]:
 
 
 def _tree_outputs(tree: Any, prefix: str = "tree") -> list[Output]:
-    out = [Output(f"{prefix}.heights", tree.heights, REAL)]
+    import rosetree as rt
+
+    # A rose tree's height is -ln r: +inf where r = 0, a node whose rows the model gives
+    # zero probability as one cluster (ln f = -inf), as RoseTree documents.
+    rule = HEIGHT_ROSE if isinstance(tree, rt.RoseTree) else REAL
+    out = [Output(f"{prefix}.heights", tree.heights, rule)]
     if tree.heights is not None and tree.n_leaves >= 2:
-        out.append(Output(f"{prefix}.to_linkage()", tree.to_linkage(), REAL))
+        out.append(Output(f"{prefix}.to_linkage()", tree.to_linkage(), rule))
     return out
 
 
@@ -685,7 +690,8 @@ def _kc_fitted(est: Any) -> list[Output]:
         Output("log_marginal_", est.log_marginal_, LOG),
         Output("particle_log_weights_", est.particle_log_weights_, LOG),
         Output("ess_", est.ess_, REAL),
-        Output("split_llr_", est.split_llr_, LOG),
+        # A log-likelihood ratio: +inf where one subtree's evidence is -inf.
+        Output("split_llr_", est.split_llr_, LOG_POINT_MASS),
         Output("Lambda_", est.Lambda_, REAL),
         Output("hyper_trace_", est.hyper_trace_, LOG),
         Output("labels_", est.labels_, REAL),
@@ -1081,7 +1087,10 @@ def run_coalescent_log_joint(X: Any, tree: Any, **kwargs: Any) -> list[Output]:
     """``rt.coalescent_log_joint(X, tree, **kwargs)``."""
     import rosetree as rt
 
-    return [Output("coalescent_log_joint", rt.coalescent_log_joint(X, tree, **kwargs), LOG)]
+    # +inf is the density of a point mass: a root pinned at a point the data sit on at
+    # time 0, or equal rows merged at time 0 (coalescent_log_joint documents both).
+    value = rt.coalescent_log_joint(X, tree, **kwargs)
+    return [Output("coalescent_log_joint", value, LOG_POINT_MASS)]
 
 
 def _pydt_hyper() -> dict[str, st.SearchStrategy[Any]]:
