@@ -14,7 +14,9 @@ of infinities that the value may legitimately contain:
 ``LOG_POINT_MASS``
     ``-inf`` and ``+inf`` allowed: the log density of a point mass, which
     :meth:`rosetree.KingmanCoalescent.log_predictive_missing` documents as ``+inf`` at its
-    atom.
+    atom, and :func:`rosetree.coalescent_log_joint` for a pinned root or equal rows merged
+    at time 0; and the coalescent's ``split_llr_``, a log-likelihood ratio that is ``+inf``
+    where one subtree's evidence is ``-inf``.
 ``HEIGHT_ROSE``
     ``+inf`` allowed: a rose tree's height -ln r_T, infinite where
     r_T = 0 (the model gives the node's rows zero probability as one cluster).
