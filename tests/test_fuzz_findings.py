@@ -285,3 +285,10 @@ def test_learning_alpha_from_the_smallest_float_ends():
     )
     est.fit(np.array([[np.nan], [np.nan]]))
     assert est.alpha_ <= 1e-300
+
+
+def test_greedy_em_on_data_beyond_double_precision_ends():
+    # The M-step's L-BFGS line search never ended on infinite costs.
+    est = rt.PitmanYorDiffusionTree(n_iter=1, learn_hyperparameters=False)
+    with pytest.raises(rt.NumericalError):
+        est.fit(np.array([[1e154], [-1e154]]))

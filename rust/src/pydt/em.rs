@@ -457,9 +457,9 @@ impl CostFunction for Negated<'_> {
 
     fn cost(&self, s: &Vec<f64>) -> std::result::Result<f64, argmin::core::Error> {
         let q = self.0.eval(s, None);
-        if q.is_nan() {
+        if !q.is_finite() {
             return Err(argmin::core::Error::msg(
-                "the M-step objective is not a number",
+                "the M-step objective is not finite",
             ));
         }
         Ok(-q)
@@ -1266,6 +1266,11 @@ impl<'a> State<'a> {
 /// Maximises `Q(s)` by L-BFGS from `s0`; `None` when it found nothing better.
 pub(super) fn lbfgs_max(problem: &TimeProblem, s0: Vec<f64>) -> Result<Option<Vec<f64>>> {
     let q0 = problem.eval(&s0, None);
+    if !q0.is_finite() {
+        // Nothing to climb from (data or variances beyond double precision); the line
+        // search would never end on infinite costs.
+        return Ok(None);
+    }
     let line = MoreThuenteLineSearch::new();
     let solver = LBFGS::new(line, 7)
         .with_tolerance_grad(1e-9)
