@@ -32,14 +32,7 @@ SHORT_TIMEOUT = 10.0
 #: message``, and the bug with a minimal reproducer (``np`` is NumPy, ``rt`` is rosetree,
 #: ``M`` a ``rt.ClusterModel`` subclass). Remove an entry once its bug is fixed.
 #: RELIABILITY.md lists the same findings.
-KNOWN: list[tuple[str, str]] = [
-    (
-        r"PitmanYorDiffusionTree \| hang \| ",
-        "the PYDT's greedy EM never returns on data whose squares overflow: "
-        "rt.PitmanYorDiffusionTree(n_iter=1, learn_hyperparameters=False)"
-        ".fit(np.array([[1e154], [-1e154]]))",
-    ),
-]
+KNOWN: list[tuple[str, str]] = []
 
 
 def signature(finding: dict) -> str:
