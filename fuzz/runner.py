@@ -16,6 +16,7 @@ import pickle
 import platform
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -236,9 +237,10 @@ class Pool:
                 return record["result"]  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Stop every worker."""
+        """Stop every worker and remove their stderr files."""
         for worker in self.workers:
             worker.close(kill=worker.job is not None)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 _CRASH_LINES = re.compile(
