@@ -16,16 +16,18 @@ def _progress(err, label, phase):
 
 
 def test_a_long_greedy_rose_tree_reports_progress_and_stops_on_ctrl_c(ctrl_c, capsys):
-    X = (np.random.default_rng(1).random((6000, 64)) < 0.5).astype(float)
-    ctrl_c(after=2.5)
+    # 12,000 rows: about 4 s of pair scoring on one idle core, so Ctrl-C at 1.6 s comes
+    # after the first progress line (at 1 s) and before the end, loaded or not.
+    X = (np.random.default_rng(1).random((12000, 64)) < 0.5).astype(float)
+    ctrl_c(after=1.6)
     with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
         rt.BayesianRoseTree(n_jobs=2, verbose=True).fit(X)
     err = capsys.readouterr().err
     rows = _progress(err, "rose tree", "(?:scoring pairs|merging)")
     phases = re.findall(r"rose tree: (scoring pairs|merging)", err)
     assert phases == sorted(phases, key=["scoring pairs", "merging"].index)
-    # Pairs are scored row by row (6000 rows), then 5999 merges follow.
-    assert all(0 <= done < total and total in (5999, 6000) for done, total, _ in rows)
+    # Pairs are scored row by row (12,000 rows), then 11,999 merges follow.
+    assert all(0 <= done < total and total in (11999, 12000) for done, total, _ in rows)
     assert [secs for *_, secs in rows] == sorted(secs for *_, secs in rows)
 
 
