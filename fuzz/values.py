@@ -9,7 +9,6 @@ one-row data, ragged lists, DataFrames with odd dtypes, sparse matrices.
 
 from __future__ import annotations
 
-import itertools
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -418,18 +417,11 @@ def containers(draw: st.DrawFn, X: np.ndarray, allow: bool = True) -> Any:
 
 
 # ----------------------------------------------------------------------------- trees
-@st.composite
-def _rose(draw: st.DrawFn, items: list[int], binary: bool) -> Any:
-    """Nested lists over ``items`` (each once), as :func:`rosetree.testing.rose_trees`."""
-    if len(items) == 1:
-        return items[0]
-    perm = draw(st.permutations(items))
-    k = 2 if binary else draw(st.integers(2, len(items)))
-    cuts = sorted(
-        draw(st.lists(st.integers(1, len(items) - 1), min_size=k - 1, max_size=k - 1, unique=True))
-    )
-    bounds = [0, *cuts, len(items)]
-    return [draw(_rose(list(perm[a:b]), binary)) for a, b in itertools.pairwise(bounds)]
+def _rose(items: list[int], binary: bool) -> Any:
+    """Nested lists over ``items`` (each once): :func:`rosetree.testing.rose_trees`."""
+    from rosetree.testing import rose_trees
+
+    return rose_trees(items, binary)
 
 
 _BAD_LEAVES = [-1, 1.0, True, "0", None, np.int64(0), np.uint64(1), 2**64, np.float64(0.0), [], ()]

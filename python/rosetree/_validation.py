@@ -169,6 +169,29 @@ def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndar
     return X
 
 
+def check_real(value: Any, name: str) -> float:
+    """A real number (NumPy scalars included), or InvalidParameterError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}", name)
+    return float(value)
+
+
+def real_array(value: Any, name: str, *, data: bool = False) -> np.ndarray:
+    """``value`` as a float64 array (complex, text and objects refused).
+
+    The error names ``name``: InvalidDataTypeError with ``data``, else InvalidParameterError.
+    """
+    try:
+        arr = np.asarray(value)
+        if np.iscomplexobj(arr):
+            raise TypeError("complex values")
+        return arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        if data:
+            raise InvalidDataTypeError(f"{name} must be numeric: {exc}") from None
+        raise InvalidParameterError(f"{name} must hold real numbers: {exc}", name) from None
+
+
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     """One of the strings ``choices``, or InvalidParameterError naming the parameter.
 

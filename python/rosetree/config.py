@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _core
-from ._validation import check_flag
+from ._validation import check_flag, real_array
 from .exceptions import DegenerateModelWarning, InvalidParameterError, NumericalError
 
 __all__ = [
@@ -332,7 +332,7 @@ class NormalInverseWishart(ClusterModel):
     def _spec(self) -> _core.ModelSpec:
         psi0 = psi0_diagonal = None
         if self.psi0 is not None:
-            arr = _real_array("psi0", self.psi0)
+            arr = real_array(self.psi0, "psi0")
             if arr.ndim == 1:
                 psi0_diagonal = [float(v) for v in arr]
             elif arr.ndim == 2 and arr.shape[0] == arr.shape[1]:
@@ -502,17 +502,6 @@ class DirichletMultinomial(_PositivePerFeature):
                 self.multinomial_coefficient, "multinomial_coefficient"
             ),
         )
-
-
-def _real_array(name: str, value: Any) -> np.ndarray:
-    """``value`` as a float64 array, or InvalidParameterError naming it."""
-    try:
-        arr = np.asarray(value)
-        if np.iscomplexobj(arr):
-            raise TypeError("complex values")
-        return arr.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(f"{name} must hold real numbers: {exc}", name) from None
 
 
 def resolve_model(model: Any) -> ClusterModel:

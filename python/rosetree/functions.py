@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_flag, mixing_args
+from ._validation import check_array, check_flag, mixing_args, real_array
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, InvalidTreeError, NumericalError
 from .tree import RoseTree, nested_to_internal
@@ -127,13 +127,7 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
 
 def _finite_vector(value: Any, name: str) -> np.ndarray:
     """``value`` as a float64 array of finite numbers, or InvalidParameterError naming it."""
-    try:
-        arr = np.asarray(value)
-        if np.iscomplexobj(arr):
-            raise TypeError("complex values")
-        arr = arr.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidParameterError(f"{name} must hold real numbers: {exc}", name) from None
+    arr = real_array(value, name)
     if not np.all(np.isfinite(arr)):
         raise InvalidParameterError(
             f"{name} must be finite (the log evidence of a tree of the data)", name

@@ -23,11 +23,10 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_array
+from ._validation import check_array, real_array
 from .config import ClusterModel
 from .exceptions import (
     InvalidDataError,
-    InvalidDataTypeError,
     InvalidParameterError,
     NumericalError,
 )
@@ -808,13 +807,7 @@ def _check_rows(X: Any, name: str, min_rows: int = 1) -> np.ndarray:
 
 def _check_queries(x: Any, d: int, name: str = "x") -> np.ndarray:
     """Query inputs as a finite (n_queries, d) array; 1-D is accepted when ``d == 1``."""
-    try:
-        arr = np.asarray(x)
-        if np.iscomplexobj(arr):
-            raise TypeError("complex values")
-        arr = arr.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InvalidDataTypeError(f"{name} must be numeric: {exc}") from None
+    arr = real_array(x, name, data=True)
     if arr.ndim <= 1 and d == 1:
         arr = arr.reshape(-1, 1)
     if arr.ndim != 2 or arr.shape[1] != d:

@@ -26,6 +26,7 @@ from ._validation import (
     check_count,
     check_flag,
     check_new_rows,
+    check_real,
     check_seed,
     feature_names,
     set_feature_names,
@@ -35,12 +36,6 @@ from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError,
 from .tree import Tree
 
 __all__ = ["PitmanYorDiffusionTree", "pydt_log_likelihood", "pydt_log_prior", "sample_pydt"]
-
-
-def _real(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}", name)
-    return float(value)
 
 
 def _tree(tree: Any, n_leaves: int | None = None) -> Tree:
@@ -108,7 +103,7 @@ def pydt_log_prior(tree: Any, alpha: float = 0.5, beta: float = 0.2, c: float = 
     >>> rt.pydt_log_prior({"t": 0.3, "children": [0, 1]}, alpha=0.0, beta=0.0, c=1.0)
     0.0
     """
-    alpha, beta, c = _real(alpha, "alpha"), _real(beta, "beta"), _real(c, "c")
+    alpha, beta, c = check_real(alpha, "alpha"), check_real(beta, "beta"), check_real(c, "c")
     tree = _tree(tree)
     value = float(_core.pydt_log_prior(tree._structure, alpha=alpha, beta=beta, c=c))
     impossible = alpha + 2 * beta == 0 and any(
@@ -159,7 +154,7 @@ def pydt_log_likelihood(X: Any, tree: Any, sigma2: float = 1.0) -> float:
     """
     X = check_array(X, min_rows=1)
     tree = _tree(tree, X.shape[0])
-    sigma2 = _real(sigma2, "sigma2")
+    sigma2 = check_real(sigma2, "sigma2")
     value = float(_core.pydt_log_likelihood(X, tree._structure, sigma2=sigma2))
     if not np.isfinite(value):
         # Every finite X has a positive, finite density: ±inf or NaN is what rounding made
@@ -233,8 +228,8 @@ def sample_pydt(
     ((20, 2), 20)
     """
     n, d = check_count(n, "n"), check_count(d, "d")
-    alpha, beta, c = _real(alpha, "alpha"), _real(beta, "beta"), _real(c, "c")
-    sigma2 = _real(sigma2, "sigma2")
+    alpha, beta, c = check_real(alpha, "alpha"), check_real(beta, "beta"), check_real(c, "c")
+    sigma2 = check_real(sigma2, "sigma2")
     seed = check_seed(random_state)
     x, structure = _core.sample_pydt(n, d, alpha=alpha, beta=beta, c=c, sigma2=sigma2, seed=seed)
     tree = Tree.__new__(Tree)
@@ -603,8 +598,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
         X = check_array(X, allow_nan=probit, min_rows=2)
         if probit:
             _check_binary(X)
-        alpha, beta = _real(self.alpha, "alpha"), _real(self.beta, "beta")
-        c, sigma2 = _real(self.c, "c"), _real(self.sigma2, "sigma2")
+        alpha, beta = check_real(self.alpha, "alpha"), check_real(self.beta, "beta")
+        c, sigma2 = check_real(self.c, "c"), check_real(self.sigma2, "sigma2")
         n_iter = check_count(self.n_iter, "n_iter")
         learn = _learn_flags(self.learn_hyperparameters, alpha, beta, probit)
         priors = _prior_vector(self.priors)

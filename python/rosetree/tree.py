@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_flag, mixing_args
+from ._validation import check_flag, check_real, mixing_args
 from .exceptions import InvalidParameterError, InvalidTreeError
 
 __all__ = ["RoseTree", "Tree", "nested_to_internal"]
@@ -228,7 +228,7 @@ class Tree:
         height itself). These are the clusters of SciPy's ``fcluster(self.to_linkage(),
         height, "distance")``; leaves are always clusters.
         """
-        return list(self._structure.clusters_at_height(_real(height, "height")))
+        return list(self._structure.clusters_at_height(check_real(height, "height")))
 
     # ------------------------------------------------------------------ conversions
     def _subtree(self, node: int | None) -> tuple[int, list[int]]:
@@ -740,13 +740,6 @@ def _nonnegative_int(value: Any, name: str) -> int:
     ):
         raise InvalidParameterError(f"{name} must be a non-negative integer, got {value!r}", name)
     return int(value)
-
-
-def _real(value: Any, name: str) -> float:
-    """A real number (NumPy scalars included), or InvalidParameterError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}", name)
-    return float(value)
 
 
 def _dumps(obj: Any, indent: int | None) -> str:
