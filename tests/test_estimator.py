@@ -122,7 +122,7 @@ def test_dataframe_input_keeps_feature_names():
 def test_get_and_set_params():
     est = rt.BayesianRoseTree(gamma=0.3)
     params = est.get_params()
-    assert params["gamma"] == 0.3 and params["mixing"] == "brt" and params["model"] is None
+    assert params["gamma"] == 0.3 and params["mixing"] == "brt" and params["model"] == "auto"
     assert est.set_params(gamma=0.7, binary=True) is est
     assert (est.gamma, est.binary) == (0.7, True)
     with pytest.raises(rt.InvalidParameterError, match="no parameter 'foo'"):
@@ -161,7 +161,7 @@ def test_sparse_input_errors_name_row_and_column():
     X = sparse.lil_matrix((4, 3))
     X[2, 1] = 0.5
     with pytest.raises(rt.InvalidDataError, match="row 2") as err:
-        rt.BayesianRoseTree().fit(X.tocsr())
+        rt.BayesianRoseTree(model=rt.BetaBernoulli()).fit(X.tocsr())
     assert err.value.column == 1
     X[2, 1] = np.inf
     with pytest.raises(rt.InvalidDataError, match="infinite"):

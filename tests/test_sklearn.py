@@ -14,10 +14,12 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-# The checks feed continuous data, so the rose tree runs with the Gaussian model; greedy EM
-# for the diffusion tree is left out (about two minutes over the checks' data sets) and
-# MCMC, which shares its validation and prediction, runs instead.
+# The checks feed continuous data: the rose tree runs with its default model (chosen from
+# the data) and with the full-covariance Gaussian; greedy EM for the diffusion tree is left
+# out (about two minutes over the checks' data sets) and MCMC, which shares its validation
+# and prediction, runs instead.
 ESTIMATORS = [
+    rt.BayesianRoseTree(),
     rt.BayesianRoseTree(model=rt.NormalInverseWishart()),
     rt.KingmanCoalescent(),
     rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=20),

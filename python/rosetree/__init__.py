@@ -16,6 +16,7 @@ from . import datasets, plot
 from ._core import __version__
 from .coalescent import KingmanCoalescent, coalescent_log_joint
 from .config import (
+    AutoModel,
     BetaBernoulli,
     ClusterModel,
     DirichletMultinomial,
@@ -41,6 +42,7 @@ from .pydt import PitmanYorDiffusionTree, pydt_log_likelihood, pydt_log_prior, s
 from .tree import RoseTree, Tree
 
 __all__ = [
+    "AutoModel",
     "BayesianRoseTree",
     "BetaBernoulli",
     "ClusterModel",

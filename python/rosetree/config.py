@@ -19,6 +19,7 @@ from ._validation import check_flag, real_array
 from .exceptions import DegenerateModelWarning, InvalidParameterError, NumericalError
 
 __all__ = [
+    "AutoModel",
     "BetaBernoulli",
     "ClusterModel",
     "DirichletMultinomial",
@@ -502,6 +503,99 @@ class DirichletMultinomial(_PositivePerFeature):
                 self.multinomial_coefficient, "multinomial_coefficient"
             ),
         )
+
+
+@dataclass(frozen=True)
+class AutoModel:
+    r"""Choose the cluster model from the data: the default ``model`` of :class:`BayesianRoseTree`.
+
+    The data's type decides first:
+
+    - every observed entry 0 or 1: :class:`BetaBernoulli`;
+    - every observed entry a non-negative integer, some above 1 (counts):
+      :class:`DirichletMultinomial`;
+    - anything else (real-valued): a choice between the candidates ``real`` (by default
+      :class:`NormalGamma`, diagonal, and :class:`NormalInverseWishart`, full covariance),
+      each with its data-driven defaults, by ``rule``. :class:`NormalInverseWishart` takes
+      no missing entries and needs dense rows: with NaN or sparse input it is not a
+      candidate.
+
+    Each real-valued candidate fits the greedy tree of the estimator's own settings to the
+    data (or to a random sample of ``sample`` rows) and is scored by ``rule``:
+
+    ``"structure"`` (the default)
+        :math:`\ln p(D \mid T_m) - \ln f_m(D)`: the log Bayes factor, under model *m*, of
+        its greedy tree against one cluster of all rows; the model under which the data
+        show the strongest cluster structure wins. Unitless, so comparable between models.
+    ``"evidence"``
+        :math:`\ln p(D \mid T_m)` itself: the marginal likelihood of each model's greedy
+        tree, the Bayesian choice of the better density model.
+
+    Why ``"structure"``: on six labelled real-valued data sets (scikit-learn's iris, wine,
+    breast cancer and digits, the Palmer penguins and MNIST PCA-20; six subsets each,
+    ``benchmarks/bench_model_choice.py``), it picked the model of the purer tree on 5 of 6
+    sets, and the evidence on 2: a full covariance explains correlated features (breast
+    cancer's radius, perimeter and area) far better, so its evidence wins by thousands of
+    nats, while its trees are much less pure (dendrogram purity 0.59 against 0.83).
+    The evidence does pick the model that generated the data, where the data do come
+    from one of the candidates; the structure score then prefers the diagonal model,
+    which splits correlated clusters into pieces.
+
+    Parameters
+    ----------
+    rule : {"structure", "evidence"}, default="structure"
+        How the real-valued candidates are compared (see above).
+    real : tuple of ClusterModel, default=(NormalGamma(), NormalInverseWishart())
+        The candidates for real-valued data.
+    sample : int, default=2000
+        The choice is made on at most this many rows, drawn at random (seeded by the
+        estimator's ``random_state``); the chosen model then fits all rows.
+
+    Notes
+    -----
+    The fitted estimator's ``model_`` is the chosen model and ``model_selection_`` records
+    the choice: the data type, the rule, and each candidate's ``log_evidence``,
+    ``log_marginal_one_cluster`` and ``score``.
+
+    Examples
+    --------
+    >>> import numpy as np, rosetree as rt
+    >>> X = np.random.default_rng(0).normal(size=(30, 3))
+    >>> est = rt.BayesianRoseTree(model=rt.AutoModel(rule="evidence")).fit(X)
+    >>> type(est.model_).__name__ in ("NormalGamma", "NormalInverseWishart")
+    True
+    """
+
+    rule: str = "structure"
+    real: tuple[ClusterModel, ...] | None = None
+    sample: int = 2000
+
+    #: Every candidate but the Normal-inverse-Wishart takes NaN; it is left out then.
+    _accepts_missing = True
+    _reads_sparse = True
+
+    def _check(self) -> None:
+        from ._validation import check_choice
+
+        check_choice(self.rule, "rule", ("structure", "evidence"))
+        if self.real is not None:
+            if not isinstance(self.real, (tuple, list)) or not self.real:
+                raise InvalidParameterError(
+                    f"real must be a non-empty tuple of cluster models, got {self.real!r}",
+                    "real",
+                )
+            for m in self.real:
+                resolve_model(m)
+        sample = self.sample
+        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 2:
+            raise InvalidParameterError(
+                f"sample must be an integer of at least 2, got {sample!r}", "sample"
+            )
+
+    def _candidates(self) -> tuple[ClusterModel, ...]:
+        if self.real is None:
+            return (NormalGamma(), NormalInverseWishart())
+        return tuple(self.real)
 
 
 def resolve_model(model: Any) -> ClusterModel:

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _core
 from ._base import ParamsMixin
+from ._selection import choose_model, constant_columns, data_kind, warn_constant
 from ._validation import (
     check_array,
     check_choice,
@@ -21,7 +22,7 @@ from ._validation import (
     mixing_args,
     set_feature_names,
 )
-from .config import ClusterModel, resolve_model
+from .config import AutoModel, ClusterModel, NormalGamma, resolve_model
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
 from .learning import learn_hyperparameters
 from .tree import RoseTree
@@ -50,9 +51,15 @@ class BayesianRoseTree(ParamsMixin):
 
     Parameters
     ----------
-    model : ClusterModel, default=None
-        The cluster model :math:`f(D)`: :class:`BetaBernoulli` (the default),
-        :class:`NormalInverseWishart`, :class:`NormalGamma` or :class:`DirichletMultinomial`.
+    model : ClusterModel, AutoModel or "auto", default="auto"
+        The cluster model :math:`f(D)`: :class:`BetaBernoulli`,
+        :class:`NormalInverseWishart`, :class:`NormalGamma`, :class:`DirichletMultinomial`
+        or a model of your own; ``"auto"`` (``AutoModel()``, also ``None``) chooses from
+        the data: :class:`BetaBernoulli` for binary data, :class:`DirichletMultinomial`
+        for counts, and for real-valued data :class:`NormalGamma` or
+        :class:`NormalInverseWishart`, whichever shows the stronger cluster structure (see
+        :class:`AutoModel`; :attr:`model_selection_` records why). Gaussian models whose
+        scale comes from the data leave out constant columns (:attr:`constant_features_`).
     mixing : {"brt", "gamma", "dp"}, default="brt"
         How :math:`\pi_T` is set: ``"brt"`` is :math:`1 - (1 - \gamma)^{n_c - 1}` for a node
         with :math:`n_c` children (eq 1.7); ``"gamma"`` is the constant :math:`\gamma`;
@@ -64,7 +71,10 @@ class BayesianRoseTree(ParamsMixin):
         DP concentration for ``mixing="dp"``.
     binary : bool, default=False
         Consider joins only: Bayesian hierarchical clustering (BHC-γ with ``"gamma"`` or
-        ``"brt"``, which coincide on binary trees; BHC-DP with ``"dp"``).
+        ``"brt"``, which coincide on binary trees; BHC-DP with ``"dp"``). Rose trees (the
+        default) are simpler and more probable (higher :math:`\ln p(D \mid T)`); binary trees
+        order every merge, and their dendrogram purity was a little higher on most labelled
+        sets of ``benchmarks/bench_quality.py`` (by 0.00–0.04).
     merge_rule : {"likelihood_ratio", "posterior"}, default="likelihood_ratio"
         How the greedy search ranks candidate merges. ``"likelihood_ratio"`` is the BRT
         chapter's rule (eq 1.23): the merge that most raises :math:`p(D \mid T)` locally,
@@ -155,7 +165,18 @@ class BayesianRoseTree(ParamsMixin):
         The node of :attr:`tree_` that is each flat cluster: rows with label *k* are
         ``tree_.leaves(cluster_nodes_[k])``. The columns of :meth:`predict_proba`.
     model_ : ClusterModel
-        The cluster model of the fitted tree: ``model`` itself, or the learned one.
+        The cluster model of the fitted tree: ``model`` itself, the one ``"auto"`` chose,
+        or the learned one.
+    model_selection_ : dict or None
+        With ``model="auto"``: the data type (``"binary"``, ``"counts"``, ``"real"``), the
+        rule, the chosen model's class name, and for real-valued data the rows scored and
+        each candidate's ``log_evidence``, ``log_marginal_one_cluster`` and ``score``.
+        ``None`` when a model was given.
+    constant_features_ : ndarray of int
+        Columns left out of the fit because all their values are equal (Gaussian models
+        with a data-driven scale only; empty otherwise). ``model_`` and ``log_evidence_``
+        describe the other columns: ``rt.log_evidence(np.delete(X, constant_features_,
+        axis=1), tree_, model=model_, ...)`` is ``log_evidence_``.
     gamma_, dp_alpha_ : float
         The mixing parameters of the fitted tree (learned ones for the rule in use).
     evidence_trace_ : list of float
@@ -175,11 +196,13 @@ class BayesianRoseTree(ParamsMixin):
     >>> est = rt.BayesianRoseTree(model=rt.BetaBernoulli(alpha=1.0, beta=1.0)).fit(X)
     >>> est.tree_.to_nested()
     [[0, 1], [2, 3]]
+    >>> rt.BayesianRoseTree().fit(X).model_selection_["chosen"]
+    'BetaBernoulli'
     """
 
     def __init__(
         self,
-        model: ClusterModel | None = None,
+        model: ClusterModel | AutoModel | str | None = "auto",
         *,
         mixing: str = "brt",
         gamma: float = 0.5,
@@ -218,10 +241,20 @@ class BayesianRoseTree(ParamsMixin):
         self.cut_threshold = cut_threshold
         self.verbose = verbose
 
+    def _model_spec(self) -> ClusterModel | AutoModel:
+        """``model`` as given, ``"auto"`` and ``None`` as :class:`AutoModel`."""
+        model = self.model
+        if model is None or (isinstance(model, str) and model == "auto"):
+            return AutoModel()
+        if isinstance(model, AutoModel):
+            model._check()
+            return model
+        return resolve_model(model)
+
     @property
     def _accepts_nan(self) -> bool:  # type: ignore[override]
         try:
-            return resolve_model(self.model)._accepts_missing
+            return self._model_spec()._accepts_missing
         except InvalidParameterError:
             return True
 
@@ -241,17 +274,15 @@ class BayesianRoseTree(ParamsMixin):
         -------
         self : BayesianRoseTree
         """
-        model = resolve_model(self.model)
+        spec = self._model_spec()
         mixing_args(self.mixing, self.gamma, self.dp_alpha)
         self._check_flat_args()
         n_jobs = check_n_jobs(self.n_jobs)
         verbose = check_flag(self.verbose, "verbose")
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
         names = feature_names(X)
-        sparse_ok = model._reads_sparse
-        if not (is_sparse(X) and sparse_ok and not learn):
-            X = check_array(X, allow_nan=model._accepts_missing)
-        model._check_data(X)
+        if not (is_sparse(X) and spec._reads_sparse and not learn):
+            X = check_array(X, allow_nan=spec._accepts_missing)
         options = dict(
             binary=check_flag(self.binary, "binary"),
             merge_rule=check_merge_rule(self.merge_rule),
@@ -260,14 +291,40 @@ class BayesianRoseTree(ParamsMixin):
             approx=self._approx_args(),
         )
 
-        # Models with sparse-aware statistics read CSR rows directly; the others need the
-        # dense data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
-        csr = check_csr(X) if is_sparse(X) else None
-        train = X if csr is None else (*csr, X.shape[1])
+        def core_data(data: Any) -> Any:
+            # Models with sparse-aware statistics read CSR rows directly; the others need
+            # the dense data (the Normal-inverse-Wishart defaults, a Python model's
+            # callbacks).
+            return (*check_csr(data), data.shape[1]) if is_sparse(data) else data
+
+        def fit_on(data: Any, model: ClusterModel, gamma: float, dp_alpha: float, **kw: Any) -> Any:
+            params = _core.BrtParams(**mixing_args(self.mixing, gamma, dp_alpha), **options)
+            return _core.fit_brt(core_data(data), model._spec(), params, **kw)
+
+        n_features = int(X.shape[1])
+        auto = isinstance(spec, AutoModel)
+        real = auto and data_kind(X) == "real"
+        constant = constant_columns(X, NormalGamma() if real else spec)
+        if constant.size:
+            warn_constant(constant, names, NormalGamma() if real else spec, stacklevel=2)
+            X = np.delete(X, constant, axis=1)
+        self.model_selection_: dict[str, Any] | None = None
+        if isinstance(spec, AutoModel):
+            model, self.model_selection_ = choose_model(
+                spec,
+                X,
+                lambda m, rows: (
+                    fit_on(rows, m, float(self.gamma), float(self.dp_alpha)).tree().log_evidence
+                ),
+                self._seed(),
+            )
+        else:
+            model = spec
+        model._check_data(X)
+        train = core_data(X)
 
         def fit_brt(model: ClusterModel, gamma: float, dp_alpha: float) -> Any:
-            params = _core.BrtParams(**mixing_args(self.mixing, gamma, dp_alpha), **options)
-            return _core.fit_brt(train, model._spec(), params, verbose=verbose)
+            return fit_on(X, model, gamma, dp_alpha, verbose=verbose)
 
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
             return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
@@ -301,7 +358,8 @@ class BayesianRoseTree(ParamsMixin):
         # Labels are numbered by first row; the clusters' leaves are n rows in all.
         first_rows = [self.tree_.leaves(v)[0] for v in nodes]
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
-        self.n_features_in_ = int(X.shape[1])
+        self.constant_features_ = constant
+        self.n_features_in_ = n_features
         set_feature_names(self, names)
         return self
 
@@ -379,7 +437,15 @@ class BayesianRoseTree(ParamsMixin):
 
     def _check_new_rows(self, X: Any) -> np.ndarray:
         self._check_fitted()
-        return check_new_rows(self, X, allow_nan=self.model_._accepts_missing)
+        X = check_new_rows(self, X, allow_nan=self.model_._accepts_missing)
+        return self._fitted_columns(X)
+
+    def _fitted_columns(self, X: np.ndarray) -> np.ndarray:
+        """The columns of ``X`` that the model was fitted to (constant ones left out)."""
+        constant = getattr(self, "constant_features_", None)
+        if constant is None or not constant.size:
+            return X
+        return np.ascontiguousarray(np.delete(X, constant, axis=1))
 
     def _predict_core(
         self, X: np.ndarray, responsibilities: bool, clusters: Any = None
@@ -555,6 +621,9 @@ class BayesianRoseTree(ParamsMixin):
             raise InvalidDataError(
                 f"X_full must have the training data's shape {(n, d)}, got {X_full.shape}"
             )
+        # The fit's columns (constant ones left out), and their numbers in X_full.
+        columns = self._fitted_columns(np.arange(d)[None, :])[0]
+        X_full = self._fitted_columns(X_full)
         rows: list[np.ndarray] = []
         chunk = max(1, 2**20 // d)
         for start in range(0, n, chunk):
@@ -567,10 +636,10 @@ class BayesianRoseTree(ParamsMixin):
             if bad.any():
                 i, j = (int(k) for k in np.argwhere(bad)[0])
                 raise InvalidDataError(
-                    f"X_full differs from the training data in row {start + i}, column {j} "
-                    f"({full[i, j]} instead of the observed {obs[i, j]})",
+                    f"X_full differs from the training data in row {start + i}, column "
+                    f"{columns[j]} ({full[i, j]} instead of the observed {obs[i, j]})",
                     start + i,
-                    j,
+                    int(columns[j]),
                 )
             rows.append(start + np.flatnonzero((missing & ~np.isnan(full)).any(axis=1)))
         filled = np.concatenate(rows)
