@@ -5,16 +5,21 @@ What is measured
 ----------------
 For every data set and every system, the three scores of :mod:`rosetree.metrics` of the
 tree it builds, against the known class labels: dendrogram purity (Heller & Ghahramani
-2005), subtree score and leave-one-out accuracy (Teh, Daumé & Roy 2007, §5). Each is
-reported as mean ± standard error over random subsets of the data, all systems on the same
-subsets in the same run.
+2005), subtree score and leave-one-out accuracy (Teh, Daumé & Roy 2007, §5); and the
+adjusted Rand index of its flat clusters (a rosetree estimator's ``labels_``; SciPy's tree
+cut at the true number of classes, ``fcluster(Z, k, "maxclust")``, which rosetree is not
+told). Each is reported as mean ± standard error over random subsets of the data, all
+systems on the same subsets in the same run. A system that raises rosetree's error on a
+subset is reported as failed there.
 
 Systems
 -------
-rosetree, with the default configuration for the data type: ``BetaBernoulli()`` (α = β = 1)
-for binary data, ``NormalInverseWishart()`` (its data-driven defaults) for continuous data.
-``BayesianRoseTree`` itself defaults to ``BetaBernoulli``, so the Gaussian model is passed
-explicitly.
+Each family's default estimator, as a new user makes it (``--families`` selects them):
+``BayesianRoseTree()`` (the model chosen from the data, :class:`rosetree.AutoModel`),
+``KingmanCoalescent()`` and ``PitmanYorDiffusionTree(random_state=0)``.
+
+rosetree with a fixed model for the data type: ``BetaBernoulli()`` for binary data,
+``NormalInverseWishart()`` (its data-driven defaults) for continuous data:
 
 * ``BRT``: ``rt.BayesianRoseTree(model)``, greedy Bayesian rose tree, π_T of eq 1.7, γ = 0.5,
 * ``BHC``: the same with ``binary=True`` (BHC-γ),
@@ -43,7 +48,13 @@ Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``; see each READM
 * ``optdigits``: 12 per digit from ``digits_optdigits/digits10_bin.csv`` (120 × 64 binary,
   10 classes; a stand-in for the BRT chapter's CEDAR digits), 10 subsets;
 * ``newsgroups120`` / ``newsgroups800``: 30 / 200 articles per group from
-  ``newsgroups/newsgroups4_485.npz`` (485 binary words, 4 groups), 20 / 5 subsets.
+  ``newsgroups/newsgroups4_485.npz`` (485 binary words, 4 groups), 20 / 5 subsets;
+* real-valued sets that installed packages bundle (``real_data.py``; ``pip install
+  ".[bench]"``; a missing one is skipped): scikit-learn's ``iris``, ``wine``,
+  ``breast_cancer`` and ``digits`` (pixel counts taken as real), ``penguins``
+  (palmerpenguins) and, held out (nothing was tuned on it), ``cars`` (vega_datasets, origin
+  as the class); 10 subsets of at most 200 rows (iris 120, wine 142), each standardized
+  (every system, rosetree's too, sees the same standardized columns).
 
 Subsets are drawn per class without replacement by ``numpy.random.default_rng([i, k])``
 (subset *i* of the *k*-th data set), so every run and every system sees the same rows.
@@ -57,6 +68,7 @@ Usage::
         --markdown benchmarks/quality_results.md
     python benchmarks/bench_quality.py --quick                # 2 subsets per set, ~1 minute
     python benchmarks/bench_quality.py --datasets toy,mnist --subsets 5
+    python benchmarks/bench_quality.py --datasets iris,wine,cars --families brt,coalescent
 """
 
 from __future__ import annotations
@@ -72,10 +84,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import real_data
 import rosetree as rt
 from bench_brt import DATA_DIR, machine
-from scipy.cluster.hierarchy import linkage
+from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
+from sklearn.metrics import adjusted_rand_score
 
 SCORES: dict[str, Callable[[Any, Any], float]] = {
     "purity": rt.dendrogram_purity,
@@ -86,6 +100,7 @@ SCORE_TITLES = {
     "purity": "dendrogram purity",
     "subtree": "subtree score",
     "loo": "leave-one-out accuracy",
+    "ari": "ARI of flat clusters",
 }
 
 #: name -> (kind, default number of subsets, description)
@@ -97,10 +112,26 @@ DATASETS: dict[str, tuple[str, int, str]] = {
     "optdigits": ("binary", 10, "120 rows (12 per digit) × 64 binary, 10 classes"),
     "newsgroups120": ("binary", 20, "120 articles (30 per group) × 485 binary words"),
     "newsgroups800": ("binary", 5, "800 articles (200 per group) × 485 binary words"),
+    **{
+        name: ("continuous", 10, f"{description}; standardized")
+        for name, (_, description, _, _) in real_data.REAL_SETS.items()
+        if name != "mnist20"
+    },
 }
 #: Used whole: every "subset" would be the same.
 WHOLE = ("toy", "digits024")
 DEFAULT_LEARN = ("toy", "spambase", "mnist", "digits024", "optdigits")
+
+#: Each family's estimator as a new user makes it: no argument.
+DEFAULT_SYSTEMS: dict[str, Callable[[], Any]] = {
+    "rosetree default (BayesianRoseTree())": lambda: rt.BayesianRoseTree(),
+    "rosetree coalescent default (KingmanCoalescent())": lambda: rt.KingmanCoalescent(),
+    "rosetree diffusion tree default (PitmanYorDiffusionTree())": lambda: rt.PitmanYorDiffusionTree(
+        random_state=0
+    ),
+}
+#: The family of each default system, for --families.
+DEFAULT_FAMILIES = dict(zip(DEFAULT_SYSTEMS, ("brt", "coalescent", "pydt"), strict=True))
 
 ROSETREE_SYSTEMS: dict[str, dict[str, Any]] = {
     "BRT": {},
@@ -176,10 +207,22 @@ class Source:
         self.data_dir = data_dir
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
+    def available(self, name: str) -> bool:
+        """Whether the data set can be loaded (its package installed, its file present)."""
+        if name in real_data.REAL_SETS and name not in self._cache:
+            full = real_data.load(name, self.data_dir)
+            if full is None:
+                return False
+            self._cache[name] = full
+        return True
+
     def _full(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         if name not in self._cache:
             d = self.data_dir
-            if name == "toy":
+            if name in real_data.REAL_SETS:
+                full = real_data.load(name, d)
+                assert full is not None, name
+            elif name == "toy":
                 toy = rt.datasets.load_toy()
                 full = (toy.data, toy.target)
             elif name == "spambase":
@@ -200,6 +243,9 @@ class Source:
     def subset(self, name: str, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows and labels of subset ``i`` of data set ``name``."""
         X, y = self._full(name)
+        if name in real_data.REAL_SETS:
+            X, y = real_data.subset(name, X, y, i)
+            return real_data.standardize(X), y
         rng = np.random.default_rng([i, list(DATASETS).index(name)])
         if name in WHOLE:
             return X, y
@@ -210,8 +256,13 @@ class Source:
 
 
 # --------------------------------------------------------------------------- systems
-def rosetree_tree(X: np.ndarray, kind: str, options: dict[str, Any]) -> rt.RoseTree:
-    """Fit ``BayesianRoseTree(model, **options)`` and return its tree.
+#: A system: a function of the data and the number of classes that returns a tree and, if
+#: the system has flat clusters, their labels.
+System = Callable[[np.ndarray, int], tuple[Any, Any]]
+
+
+def rosetree_tree(X: np.ndarray, kind: str, options: dict[str, Any]) -> tuple[Any, Any]:
+    """Fit ``BayesianRoseTree(model, **options)``; its tree and its default flat clusters.
 
     The model is the default one for ``kind`` (``BetaBernoulli()`` for binary data,
     ``NormalInverseWishart()`` otherwise), or ``rt.NormalGamma()`` where ``options["model"]``
@@ -222,62 +273,99 @@ def rosetree_tree(X: np.ndarray, kind: str, options: dict[str, Any]) -> rt.RoseT
         model: rt.ClusterModel = rt.NormalGamma()
     else:
         model = rt.BetaBernoulli() if kind == "binary" else rt.NormalInverseWishart()
-    return rt.BayesianRoseTree(model, **options).fit(X).tree_
+    est = rt.BayesianRoseTree(model, **options).fit(X)
+    return est.tree_, est.labels_
 
 
-def scipy_tree(X: np.ndarray, method: str, metric: str) -> np.ndarray:
-    """SciPy's linkage matrix of the rows of ``X`` (as booleans for Hamming and Jaccard)."""
+def default_fit(make: Callable[[], Any], X: np.ndarray) -> tuple[Any, Any]:
+    """A family's default estimator fitted to ``X``: its tree and its flat clusters."""
+    est = make().fit(X)
+    return est.tree_, getattr(est, "labels_", None)
+
+
+def scipy_tree(X: np.ndarray, method: str, metric: str, k: int) -> tuple[Any, Any]:
+    """SciPy's linkage matrix and its cut into ``k`` clusters (the number of classes).
+
+    The rows of ``X`` are taken as booleans for Hamming and Jaccard distances.
+    """
     data = X.astype(bool) if metric in ("hamming", "jaccard") else X
-    return linkage(pdist(data, metric), method)
+    Z = linkage(pdist(data, metric), method)
+    return Z, fcluster(Z, k, "maxclust")
 
 
-def systems_for(name: str, learn: set[str]) -> list[tuple[str, Callable[[np.ndarray], Any]]]:
-    """(label, function of the data that returns a tree) for every system run on ``name``."""
+def systems_for(name: str, learn: set[str], families: set[str]) -> list[tuple[str, System]]:
+    """(label, system) for every system run on ``name``."""
     kind = DATASETS[name][0]
-    out: list[tuple[str, Callable[[np.ndarray], Any]]] = []
+    out: list[tuple[str, System]] = [
+        (label, lambda X, k, m=make: default_fit(m, X))
+        for label, make in DEFAULT_SYSTEMS.items()
+        if DEFAULT_FAMILIES[label] in families
+    ]
     for label, options in ROSETREE_SYSTEMS.items():
         if options.get("learn_hyperparameters") and name not in learn:
             continue
         if options.get("model") == "normal_gamma" and kind != "continuous":
             continue
-        out.append((f"rosetree {label}", lambda X, o=options: rosetree_tree(X, kind, o)))
+        out.append((f"rosetree {label}", lambda X, k, o=options: rosetree_tree(X, kind, o)))
     for method, metric in SCIPY_SYSTEMS[kind]:
         label = f"SciPy {method}, {metric.capitalize()}"
-        out.append((label, lambda X, m=method, d=metric: scipy_tree(X, m, d)))
+        out.append((label, lambda X, k, m=method, d=metric: scipy_tree(X, m, d, k)))
     return out
 
 
 # --------------------------------------------------------------------------- running
-def mean_se(values: list[float]) -> tuple[float, float | None]:
-    """Mean and standard error of the mean (None for a single value)."""
+def mean_se(values: list[float | None]) -> tuple[float, float | None] | None:
+    """Mean and standard error of the mean (None for a single value); None without values."""
+    if not values or values[0] is None:
+        return None
     v = np.asarray(values, dtype=np.float64)
     se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else None
     return float(v.mean()), se
 
 
 def run_dataset(
-    name: str, n_subsets: int, learn: set[str], source: Source, log: Callable[[str], None]
+    name: str,
+    n_subsets: int,
+    learn: set[str],
+    source: Source,
+    log: Callable[[str], None],
+    families: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Every system on ``n_subsets`` subsets of ``name``: raw scores, summaries, timings."""
+    """Every system on ``n_subsets`` subsets of ``name``: raw scores, summaries, timings.
+
+    A system that raises rosetree's error on a subset is recorded as failed there (its
+    message in ``failures``), and scores only on the subsets it fits.
+    """
     kind, _, description = DATASETS[name]
-    systems = systems_for(name, learn)
-    raw: dict[str, dict[str, list[float]]] = {
-        label: {**{s: [] for s in SCORES}, "seconds": []} for label, _ in systems
+    families = set(DEFAULT_FAMILIES.values()) if families is None else families
+    systems = systems_for(name, learn, families)
+    raw: dict[str, dict[str, list[Any]]] = {
+        label: {**{s: [] for s in (*SCORES, "ari")}, "seconds": []} for label, _ in systems
     }
     n_rows = n_features = n_classes = 0
+    failures: dict[str, list[str]] = {}
     for i in range(n_subsets):
         X, y = source.subset(name, i)
         n_rows, n_features, n_classes = X.shape[0], X.shape[1], len(np.unique(y))
         for label, build in systems:
             start = time.perf_counter()
-            tree = build(X)
+            try:
+                tree, labels = build(X, n_classes)
+            except rt.RoseTreeError as exc:
+                failures.setdefault(label, []).append(f"subset {i}: {type(exc).__name__}: {exc}")
+                continue
             raw[label]["seconds"].append(time.perf_counter() - start)
             for score, fn in SCORES.items():
                 raw[label][score].append(fn(tree, y))
+            ari = None if labels is None else float(adjusted_rand_score(y, labels))
+            raw[label]["ari"].append(ari)
         log(f"  {name}: subset {i + 1}/{n_subsets} done")
     summary = {
-        label: {score: mean_se(values[score]) for score in SCORES}
-        | {"seconds_per_fit": float(np.mean(values["seconds"]))}
+        label: {score: mean_se(values[score]) for score in (*SCORES, "ari")}
+        | {
+            "seconds_per_fit": float(np.mean(values["seconds"])) if values["seconds"] else None,
+            "failed_subsets": len(failures.get(label, [])),
+        }
         for label, values in raw.items()
     }
     return {
@@ -289,6 +377,7 @@ def run_dataset(
         "n_subsets": n_subsets,
         "model": "BetaBernoulli()" if kind == "binary" else "NormalInverseWishart()",
         "systems": summary,
+        "failures": failures,
         "raw": raw,
         "published": PUBLISHED.get(name, {}),
     }
@@ -308,18 +397,27 @@ def markdown(results: dict[str, Any]) -> str:
             f"**{name}**: {res['description']}; {subsets}; rosetree model `{res['model']}`.",
             "",
             "| system | " + " | ".join(SCORE_TITLES.values()) + " | seconds per fit |",
-            "|---|" + "---:|" * (len(SCORES) + 1),
+            "|---|" + "---:|" * (len(SCORE_TITLES) + 1),
         ]
-        best = {s: max(v[s][0] for v in res["systems"].values()) for s in SCORES}
+        best = {
+            s: max((v[s][0] for v in res["systems"].values() if v.get(s) is not None), default=0)
+            for s in SCORE_TITLES
+        }
         for label, cells in res["systems"].items():
             row = [
-                f"**{fmt(*cells[s])}**" if cells[s][0] == best[s] else fmt(*cells[s])
-                for s in SCORES
+                "–"
+                if cells.get(s) is None
+                else f"**{fmt(*cells[s])}**"
+                if cells[s][0] == best[s]
+                else fmt(*cells[s])
+                for s in SCORE_TITLES
             ]
-            seconds = f"{cells['seconds_per_fit']:.3f}"
+            seconds = "–" if cells["seconds_per_fit"] is None else f"{cells['seconds_per_fit']:.3f}"
+            if cells["failed_subsets"]:
+                seconds += f" (failed on {cells['failed_subsets']} of {res['n_subsets']} subsets)"
             lines.append(f"| {label} | " + " | ".join(row) + f" | {seconds} |")
         for label, cells in res["published"].items():
-            row = [fmt(*cells[s]) for s in SCORES]
+            row = [fmt(*cells[s]) if s in cells else "–" for s in SCORE_TITLES]
             lines.append(f"| *{label}* | " + " | ".join(row) + " | |")
         lines.append("")
     return "\n".join(lines)
@@ -353,6 +451,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="data sets on which the learn_hyperparameters=True systems run: a "
         "comma-separated list, 'all' or 'none' (default: all but the newsgroups sets)",
     )
+    p.add_argument(
+        "--families",
+        default=",".join(sorted(set(DEFAULT_FAMILIES.values()))),
+        help="whose default estimators run: a comma-separated list of brt, coalescent and "
+        "pydt, or 'none' (default: all three)",
+    )
     p.add_argument("--json", metavar="PATH", type=Path, help="write all results as JSON")
     p.add_argument("--markdown", metavar="PATH", type=Path, help="write the tables as Markdown")
     args = p.parse_args(argv)
@@ -364,6 +468,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.learn = {d for d in learn.split(",") if d}
     if args.learn - set(DATASETS):
         p.error(f"unknown data set(s) in --learn: {sorted(args.learn - set(DATASETS))}")
+    args.families = {f for f in args.families.split(",") if f and f != "none"}
+    if args.families - set(DEFAULT_FAMILIES.values()):
+        p.error(f"unknown families in --families: {sorted(args.families)}")
     if args.subsets is not None and args.subsets < 1:
         p.error("--subsets must be at least 1")
     return args
@@ -380,6 +487,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     source = Source(DATA_DIR)
     results: dict[str, Any] = {"header": info, "datasets": {}}
     for name in args.datasets:
+        if not source.available(name):
+            continue
         n = args.subsets or DATASETS[name][1]
         if args.quick:
             n = min(n, 1 if name == "newsgroups800" else 2)
@@ -387,7 +496,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             n = 1
         t0 = time.perf_counter()
         results["datasets"][name] = run_dataset(
-            name, n, args.learn, source, lambda msg: print(msg, flush=True)
+            name, n, args.learn, source, lambda msg: print(msg, flush=True), args.families
         )
         print(f"  {name}: {time.perf_counter() - t0:.1f} s", flush=True)
     results["header"]["seconds"] = time.perf_counter() - start

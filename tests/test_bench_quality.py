@@ -6,7 +6,9 @@ import importlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import rosetree as rt
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -20,11 +22,12 @@ def bench(monkeypatch):
 def test_one_dataset_one_subset(bench, tmp_path, capsys):
     # toy ships with the package, so this needs no data directory.
     out_json, out_md = tmp_path / "q.json", tmp_path / "q.md"
-    argv = ["--datasets", "toy", "--subsets", "1", "--learn", "none"]
+    argv = ["--datasets", "toy", "--subsets", "1", "--learn", "none", "--families", "brt"]
     results = bench.main([*argv, "--json", str(out_json), "--markdown", str(out_md)])
     toy = results["datasets"]["toy"]
     assert (toy["n_rows"], toy["n_features"], toy["n_classes"]) == (48, 12, 3)
     assert set(toy["systems"]) == {
+        "rosetree default (BayesianRoseTree())",
         "rosetree BRT",
         "rosetree BHC",
         "rosetree BHC-DP, posterior rule",
@@ -40,6 +43,15 @@ def test_one_dataset_one_subset(bench, tmp_path, capsys):
             mean, se = cells[score]
             assert 0.0 <= mean <= 1.0
             assert se is None  # one subset
+    # Flat clusters: every system here has them (SciPy's cut at the true number of classes).
+    for label, cells in toy["systems"].items():
+        mean, se = cells["ari"]
+        assert -0.5 <= mean <= 1.0 and se is None, label
+    # The default picks the beta-Bernoulli model on binary data: the same tree as "BRT".
+    assert (
+        toy["systems"]["rosetree default (BayesianRoseTree())"]["purity"]
+        == (toy["systems"]["rosetree BRT"]["purity"])
+    )
     written = json.loads(out_json.read_text())
     assert written["datasets"]["toy"]["raw"]["rosetree BRT"]["purity"] == [
         toy["systems"]["rosetree BRT"]["purity"][0]
@@ -59,3 +71,28 @@ def test_subsets_are_seeded_and_balanced(bench):
     assert X0.shape == (100, 57)
     assert sorted(set(y0)) == ["0", "1"] and (y0 == "1").sum() == 50
     assert (X0 == X0b).all() and not (X0 == X1).all()
+
+
+def test_real_valued_sets_are_standardized_subsets(bench):
+    pytest.importorskip("sklearn")
+    source = bench.Source(bench.DATA_DIR)
+    assert source.available("wine")
+    X, y = source.subset("wine", 0)
+    X1, _ = source.subset("wine", 1)
+    assert X.shape == (142, 13) and set(y) == {0, 1, 2}
+    np.testing.assert_allclose(X.mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(X.std(axis=0), 1.0)
+    assert not np.array_equal(X, X1)
+
+
+def test_a_failing_system_is_recorded_not_fatal(bench, monkeypatch):
+    def refuse(make, X):
+        raise rt.InvalidDataError("refused")
+
+    monkeypatch.setattr(bench, "default_fit", refuse)
+    res = bench.run_dataset("toy", 1, set(), bench.Source(bench.DATA_DIR), print, {"brt"})
+    label = "rosetree default (BayesianRoseTree())"
+    assert res["systems"][label]["failed_subsets"] == 1
+    assert res["systems"][label]["purity"] is None
+    assert res["failures"][label] == ["subset 0: InvalidDataError: refused"]
+    assert "failed on 1 of 1 subsets" in bench.markdown({"datasets": {"toy": res}})
