@@ -210,3 +210,22 @@ def test_constant_binary_columns_are_data():
         warnings.simplefilter("error")
         est = rt.BayesianRoseTree().fit(X)
     assert est.constant_features_.size == 0 and isinstance(est.model_, rt.BetaBernoulli)
+
+
+def test_data_errors_name_the_column_of_a_data_frame():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": [0.0, 1.0, 1.0], "b": [1.0, 0.5, 0.0]})
+    with pytest.raises(rt.InvalidDataError, match=r"Gaussian cluster model.*\(column 'b'\)") as e:
+        rt.BayesianRoseTree(model=rt.BetaBernoulli()).fit(frame)
+    assert (e.value.row, e.value.column) == (1, 1)
+
+
+def test_data_errors_after_constant_columns_name_the_data_column():
+    # Values beyond about 1e154 overflow the squares of the default prior's variances.
+    X = np.column_stack([np.zeros(5), np.arange(5.0), [1.0, 2.0, 3e200, 4.0, 5.0]])
+    with (
+        pytest.warns(rt.DegenerateModelWarning),
+        pytest.raises(rt.InvalidDataError, match="column 1 of the 2 fitted is X's column 2") as e,
+    ):
+        rt.BayesianRoseTree(model=rt.NormalInverseWishart()).fit(X)
+    assert e.value.column == 2

@@ -76,12 +76,12 @@ def constant_columns(X: Any, model: ClusterModel) -> np.ndarray:
     return constant
 
 
-def warn_constant(constant: np.ndarray, names: Any, model: ClusterModel, stacklevel: int) -> None:
-    """Say which constant columns a Gaussian model leaves out."""
+def warn_constant(constant: np.ndarray, names: Any, who: str, stacklevel: int) -> None:
+    """Say which constant columns ``who`` leaves out (a model, or "auto"'s candidates)."""
     shown = [str(names[j]) if names is not None else str(j) for j in constant[:10]]
     more = f" and {constant.size - 10} more" if constant.size > 10 else ""
     warnings.warn(
-        f"{type(model).__name__} leaves out {constant.size} constant column(s) "
+        f"{who} leaves out {constant.size} constant column(s) "
         f"({', '.join(shown)}{more}): with a prior scale set from the data, a column without "
         "variance would decide the tree alone. They are listed in constant_features_.",
         DegenerateModelWarning,

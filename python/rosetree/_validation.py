@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -125,6 +127,28 @@ def feature_names(X: Any) -> np.ndarray | None:
     if columns is None or not hasattr(X, "to_numpy"):
         return None
     return np.asarray([str(c) for c in columns], dtype=object)
+
+
+@contextmanager
+def naming_columns(names: Any, columns: Any = None) -> Iterator[None]:
+    """Name the column of an :class:`InvalidDataError` raised inside, where known.
+
+    ``names`` (or None) are the names of the data's columns. ``columns``, where the code
+    inside sees only some of them, maps its column numbers to the data's.
+    """
+    try:
+        yield
+    except InvalidDataError as err:
+        j = err.column
+        if j is None or (names is None and columns is None):
+            raise
+        notes = []
+        if columns is not None:
+            j = int(columns[j])
+            notes.append(f"column {err.column} of the {len(columns)} fitted is X's column {j}")
+        if names is not None:
+            notes.append(f"column {names[j]!r}")
+        raise type(err)(f"{err} ({'; '.join(notes)})", err.row, j) from None
 
 
 def set_feature_names(estimator: Any, names: np.ndarray | None) -> None:

@@ -20,6 +20,7 @@ from ._validation import (
     feature_names,
     is_sparse,
     mixing_args,
+    naming_columns,
     set_feature_names,
 )
 from .config import AutoModel, ClusterModel, NormalGamma, resolve_model
@@ -32,6 +33,15 @@ __all__ = ["BayesianRoseTree"]
 _MERGE_RULES = ("likelihood_ratio", "posterior")
 #: Rows sampled to find the top-level clusters of a part in the approximate search.
 _APPROX_SAMPLE = 1000
+
+
+def _core_data(data: Any) -> Any:
+    """Data as the core's fit takes them: a dense array, or a sparse matrix's CSR arrays.
+
+    Models with sparse-aware statistics read CSR rows directly; the others are given dense
+    data (the Normal-inverse-Wishart defaults, a Python model's callbacks).
+    """
+    return (*check_csr(data), data.shape[1]) if is_sparse(data) else data
 
 
 def check_merge_rule(rule: Any) -> str:
@@ -277,54 +287,69 @@ class BayesianRoseTree(ParamsMixin):
         spec = self._model_spec()
         mixing_args(self.mixing, self.gamma, self.dp_alpha)
         self._check_flat_args()
-        n_jobs = check_n_jobs(self.n_jobs)
         verbose = check_flag(self.verbose, "verbose")
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
-        names = feature_names(X)
-        if not (is_sparse(X) and spec._reads_sparse and not learn):
-            X = check_array(X, allow_nan=spec._accepts_missing)
         options = dict(
             binary=check_flag(self.binary, "binary"),
             merge_rule=check_merge_rule(self.merge_rule),
             contract=check_flag(self.contract, "contract"),
-            n_jobs=n_jobs,
+            n_jobs=check_n_jobs(self.n_jobs),
             approx=self._approx_args(),
         )
+        names = feature_names(X)
+        with naming_columns(names):
+            if not (is_sparse(X) and spec._reads_sparse and not learn):
+                X = check_array(X, allow_nan=spec._accepts_missing)
+            n_features = int(X.shape[1])
+            # Under "auto", real-valued data get a Gaussian model either way.
+            auto_real = isinstance(spec, AutoModel) and data_kind(X) == "real"
+            constant = constant_columns(X, NormalGamma() if auto_real else spec)
+            if constant.size:
+                who = "model='auto'" if auto_real else type(spec).__name__
+                warn_constant(constant, names, who, stacklevel=2)
+                X = np.delete(X, constant, axis=1)
+            kept = np.delete(np.arange(n_features), constant) if constant.size else None
+            with naming_columns(None, kept):
+                self._fit_columns(X, spec, options, verbose, learn)
+        self.constant_features_ = constant
+        self.n_features_in_ = n_features
+        set_feature_names(self, names)
+        return self
 
-        def core_data(data: Any) -> Any:
-            # Models with sparse-aware statistics read CSR rows directly; the others need
-            # the dense data (the Normal-inverse-Wishart defaults, a Python model's
-            # callbacks).
-            return (*check_csr(data), data.shape[1]) if is_sparse(data) else data
+    def _fit_core(
+        self, data: Any, model: ClusterModel, gamma: float, dp_alpha: float, **options: Any
+    ) -> Any:
+        """The core's greedy fit of ``data`` (dense, or sparse for models that read it)."""
+        verbose = options.pop("verbose", False)
+        params = _core.BrtParams(**mixing_args(self.mixing, gamma, dp_alpha), **options)
+        return _core.fit_brt(_core_data(data), model._spec(), params, verbose=verbose)
 
-        def fit_on(data: Any, model: ClusterModel, gamma: float, dp_alpha: float, **kw: Any) -> Any:
-            params = _core.BrtParams(**mixing_args(self.mixing, gamma, dp_alpha), **options)
-            return _core.fit_brt(core_data(data), model._spec(), params, **kw)
-
-        n_features = int(X.shape[1])
-        auto = isinstance(spec, AutoModel)
-        real = auto and data_kind(X) == "real"
-        constant = constant_columns(X, NormalGamma() if real else spec)
-        if constant.size:
-            warn_constant(constant, names, NormalGamma() if real else spec, stacklevel=2)
-            X = np.delete(X, constant, axis=1)
+    def _fit_columns(
+        self,
+        X: Any,
+        spec: ClusterModel | AutoModel,
+        options: dict[str, Any],
+        verbose: bool,
+        learn: bool,
+    ) -> None:
+        """The fit of the columns that the model takes (constant ones left out)."""
+        gamma, dp_alpha = float(self.gamma), float(self.dp_alpha)
         self.model_selection_: dict[str, Any] | None = None
         if isinstance(spec, AutoModel):
             model, self.model_selection_ = choose_model(
                 spec,
                 X,
                 lambda m, rows: (
-                    fit_on(rows, m, float(self.gamma), float(self.dp_alpha)).tree().log_evidence
+                    self._fit_core(rows, m, gamma, dp_alpha, **options).tree().log_evidence
                 ),
                 self._seed(),
             )
         else:
             model = spec
-        model._check_data(X)
-        train = core_data(X)
+        model._check_data(X, stacklevel=3)
 
         def fit_brt(model: ClusterModel, gamma: float, dp_alpha: float) -> Any:
-            return fit_on(X, model, gamma, dp_alpha, verbose=verbose)
+            return self._fit_core(X, model, gamma, dp_alpha, **options, verbose=verbose)
 
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
             return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
@@ -346,22 +371,18 @@ class BayesianRoseTree(ParamsMixin):
             self.model_, self.gamma_, self.dp_alpha_ = result.model, result.gamma, result.dp_alpha
             self.evidence_trace_ = result.trace
             self.restart_log_evidences_ = result.start_log_evidences
-            self._fit = _core.brt_fit_for_tree(train, self.model_._spec(), self.tree_._core)
+            self._fit = _core.brt_fit_for_tree(_core_data(X), self.model_._spec(), self.tree_._core)
         else:
-            self._fit = fit_brt(model, float(self.gamma), float(self.dp_alpha))
+            self._fit = fit_brt(model, gamma, dp_alpha)
             self.tree_ = RoseTree(self._fit.tree())
             self.model_ = model
-            self.gamma_, self.dp_alpha_ = float(self.gamma), float(self.dp_alpha)
+            self.gamma_, self.dp_alpha_ = gamma, dp_alpha
         self.log_evidence_ = self.tree_.log_evidence
         nodes = self._flat_nodes(self.tree_)
         self.labels_ = self.tree_.labels_of(nodes)
         # Labels are numbered by first row; the clusters' leaves are n rows in all.
         first_rows = [self.tree_.leaves(v)[0] for v in nodes]
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
-        self.constant_features_ = constant
-        self.n_features_in_ = n_features
-        set_feature_names(self, names)
-        return self
 
     def _check_flat_args(self) -> None:
         check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))

@@ -425,7 +425,11 @@ impl ClusterModel for BetaBernoulli {
                 return Err(RoseTreeError::data(
                     index,
                     Some(j),
-                    format!("the beta-Bernoulli model takes 0, 1 or NaN (missing) values, got {v}"),
+                    format!(
+                        "the beta-Bernoulli model takes 0, 1 or NaN (missing) values, got {v}; \
+                         real-valued data need a Gaussian cluster model (Normal-Gamma or \
+                         Normal-inverse-Wishart), counts a Dirichlet-multinomial one"
+                    ),
                 ));
             }
         }
