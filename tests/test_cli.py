@@ -42,7 +42,8 @@ def test_fit_csv_with_labels_and_outputs(tmp_path, capsys):
     ("rows", "extra", "message"),
     [
         (["a,b", "1,x", "0,1"], [], "not a number"),
-        (["a,b", "1,0.5", "0,1"], [], "row 0"),
+        (["a,b", "1,0.5", "0,1"], ["--model", "bernoulli"], "row 0"),
+        (["a,b", "1,0", "0,1"], ["--alpha", "2"], "--alpha sets a prior of --model bernoulli"),
         (["a,b", "1,0", "0,1"], ["--labels", "nope"], "not in"),
         (["a,b", "1,0", "0,1"], ["--gamma", "2"], "gamma"),
     ],
@@ -52,6 +53,16 @@ def test_errors_are_reported_not_raised(tmp_path, capsys, rows, extra, message):
     data.write_text("\n".join(rows) + "\n")
     assert main(["fit", str(data), *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_model_is_chosen_from_the_data_by_default(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("\n".join(["a,b", "0.1,0.2", "0.15,0.22", "3.0,2.9", "3.1,3.2"]) + "\n")
+    assert main(["fit", str(data)]) == 0
+    assert "model             NormalGamma (chosen for real-valued data)" in capsys.readouterr().out
+    data.write_text("\n".join(["a,b", "1,0", "1,0", "0,1"]) + "\n")
+    assert main(["fit", str(data)]) == 0
+    assert "BetaBernoulli (chosen for binary data)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import numpy as np
 from ._core import __version__
 from .coalescent import KingmanCoalescent
 from .config import (
+    AutoModel,
     BetaBernoulli,
     ClusterModel,
     DirichletMultinomial,
@@ -104,6 +105,8 @@ _PARAMS = {
 }
 
 _MODELS = {
+    "auto": "chosen from the data: bernoulli for 0/1, multinomial for counts, and for "
+    "real values normal-gamma or gaussian, whichever shows the stronger cluster structure",
     "bernoulli": "beta-Bernoulli (binary 0/1 data; empty or NaN cells are missing)",
     "gaussian": "Normal-inverse-Wishart (real-valued data, data-driven prior)",
     "normal-gamma": "independent Normal-Gamma features (real-valued data, data-driven prior; "
@@ -112,7 +115,16 @@ _MODELS = {
 }
 
 
-def _model(name: str, alpha: float | None, beta: float | None) -> ClusterModel:
+#: The data types of AutoModel, as the report names them.
+_KINDS = {"binary": "binary data", "counts": "counts", "real": "real-valued data"}
+
+
+def _model(name: str, alpha: float | None, beta: float | None) -> ClusterModel | AutoModel:
+    if name == "auto":
+        if alpha is not None or beta is not None:
+            flag = "--alpha" if alpha is not None else "--beta"
+            raise ValueError(f"{flag} sets a prior of --model bernoulli or multinomial, not auto")
+        return AutoModel()
     if name == "bernoulli":
         return BetaBernoulli(alpha=alpha, beta=beta)
     if name == "gaussian":
@@ -255,7 +267,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _estimator(
-    args: argparse.Namespace, model: ClusterModel | None = None
+    args: argparse.Namespace, model: ClusterModel | AutoModel | None = None
 ) -> BayesianRoseTree | KingmanCoalescent | PitmanYorDiffusionTree:
     """The unfitted estimator of ``args.family`` with the options given (checked first)."""
     _check_options(args)
@@ -302,8 +314,14 @@ def _summary(est: Any, family: str) -> tuple[str, dict[str, Any]]:
     n_internal, depth = tree.n_nodes - tree.n_leaves, tree.depth()
     internal = f"{n_internal} (depth {depth})"
     if family == "brt":
+        chosen = est.model_selection_
         text = (
-            _line("log evidence", f"ln p(D|T) = {est.log_evidence_:.4f}")
+            (
+                _line("model", f"{chosen['chosen']} (chosen for {_KINDS[chosen['data']]})")
+                if chosen is not None
+                else ""
+            )
+            + _line("log evidence", f"ln p(D|T) = {est.log_evidence_:.4f}")
             + _line("internal nodes", internal)
             + _line("partitions", f"10^{tree.n_partitions(log10=True):.2f}")
         )
@@ -590,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         choices=tuple(_MODELS),
         default=None,
-        help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()) + " (default: bernoulli)",
+        help="; ".join(f"{k}: {v}" for k, v in _MODELS.items()) + " (default: auto)",
     )
     brt.add_argument(
         "--alpha",
@@ -641,12 +659,12 @@ def _run(args: argparse.Namespace) -> int:
             if path is not None and not Path(path).resolve().parent.is_dir():
                 flag = "--" + option.replace("_", "-")
                 raise OSError(f"{flag} {path}: the directory does not exist")
-        model: ClusterModel | None = None
+        model: ClusterModel | AutoModel | None = None
         names: list[str] | None
         if args.command == "demo":
             model = BetaBernoulli()
         elif args.family == "brt":
-            model = _model(args.model or "bernoulli", args.alpha, args.beta)
+            model = _model(args.model or "auto", args.alpha, args.beta)
         est = _estimator(args, model)
         if args.command == "demo":
             from .datasets import load_animals
