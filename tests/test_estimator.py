@@ -209,6 +209,28 @@ def test_approximate_search_is_close_to_exact_and_reproducible():
 
 
 @pytest.mark.parametrize(
+    "X",
+    [
+        _hierarchical_binary(1500, seed=2),
+        # Rows that look alike: the sample does not split them, and they go in blocks.
+        (np.random.default_rng(4).random((1500, 32)) < 0.3).astype(float),
+    ],
+    ids=["hierarchy", "one cluster"],
+)
+def test_approximate_search_is_the_same_for_any_number_of_threads(X):
+    # Parts are built in parallel, each with a seed drawn before any is built.
+    trees = [
+        rt.BayesianRoseTree(approximate=True, exact_below=200, n_jobs=jobs, random_state=5)
+        .fit(X)
+        .tree_
+        for jobs in (1, 2, 3, None)
+    ]
+    assert all(t.children == trees[0].children for t in trees[1:])
+    assert_valid_tree(trees[0])
+    assert trees[0].log_evidence == pytest.approx(rt.log_evidence(X, trees[0]), rel=1e-12)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "name"),
     [
         ({"exact_below": 1}, "exact_below"),

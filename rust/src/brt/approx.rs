@@ -12,10 +12,19 @@
 //! Cost: a level sends each row to one of a handful of clusters (one
 //! [`ClusterModel::log_marginal_query`] each), and the parts at the bottom cost
 //! `O(exact_below)` pair scores per row, so the total is about `n · exact_below` instead of
-//! `n²` pair scores.
+//! `n²` pair scores. A part whose rows the sample does not split (they look alike) is cut
+//! into blocks of `sample` rows, each built exactly: `O(sample)` pair scores per row.
+//!
+//! The parts are independent: they are built in parallel, each with its own seed drawn
+//! from its parent's generator before any is built, so the tree does not depend on the
+//! number of threads or on the order in which parts finish.
 
-use rand::SeedableRng;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
 
 use super::RoseTree;
 use super::evaluate::evaluate;
@@ -25,6 +34,7 @@ use super::mixing::Mixing;
 use crate::error::{Result, RoseTreeError};
 use crate::models::RowQueries;
 use crate::parallel::{PAR_THRESHOLD, Threads};
+use crate::progress;
 use crate::tree::Topology;
 
 /// Levels of sample-and-split before the remaining parts are cut into exact blocks.
@@ -83,10 +93,15 @@ struct Approx<'a, M: RowQueries> {
     rule: MergeRule,
     leaves: &'a [M::Stats],
     threads: &'a Threads,
-    interrupt: &'a dyn Fn() -> bool,
+    /// Set by the calling thread when its interrupt fires; every part polls it.
+    stop: &'a AtomicBool,
+    /// Rows in finished exact parts, for progress reports.
+    placed: &'a AtomicUsize,
     params: ApproxParams,
-    rng: Xoshiro256PlusPlus,
 }
+
+/// How often the calling thread polls its interrupt while the parts are built.
+const POLL: Duration = Duration::from_millis(20);
 
 /// The approximate greedy rose tree (see the module documentation) of `leaves`.
 ///
@@ -108,18 +123,39 @@ pub fn approximate<M: RowQueries>(
     if n <= params.exact_below {
         return greedy(model, mixing, binary, rule, leaves, threads, interrupt);
     }
-    let mut search = Approx {
+    let stop = AtomicBool::new(false);
+    let placed = AtomicUsize::new(0);
+    let search = Approx {
         model,
         mixing,
         binary,
         rule,
         leaves: &leaves,
         threads,
-        interrupt,
+        stop: &stop,
+        placed: &placed,
         params,
-        rng: Xoshiro256PlusPlus::seed_from_u64(params.seed),
     };
-    let shape = search.build((0..n).collect(), 0)?;
+    // The parts are built on the pool; this thread polls the interrupt (which need not be
+    // callable from other threads) and reports progress.
+    let shape = std::thread::scope(|scope| {
+        let worker =
+            scope.spawn(|| threads.install(|| search.build((0..n).collect(), 0, params.seed)));
+        while !worker.is_finished() {
+            if interrupt() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            progress::report(
+                "approximate search: rows placed",
+                placed.load(Ordering::Relaxed),
+                n,
+            );
+            std::thread::park_timeout(POLL);
+        }
+        worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })?;
     let mut internal = Vec::new();
     number(&shape, n, &mut internal);
     let topology = Topology::new(n, internal)?;
@@ -200,21 +236,33 @@ fn number(shape: &Shape, n: usize, internal: &mut Vec<Vec<usize>>) -> usize {
 }
 
 impl<M: RowQueries> Approx<'_, M> {
-    /// The exact greedy tree of the rows `rows`, as a shape over global ids.
-    fn exact(&self, rows: &[usize]) -> Result<Shape> {
-        if rows.len() == 1 {
-            return Ok(Shape::Leaf(rows[0]));
-        }
-        let stats = rows.iter().map(|&r| self.leaves[r].clone()).collect();
-        let tree = greedy(
+    fn interrupted(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The greedy tree of `stats` on this search's settings.
+    fn greedy(&self, stats: Vec<M::Stats>) -> Result<RoseTree> {
+        let interrupted = || self.interrupted();
+        greedy(
             self.model,
             self.mixing,
             self.binary,
             self.rule,
             stats,
             self.threads,
-            self.interrupt,
-        )?;
+            &interrupted,
+        )
+    }
+
+    /// The exact greedy tree of the rows `rows`, as a shape over global ids.
+    fn exact(&self, rows: &[usize]) -> Result<Shape> {
+        if rows.len() == 1 {
+            self.placed.fetch_add(1, Ordering::Relaxed);
+            return Ok(Shape::Leaf(rows[0]));
+        }
+        let stats = rows.iter().map(|&r| self.leaves[r].clone()).collect();
+        let tree = self.greedy(stats)?;
+        self.placed.fetch_add(rows.len(), Ordering::Relaxed);
         fn shape(tree: &RoseTree, id: usize, rows: &[usize]) -> Shape {
             let node = tree.node(id);
             if node.is_leaf() {
@@ -231,31 +279,25 @@ impl<M: RowQueries> Approx<'_, M> {
         Ok(shape(&tree, tree.root(), rows))
     }
 
-    fn build(&mut self, rows: Vec<usize>, depth: usize) -> Result<Shape> {
-        if (self.interrupt)() {
+    /// The tree of the rows `rows`, with the generator of this part seeded by `seed`.
+    fn build(&self, rows: Vec<usize>, depth: usize, seed: u64) -> Result<Shape> {
+        if self.interrupted() {
             return Err(RoseTreeError::Interrupted);
         }
         if rows.len() <= self.params.exact_below {
             return self.exact(&rows);
         }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         if depth >= MAX_DEPTH {
             // Splits that keep peeling off a few rows: finish with exact blocks.
-            return self.blocks(&rows, depth);
+            return self.blocks(&rows, depth, &mut rng);
         }
         // The clusters of a random sample, and the sample tree's structure above them.
-        let picked = rand::seq::index::sample(&mut self.rng, rows.len(), self.params.sample);
+        let picked = rand::seq::index::sample(&mut rng, rows.len(), self.params.sample);
         let mut sample: Vec<usize> = picked.into_iter().map(|k| rows[k]).collect();
         sample.sort_unstable();
         let stats: Vec<M::Stats> = sample.iter().map(|&r| self.leaves[r].clone()).collect();
-        let top = greedy(
-            self.model,
-            self.mixing,
-            self.binary,
-            self.rule,
-            stats.clone(),
-            self.threads,
-            self.interrupt,
-        )?;
+        let top = self.greedy(stats.clone())?;
         let cut = top_clusters(&top);
         let groups: Vec<M::Stats> = cut
             .iter()
@@ -292,25 +334,44 @@ impl<M: RowQueries> Approx<'_, M> {
         }
         if parts.iter().filter(|p| !p.is_empty()).count() < 2 {
             // The sample's split does not separate the rows: they look alike.
-            return self.blocks(&rows, depth);
+            return self.blocks(&rows, depth, &mut rng);
         }
-        let mut built: Vec<Option<Shape>> = Vec::with_capacity(parts.len());
-        for part in parts {
-            built.push(if part.is_empty() {
-                None
-            } else {
-                Some(self.build(part, depth + 1)?)
-            });
-        }
+        let built = self.build_all(parts, depth, &mut rng)?;
         Ok(assemble(&top, &cut, built).expect("at least two parts are not empty"))
     }
 
-    /// Rows that do not split: children of one node, each block of them built exactly.
-    fn blocks(&mut self, rows: &[usize], depth: usize) -> Result<Shape> {
-        let children = rows
-            .chunks(self.params.exact_below)
-            .map(|p| self.build(p.to_vec(), depth + 1))
-            .collect::<Result<_>>()?;
-        Ok(Shape::Node(children))
+    /// Each part's tree (`None` for an empty part), built in parallel.
+    fn build_all(
+        &self,
+        parts: Vec<Vec<usize>>,
+        depth: usize,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Vec<Option<Shape>>> {
+        // Seeds are drawn before any part is built: the tree does not depend on scheduling.
+        let seeded: Vec<(Vec<usize>, u64)> = parts.into_iter().map(|p| (p, rng.random())).collect();
+        let built: Vec<Result<Option<Shape>>> = seeded
+            .into_par_iter()
+            .map(|(part, seed)| {
+                if part.is_empty() {
+                    Ok(None)
+                } else {
+                    self.build(part, depth + 1, seed).map(Some)
+                }
+            })
+            .collect();
+        built.into_iter().collect()
+    }
+
+    /// Rows that do not split: children of one node, blocks of `sample` rows in the order
+    /// given (random, as the rows of a part were not sorted by any feature), each built
+    /// exactly. Blocks of `sample` rather than `exact_below` rows: rows that look alike gain
+    /// little from larger exact blocks, and each costs `O(block)` pair scores.
+    fn blocks(&self, rows: &[usize], depth: usize, rng: &mut Xoshiro256PlusPlus) -> Result<Shape> {
+        let parts = rows
+            .chunks(self.params.sample)
+            .map(<[usize]>::to_vec)
+            .collect();
+        let children = self.build_all(parts, depth, rng)?;
+        Ok(Shape::Node(children.into_iter().flatten().collect()))
     }
 }
