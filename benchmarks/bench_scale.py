@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+r"""Large data on one machine: the approximate rose-tree search, the exact one, and SciPy.
+
+The approximate search against the exact one and both against SciPy's and fastcluster's
+average linkage.
+
+What is measured, each job in a fresh child process (time of the fit only; peak resident
+memory of the child above its baseline):
+
+1. **Growth**: ``BayesianRoseTree(BetaBernoulli(1, 1), approximate=True)`` on binary rows
+   (d = 64) from six generators, at each ``--sizes`` (default 10⁵ and 10⁶): the
+   hierarchical generator of ``bench_brt.py`` (4 super-prototypes, 12 prototypes, 10 % bit
+   flips), 16 and 1,000 flat prototypes, one cluster (independent bits, P(1) = 0.3), heavy
+   duplicates (50 distinct rows) and skewed cluster sizes (20 prototypes, weights halving).
+   The growth exponent between the two largest sizes is ln(t₂/t₁) / ln(n₂/n₁).
+2. **Fidelity at n = 8,000**: the approximate tree's log evidence against the exact greedy
+   tree's, per generator, and the exact search's time against SciPy's
+   ``linkage(pdist(X, "hamming"), "average")`` and fastcluster's ``linkage(X, "average",
+   metric="hamming")`` (one thread each) in the same run: BRT and BHC, ``n_jobs=1``.
+3. **Gaussian models**: ``NormalGamma()`` and ``NormalInverseWishart()`` with
+   ``approximate=True`` on a mixture of 10 Gaussians in 10 dimensions, n = 8,000 (against
+   the exact search) and 10⁵.
+4. **Threads**: the approximate search at the largest size and the exact search at
+   n = 8,000, for each ``--threads`` count (default: 1, 2, 4, 8, 16, those the machine has),
+   with the speed-up and parallel efficiency (speed-up / threads) against one thread.
+
+Usage::
+
+    python benchmarks/bench_scale.py --json benchmarks/scale_results.json
+    python benchmarks/bench_scale.py --quick          # n = 2·10⁴ and 10⁵, a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_brt import machine, make_binary, make_gauss
+
+
+def flat(n: int, k: int, seed: int = 0, d: int = 64) -> np.ndarray:
+    """Rows from ``k`` random prototypes with 10 % of the bits flipped."""
+    rng = np.random.default_rng(seed)
+    protos = rng.random((k, d)) < 0.5
+    return (protos[rng.integers(k, size=n)] ^ (rng.random((n, d)) < 0.1)).astype(np.float64)
+
+
+def single(n: int, seed: int = 0, d: int = 64) -> np.ndarray:
+    """One cluster: independent bits, each 1 with probability 0.3."""
+    return (np.random.default_rng(seed).random((n, d)) < 0.3).astype(np.float64)
+
+
+def duplicates(n: int, seed: int = 0, d: int = 64) -> np.ndarray:
+    """Heavy duplicates: every row is one of 50 distinct random rows."""
+    rng = np.random.default_rng(seed)
+    distinct = (rng.random((50, d)) < 0.5).astype(np.float64)
+    return distinct[rng.integers(50, size=n)]
+
+
+def skewed(n: int, seed: int = 0, d: int = 64, k: int = 20) -> np.ndarray:
+    """20 prototypes whose cluster sizes halve from one to the next, 10 % bit flips."""
+    rng = np.random.default_rng(seed)
+    protos = rng.random((k, d)) < 0.5
+    w = 0.5 ** np.arange(k)
+    rows = protos[rng.choice(k, size=n, p=w / w.sum())] ^ (rng.random((n, d)) < 0.1)
+    return rows.astype(np.float64)
+
+
+GENERATORS = {
+    "hierarchical": make_binary,
+    "flat, 16 prototypes": lambda n: flat(n, 16),
+    "flat, 1000 prototypes": lambda n: flat(n, 1000),
+    "one cluster": single,
+    "duplicates": duplicates,
+    "skewed sizes": skewed,
+}
+
+
+def _data(job: dict[str, Any]) -> np.ndarray:
+    if job["data"] == "gauss":
+        return make_gauss(job["n"])
+    return GENERATORS[job["data"]](job["n"])
+
+
+def _child(job: dict[str, Any], out: Any) -> None:
+    """Runs one job; sends (seconds, peak MiB above the baseline, result) back."""
+    if job.get("threads"):
+        os.environ["RAYON_NUM_THREADS"] = str(job["threads"])
+    X = _data(job)
+    tool = job["tool"]
+    if tool == "scipy":
+        from scipy.cluster.hierarchy import linkage
+        from scipy.spatial.distance import pdist
+
+        def fit() -> Any:
+            return linkage(pdist(X, "hamming"), "average")
+    elif tool == "fastcluster":
+        import fastcluster
+
+        def fit() -> Any:
+            return fastcluster.linkage(X, "average", metric="hamming")
+    else:
+        import rosetree as rt
+
+        model = {
+            "bernoulli": lambda: rt.BetaBernoulli(1.0, 1.0),
+            "normal_gamma": rt.NormalGamma,
+            "niw": rt.NormalInverseWishart,
+        }[job["model"]]()
+        est = rt.BayesianRoseTree(
+            model=model,
+            binary=job.get("binary", False),
+            approximate=job.get("approximate", False),
+            n_jobs=job.get("n_jobs"),
+        )
+
+        def fit() -> Any:
+            return est.fit(X).log_evidence_
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    result = fit()
+    seconds = time.perf_counter() - start
+    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
+    out.send((seconds, peak, float(result) if tool == "rosetree" else None))
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` in a fresh process; the job with its seconds, peak MiB and log evidence."""
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=_child, args=(job, there))
+    proc.start()
+    seconds, peak, log_evidence = here.recv()
+    proc.join()
+    res = {**job, "seconds": seconds, "peak_mib": peak, "log_evidence": log_evidence}
+    shown = {k: v for k, v in job.items() if k != "tool"}
+    ev = "" if log_evidence is None else f", ln p(D|T)/n = {log_evidence / job['n']:.4f}"
+    print(f"  {job['tool']} {shown}: {seconds:.2f} s, {peak:.0f} MiB{ev}", flush=True)
+    return res
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the four parts; print each and optionally write the results as JSON."""
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    p.add_argument("--threads", type=int, nargs="+")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes = [20_000, 100_000]
+    cores = os.cpu_count() or 1
+    threads = args.threads or [t for t in (1, 2, 4, 8, 16) if t <= cores]
+    results: dict[str, Any] = {
+        "header": {**machine(), "command": " ".join(["python", *sys.argv])},
+        "growth": [],
+        "fidelity": [],
+        "gaussian": [],
+        "threads": [],
+    }
+    print("growth of approximate=True")
+    for name in GENERATORS:
+        rows = [
+            run(
+                {
+                    "tool": "rosetree",
+                    "model": "bernoulli",
+                    "data": name,
+                    "n": n,
+                    "approximate": True,
+                }
+            )
+            for n in args.sizes
+        ]
+        a, b = rows[-2], rows[-1]
+        exponent = math.log(b["seconds"] / a["seconds"]) / math.log(b["n"] / a["n"])
+        print(f"  {name}: growth exponent {exponent:.2f}")
+        results["growth"].append({"data": name, "runs": rows, "exponent": exponent})
+
+    print("fidelity and speed at n = 8,000")
+    base = {"n": 8000}
+    scipy = run({**base, "tool": "scipy", "data": "hierarchical"})
+    fast = run({**base, "tool": "fastcluster", "data": "hierarchical"})
+    results["fidelity_baselines"] = {"scipy": scipy, "fastcluster": fast}
+    for name in GENERATORS:
+        job = {**base, "tool": "rosetree", "model": "bernoulli", "data": name, "n_jobs": 1}
+        exact = run(job)
+        approx = run({**job, "approximate": True})
+        gap = (approx["log_evidence"] - exact["log_evidence"]) / abs(exact["log_evidence"])
+        entry = {"data": name, "exact": exact, "approximate": approx, "gap": gap}
+        if name == "hierarchical":
+            bhc = run({**job, "binary": True})
+            entry["bhc"] = bhc
+            for label, res in (("BRT", exact), ("BHC", bhc)):
+                print(
+                    f"  {label} exact, one thread: {res['seconds'] / scipy['seconds']:.2f}x "
+                    f"SciPy, {res['seconds'] / fast['seconds']:.2f}x fastcluster"
+                )
+        print(f"  {name}: approximate evidence {100 * gap:+.3f}% of the exact tree's")
+        results["fidelity"].append(entry)
+
+    print("Gaussian cluster models")
+    for model in ("normal_gamma", "niw"):
+        job = {"tool": "rosetree", "model": model, "data": "gauss"}
+        exact = run({**job, "n": 8000})
+        approx = run({**job, "n": 8000, "approximate": True})
+        big = run({**job, "n": 100_000, "approximate": True})
+        gap = (approx["log_evidence"] - exact["log_evidence"]) / abs(exact["log_evidence"])
+        print(f"  {model}: approximate evidence {100 * gap:+.3f}% of the exact tree's at 8,000")
+        results["gaussian"].append(
+            {"model": model, "exact": exact, "approximate": approx, "large": big, "gap": gap}
+        )
+
+    print(f"threads (this machine has {cores} cores)")
+    for label, job in (
+        (
+            "approximate",
+            {
+                "tool": "rosetree",
+                "model": "bernoulli",
+                "data": "hierarchical",
+                "n": args.sizes[-1],
+                "approximate": True,
+            },
+        ),
+        ("exact", {"tool": "rosetree", "model": "bernoulli", "data": "hierarchical", "n": 8000}),
+    ):
+        rows = [run({**job, "threads": t, "n_jobs": t}) for t in threads]
+        one = rows[0]["seconds"]
+        for r in rows:
+            r["speedup"] = one / r["seconds"]
+            r["efficiency"] = r["speedup"] / r["threads"]
+            print(
+                f"  {label}, {r['threads']} threads: speed-up {r['speedup']:.2f}, "
+                f"efficiency {100 * r['efficiency']:.0f}%"
+            )
+        results["threads"].append({"search": label, "runs": rows})
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
