@@ -314,7 +314,7 @@ def _summary(est: Any, family: str) -> tuple[str, dict[str, Any]]:
     n_internal, depth = tree.n_nodes - tree.n_leaves, tree.depth()
     internal = f"{n_internal} (depth {depth})"
     if family == "brt":
-        chosen = est.model_selection_
+        chosen = getattr(est, "model_selection_", None)
         text = (
             (
                 _line("model", f"{chosen['chosen']} (chosen for {_KINDS[chosen['data']]})")
