@@ -23,6 +23,8 @@ memory of the child above its baseline):
 4. **Threads**: the approximate search at the largest size and the exact search at
    n = 8,000, for each ``--threads`` count (default: 1, 2, 4, 8, 16, those the machine has),
    with the speed-up and parallel efficiency (speed-up / threads) against one thread.
+5. With ``--exact N``: the exact search on N hierarchical rows (10⁵ takes minutes), all
+   threads, its time and peak memory.
 
 Usage::
 
@@ -157,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     p.add_argument("--threads", type=int, nargs="+")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--exact", type=int, help="also the exact search on this many rows")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     if args.quick:
@@ -247,6 +250,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"efficiency {100 * r['efficiency']:.0f}%"
             )
         results["threads"].append({"search": label, "runs": rows})
+    if args.exact:
+        print("exact search at scale")
+        results["exact_large"] = run(
+            {"tool": "rosetree", "model": "bernoulli", "data": "hierarchical", "n": args.exact}
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return results
