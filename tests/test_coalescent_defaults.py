@@ -75,14 +75,23 @@ def test_learning_lambda_with_noise_never_lowers_the_objective():
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[:-1]))
 
 
-def test_the_default_does_not_depend_on_the_units():
+def test_the_default_does_not_depend_on_the_scale():
     rng = np.random.default_rng(7)
-    X = np.vstack([rng.normal(0, 1, (15, 3)), rng.normal(4, 1, (15, 3))])
-    scaled = X * [1e-3, 1.0, 250.0] + [7.0, -2.0, 1e4]
+    X = np.vstack([rng.normal(0, 1, (15, 3)), rng.normal(4, 1, (15, 3))]) * [1.0, 2.0, 0.5]
+    scaled = X * 250.0 + [7.0, -2.0, 1e4]
     a, b = rt.KingmanCoalescent().fit(X), rt.KingmanCoalescent().fit(scaled)
     assert a.tree_.to_nested() == b.tree_.to_nested()
     np.testing.assert_array_equal(a.labels_, b.labels_)
-    np.testing.assert_allclose(b.Lambda_, a.Lambda_ * [1e-6, 1.0, 250.0**2], rtol=1e-9)
+    assert b.Lambda_ == pytest.approx(a.Lambda_ * 250.0**2, rel=1e-9)
+    assert a.Lambda_ == pytest.approx(np.mean(np.var(X, axis=0)), rel=1e-12)
+
+
+def test_columns_on_very_different_scales_are_warned_about():
+    X = np.random.default_rng(8).normal(size=(20, 3)) * [1.0, 1.0, 1e3]
+    with pytest.warns(rt.DataScaleWarning, match="Standardize the columns") as seen:
+        rt.KingmanCoalescent().fit(X)
+    assert seen[0].filename == __file__
+    rt.KingmanCoalescent(Lambda=[1.0, 1.0, 1e6]).fit(X)  # a given Lambda: no warning
 
 
 def test_default_flat_clusters_find_separated_groups():

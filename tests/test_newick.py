@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import rosetree as rt
+from paper_models import paper_coalescent
 
 # ((0, 1), (2, 3)) with heights 1 and 2 under a root at 3.5.
 TREE = rt.Tree(4, [[0, 1], [2, 3], [4, 5]], heights=[0, 0, 0, 0, 1.0, 2.0, 3.5])
@@ -214,7 +215,7 @@ def test_a_published_tree_in_other_units_takes_a_time_scale():
 
 def test_lengths_written_with_few_digits_read_with_a_tolerance():
     X = np.random.default_rng(0).normal(size=(10, 2))
-    est = rt.KingmanCoalescent().fit(X)
+    est = paper_coalescent().fit(X)
     text = est.tree_.to_newick(lengths=True)
     rounded = re.sub(r":([^,();]+)", lambda m: f":{float(m.group(1)):.5g}", text)
     with pytest.raises(rt.InvalidTreeError, match="ultrametric_rtol"):
