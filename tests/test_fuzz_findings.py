@@ -289,6 +289,6 @@ def test_learning_alpha_from_the_smallest_float_ends():
 
 def test_greedy_em_on_data_beyond_double_precision_ends():
     # The M-step's L-BFGS line search never ended on infinite costs.
-    est = rt.PitmanYorDiffusionTree(n_iter=1, learn_hyperparameters=False)
+    est = rt.PitmanYorDiffusionTree(inference="greedy-em", n_iter=1, learn_hyperparameters=False)
     with pytest.raises(rt.NumericalError):
         est.fit(np.array([[1e154], [-1e154]]))

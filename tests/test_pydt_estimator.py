@@ -171,7 +171,9 @@ def test_probit_greedy_em_separates_classes_and_reports_the_ep_log_joint():
     animals = rt.datasets.load_animals()
     rows = np.flatnonzero(np.isin(animals.target, ["insect", "bird", "fish"]))
     X, target = animals.data[rows], animals.target[rows]
-    est = rt.PitmanYorDiffusionTree(likelihood="probit", n_iter=2, random_state=0).fit(X)
+    est = rt.PitmanYorDiffusionTree(
+        likelihood="probit", inference="greedy-em", n_iter=2, random_state=0
+    ).fit(X)
     assert est.sigma2_ == 1.0
     tree = est.tree_
     for cls in ("insect", "bird"):
@@ -193,7 +195,7 @@ def _ln_time_jacobian(tree: rt.Tree) -> float:
 
 
 def test_greedy_em_attributes_are_consistent():
-    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    est = rt.PitmanYorDiffusionTree(inference="greedy-em", random_state=0).fit(X)
     assert est.inference == "greedy-em" and est.acceptance_rate_ is None
     heights = np.asarray(est.tree_.heights)
     np.testing.assert_array_equal(heights[:25], 1.0)
@@ -224,24 +226,26 @@ def test_greedy_em_beats_the_generating_tree():
     # With the generating hyperparameters fixed, the search's objective for the best tree
     # is at least that of the tree the data were drawn from.
     x, truth = rt.sample_pydt(30, 2, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=3)
-    est = rt.PitmanYorDiffusionTree(learn_hyperparameters=False, random_state=0).fit(x)
+    est = rt.PitmanYorDiffusionTree(
+        inference="greedy-em", learn_hyperparameters=False, random_state=0
+    ).fit(x)
     true_objective = rt.pydt_log_prior(truth, alpha=0.5, beta=0.2, c=1.0)
     true_objective += rt.pydt_log_likelihood(x, truth, sigma2=1.0) + _ln_time_jacobian(truth)
     assert est.trace_["objective"][-1] >= true_objective
 
 
 def test_greedy_em_keeps_the_dirichlet_diffusion_tree_binary_and_is_deterministic():
-    a = rt.PitmanYorDiffusionTree(alpha=0.0, beta=0.0, random_state=2).fit(X)
+    a = rt.PitmanYorDiffusionTree(inference="greedy-em", alpha=0.0, beta=0.0, random_state=2).fit(X)
     np.testing.assert_array_equal(a.sample_hyperparameters_[:, :2], 0.0)
     for tree in a.samples_:
         assert all(len(tree.children[b]) == 2 for b in tree.internal_nodes)
-    b = rt.PitmanYorDiffusionTree(alpha=0.0, beta=0.0, random_state=2).fit(X)
+    b = rt.PitmanYorDiffusionTree(inference="greedy-em", alpha=0.0, beta=0.0, random_state=2).fit(X)
     assert a.tree_.to_nested() == b.tree_.to_nested()
     np.testing.assert_array_equal(a.trace_["objective"], b.trace_["objective"])
 
 
 def test_greedy_em_progress_goes_to_python_stderr(capsys):
-    rt.PitmanYorDiffusionTree(n_iter=2, verbose=True).fit(X)
+    rt.PitmanYorDiffusionTree(inference="greedy-em", n_iter=2, verbose=True).fit(X)
     assert "pydt greedy EM: pass 1/2" in capsys.readouterr().err
 
 
@@ -269,3 +273,41 @@ def test_extreme_hyperparameters_end_in_a_numerical_error_not_a_hang_or_panic():
     )
     with pytest.raises(rt.NumericalError):
         probit.fit(np.zeros((3, 2)))
+
+
+def test_the_default_mcmc_starts_from_average_linkage():
+    from rosetree.pydt import _linkage_start
+    from scipy.cluster.hierarchy import linkage
+    from scipy.spatial.distance import pdist
+
+    rng = np.random.default_rng(11)
+    X = np.vstack([rng.normal(-3, 1, (10, 3)), rng.normal(3, 1, (10, 3))])
+    start = rt.Tree.__new__(rt.Tree)
+    start._set_structure(_linkage_start(X))
+    # Average linkage's topology, and times from its heights: 1 - h^2 / (2 d s), each node
+    # kept earlier than its children.
+    Z = linkage(pdist(X), "average")
+    n, s = 20, np.mean(np.var(X, axis=0))
+    members = [{i} for i in range(n)]
+    expected = np.ones(2 * n - 1)
+    for k, (a, b, h, _) in enumerate(Z):
+        a, b = int(a), int(b)
+        members.append(members[a] | members[b])
+        t = min(max(1 - h**2 / (2 * 3 * s), 1e-3), 1 - 1e-6)
+        expected[n + k] = min(t, min(expected[a], expected[b]) * (1 - 1e-6))
+    got = {frozenset(start.leaves(v)): start.heights[v] for v in start.internal_nodes}
+    want = {frozenset(members[n + k]): expected[n + k] for k in range(n - 1)}
+    assert set(got) == set(want)
+    assert all(got[key] == pytest.approx(want[key], rel=1e-12) for key in want)
+    # The default fit is MCMC from that tree, and separates the two groups.
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    assert est.inference == "mcmc" and est.acceptance_rate_ is not None
+    top = est.tree_.children[est.tree_.root]
+    assert sorted(sorted(est.tree_.leaves(c)) for c in top) == [
+        list(range(10)),
+        list(range(10, 20)),
+    ]
+    prior = rt.PitmanYorDiffusionTree(init="prior", random_state=0).fit(X)
+    assert prior.log_joint_ != est.log_joint_
+    with pytest.raises(rt.InvalidParameterError, match="init"):
+        rt.PitmanYorDiffusionTree(init="ward").fit(X)

@@ -538,8 +538,8 @@ def _family_args(p: argparse.ArgumentParser) -> None:
         choices=(*_COALESCENT_INFERENCES, *_PYDT_INFERENCES),
         default=None,
         help="coalescent: greedy-rate1 (default), greedy-maxprob, greedy-minduration, or "
-        "sequential Monte Carlo smc-priorprior, smc-priorpost, smc-postpost; pydt: greedy-em "
-        "(default) or mcmc",
+        "sequential Monte Carlo smc-priorprior, smc-priorpost, smc-postpost; pydt: mcmc "
+        "(default, started from average linkage) or greedy-em",
     )
     g.add_argument(
         "--particles",

@@ -418,6 +418,32 @@ _PRIOR_DEFAULTS: dict[str, tuple[float, float]] = {
 _TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
 
 
+def _linkage_start(X: np.ndarray) -> Any:
+    """MCMC's first tree: average linkage with its heights read as divergence times.
+
+    See ``init`` of :class:`PitmanYorDiffusionTree`. Returns the core tree, or None where
+    the squared distances overflow (the chain then starts from the prior).
+    """
+    from scipy.cluster.hierarchy import linkage
+    from scipy.spatial.distance import pdist
+
+    n, d = X.shape
+    with np.errstate(all="ignore"):
+        distances = pdist(X)
+        scale = float(np.mean(np.var(X, axis=0)))
+    if not (np.isfinite(distances).all() and np.isfinite(scale) and scale > 0):
+        return None  # data beyond double precision's squares: the prior's draw instead
+    Z = linkage(distances, "average")
+    times = np.ones(2 * n - 1)
+    times[n:] = np.clip(1.0 - Z[:, 2] ** 2 / (2.0 * d * scale), 1e-3, 1.0 - 1e-6)
+    internal = [[int(a), int(b)] for a, b in Z[:, :2]]
+    # Linkage rows come children first; a node diverges earlier than its children.
+    for k, kids in enumerate(internal):
+        v = n + k
+        times[v] = min(times[v], min(times[c] for c in kids) * (1.0 - 1e-6))
+    return Tree(n, internal, times)._structure
+
+
 class PitmanYorDiffusionTree(ParamsMixin):
     r"""Density modelling and hierarchical clustering with the Pitman–Yor diffusion tree.
 
@@ -445,17 +471,28 @@ class PitmanYorDiffusionTree(ParamsMixin):
         probit likelihood is fitted by MCMC, which samples the latent values, or by greedy
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
         EP's approximation of :math:`\ln p(X \mid T, t)`).
-    inference : {"greedy-em", "mcmc"}, default="greedy-em"
-        Greedy Bayesian EM (§5.2): the best of several initial trees (sequential
+    inference : {"mcmc", "greedy-em"}, default="mcmc"
+        MCMC (the default; see below), or greedy Bayesian EM (§5.2): the best of several
+        initial trees (sequential
         attachment, cuts of the Ward dendrogram), improved by re-attaching subtrees where
         the EM-optimised objective (see ``trace_``) is highest, keeping the 10 best trees
         (a maximum over the divergence times, not a marginal likelihood: with ``beta``
         learnt it prefers few, wide branch points, e.g. flat clusters; for a hierarchy of
         many small groups fit the DDT, ``alpha=beta=0``, or use MCMC; see ``docs/pydt.md``,
-        Figure 5 and "Which fit"); or MCMC (§5.1): subtree moves with the exact
-        Metropolis–Hastings ratio, slice moves of the divergence times, Gibbs updates of
-        ``c`` and :math:`1/\sigma^2` and slice moves of :math:`\ln\alpha` and
-        :math:`\mathrm{logit}\,\beta`.
+        Figure 5 and "Which fit"; on 100–400 rows it takes minutes); or MCMC (§5.1):
+        subtree moves with the exact Metropolis–Hastings ratio, slice moves of the
+        divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice moves of
+        :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`, started as ``init`` says
+        (100 sweeps over 200 rows take well under a second).
+    init : {"linkage", "prior"}, default="linkage"
+        MCMC's first tree. ``"linkage"``: average linkage of the rows (Euclidean, SciPy),
+        its merge heights read as divergence times: under the model two rows that
+        diverge at time *t* are :math:`2d\sigma^2(1 - t)` apart in squared distance, so a
+        merge at distance *h* is put at :math:`1 - h^2 / (2 d s)`, with *s* the mean
+        column variance (kept in (0, 1), each node before its children). The chain
+        starts where the data's structure is, instead of spending its sweeps finding
+        it. ``"prior"``: a draw from the prior (the probit likelihood always starts so).
+        Unused by greedy EM.
     n_iter : int, default=100
         EM passes over all subtrees (at most; the search stops after a pass that moves
         nothing), or MCMC sweeps (each: one subtree move per node on
@@ -526,7 +563,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
     --------
     >>> import numpy as np, rosetree as rt
     >>> X, _ = rt.sample_pydt(n=30, d=2, alpha=0.5, beta=0.2, random_state=0)
-    >>> est = rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=50, random_state=0).fit(X)
+    >>> est = rt.PitmanYorDiffusionTree(n_iter=50, random_state=0).fit(X)
     >>> est.tree_.n_leaves, len(est.samples_)
     (30, 25)
     """
@@ -538,7 +575,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
         c: float = 1.0,
         sigma2: float = 1.0,
         likelihood: str = "gaussian",
-        inference: str = "greedy-em",
+        inference: str = "mcmc",
+        init: str = "linkage",
         n_iter: int = 100,
         learn_hyperparameters: Any = True,
         priors: dict[str, Any] | None = None,
@@ -554,6 +592,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         self.sigma2 = sigma2
         self.likelihood = likelihood
         self.inference = inference
+        self.init = init
         self.n_iter = n_iter
         self.learn_hyperparameters = learn_hyperparameters
         self.priors = priors
@@ -593,6 +632,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         """
         check_choice(self.likelihood, "likelihood", _LIKELIHOODS)
         check_choice(self.inference, "inference", _INFERENCES)
+        check_choice(self.init, "init", ("linkage", "prior"))
         probit = self.likelihood == "probit"
         names = feature_names(X)
         X = check_array(X, allow_nan=probit, min_rows=2)
@@ -622,9 +662,10 @@ class PitmanYorDiffusionTree(ParamsMixin):
                     f"burn_in must lie in [0, n_iter) = [0, {n_iter}), got {burn_in}", "burn_in"
                 )
             thin = check_count(self.thin, "thin")
+            start = _linkage_start(X) if self.init == "linkage" and not probit else None
             samples, trace, last, proposals, accepted = _core.pydt_mcmc(
                 X,
-                None,
+                start,
                 n_iter=n_iter,
                 burn_in=int(burn_in),
                 thin=thin,
