@@ -5,7 +5,6 @@ import re
 import numpy as np
 import pytest
 import rosetree as rt
-from paper_models import paper_coalescent
 
 LINE = r"{label}: {phase} (\d+)/(\d+) \((\d+) s\)"
 
@@ -35,7 +34,7 @@ def test_a_long_greedy_rose_tree_reports_progress_and_stops_on_ctrl_c(ctrl_c, ca
 def test_coalescent_smc_reports_its_merges_and_the_end(capsys):
     # 480 rows: about 2 s on an idle core, so progress lines (one a second) must appear.
     X = np.random.default_rng(2).normal(size=(480, 3))
-    est = paper_coalescent(
+    est = rt.KingmanCoalescent(
         inference="smc-priorpost", n_particles=10, random_state=0, verbose=True
     ).fit(X)
     err = capsys.readouterr().err
@@ -43,7 +42,7 @@ def test_coalescent_smc_reports_its_merges_and_the_end(capsys):
     assert all(total == 479 and 0 <= done < total for done, total, _ in rows)
     assert re.search(r"coalescent SMC: done in \d+\.\d s", err)
     # The same fit in silence: progress never changes the result.
-    quiet = paper_coalescent(inference="smc-priorpost", n_particles=10, random_state=0)
+    quiet = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=10, random_state=0)
     assert quiet.fit(X).log_marginal_ == est.log_marginal_
     assert capsys.readouterr().err == ""
 

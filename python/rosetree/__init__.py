@@ -25,7 +25,6 @@ from .config import (
 )
 from .estimators import BayesianRoseTree
 from .exceptions import (
-    DataScaleWarning,
     DegenerateModelWarning,
     InvalidDataError,
     InvalidDataTypeError,
@@ -47,7 +46,6 @@ __all__ = [
     "BayesianRoseTree",
     "BetaBernoulli",
     "ClusterModel",
-    "DataScaleWarning",
     "DegenerateModelWarning",
     "DirichletMultinomial",
     "EvidenceGradient",

@@ -210,7 +210,6 @@ def fit_coalescent(
     root: float | None,
     inference: str,
     n_jobs: int | None,
-    noise: float = 0.0,
     verbose: bool = False,
 ) -> tuple[Tree, float]: ...
 def coalescent_smc(
@@ -223,7 +222,6 @@ def coalescent_smc(
     n_particles: int,
     seed: int,
     n_jobs: int | None,
-    noise: float = 0.0,
     verbose: bool = False,
 ) -> tuple[list[Tree], list[float], float, list[float], int, float]: ...
 def coalescent_log_joint(
@@ -233,10 +231,9 @@ def coalescent_log_joint(
     likelihood: str,
     lambda_: npt.NDArray[np.float64],
     root: float | None,
-    noise: float = 0.0,
 ) -> float: ...
 def coalescent_contrasts(
-    x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
+    x: npt.NDArray[np.float64], tree: Tree, *, root: float | None
 ) -> tuple[npt.NDArray[np.float64], int]: ...
 def coalescent_feature_log_likelihoods(
     x: npt.NDArray[np.float64],
@@ -260,7 +257,6 @@ def coalescent_predictor(
     likelihood: str,
     lambda_: npt.NDArray[np.float64],
     root: float | None,
-    noise: float = 0.0,
 ) -> CoalescentPredictor: ...
 def coalescent_subtree_evidence(
     x: npt.NDArray[np.float64],
@@ -269,7 +265,6 @@ def coalescent_subtree_evidence(
     likelihood: str,
     lambda_: npt.NDArray[np.float64],
     root: float | None,
-    noise: float = 0.0,
 ) -> list[float]: ...
 def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
 def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...

@@ -64,7 +64,6 @@ _FAMILY_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "particles": ("--particles", ("coalescent",)),
     "lambda_": ("--lambda", ("coalescent",)),
     "llr_threshold": ("--llr-threshold", ("coalescent",)),
-    "noise": ("--noise", ("coalescent",)),
     "n_iter": ("--n-iter", ("pydt",)),
     "ddt": ("--ddt", ("pydt",)),
 }
@@ -91,7 +90,6 @@ _PARAMS = {
         "inference": "inference",
         "particles": "n_particles",
         "lambda_": "Lambda",
-        "noise": "noise",
         "llr_threshold": "llr_threshold",
         "learn": "learn_hyperparameters",
         "seed": "random_state",
@@ -281,8 +279,6 @@ def _estimator(
     # Progress on standard error unless --quiet: each estimator writes a line about once a
     # second of a long fit (and per learning iteration), so short fits stay silent.
     params["verbose"] = not args.quiet
-    if "llr_threshold" in params:
-        params["flat_clusters"] = "llr"
     if args.family == "brt":
         return BayesianRoseTree(model=model, **params)
     if args.family == "coalescent":
@@ -308,9 +304,7 @@ def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.nd
         rule = f"at most {n_clusters}, lowest cut of the heights"
         return est.tree_.max_clusters(n_clusters), rule
     if family == "coalescent":
-        if est.flat_clusters == "llr":
-            return est.labels_, f"split log likelihood ratio > {est.llr_threshold:g}"
-        return est.labels_, "r >= 0.5 cut under the DP prior"
+        return est.labels_, f"split log likelihood ratio > {est.llr_threshold:g}"
     return None
 
 
@@ -555,23 +549,15 @@ def _family_args(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="L",
         help="coalescent: the Brownian covariance rate Lambda = L I, or the mutation rate "
-        "(default: Brownian, each column's variance; mutation, 1; the start of --learn)",
-    )
-    g.add_argument(
-        "--noise",
-        type=float,
-        default=None,
-        metavar="E",
-        help="coalescent: Brownian observation noise, each row its leaf's value plus "
-        "N(0, E Lambda) (default 0.3; 0 is Teh et al.'s model, which refuses equal rows)",
+        "(default 1; the start of --learn)",
     )
     g.add_argument(
         "--llr-threshold",
         type=float,
         default=None,
         metavar="T",
-        help="coalescent: flat clusters by the paper's rule instead of the default Bayesian "
-        "cut: split a node while its log likelihood ratio of two subtrees over one exceeds T",
+        help="coalescent: flat clusters split a node while its log likelihood ratio of two "
+        "subtrees over one exceeds T (default 0)",
     )
     g.add_argument(
         "--n-iter",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,8 +22,6 @@ from ._validation import (
     set_feature_names,
 )
 from .exceptions import (
-    DataScaleWarning,
-    DegenerateModelWarning,
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
@@ -51,51 +48,6 @@ def _lambda(Lambda: Any) -> np.ndarray:
             f"Lambda must have at most 2 dimensions, got {arr.ndim}", "Lambda"
         )
     return np.array(arr, dtype=np.float64, order="C")
-
-
-def _noise(noise: Any, likelihood: str) -> float:
-    """The observation noise ``ε`` (0 for the multinomial likelihood)."""
-    if isinstance(noise, bool) or not isinstance(noise, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"noise must be a number >= 0, got {noise!r}", "noise")
-    value = float(noise)
-    if not (np.isfinite(value) and value >= 0):
-        raise InvalidParameterError(f"noise must be finite and >= 0, got {noise!r}", "noise")
-    return value if likelihood == "brownian" else 0.0
-
-
-#: Columns whose variances differ by more than this factor get a DataScaleWarning.
-_SCALE_SPREAD = 1e4
-
-
-def _auto_lambda(X: np.ndarray) -> np.ndarray:
-    """``Lambda="auto"``: one rate for every column, the mean of their variances.
-
-    Brownian motion from a flat root for coalescent times of order one then spreads rows
-    about as widely as the data, whatever their overall scale. One rate rather than each
-    column's own keeps the data's geometry: on principal components (MNIST PCA-20) and
-    binary rows per-column rates gave purities of 0.35 and 0.48 where one rate gave 0.43
-    and 0.61 (``benchmarks/bench_quality.py``), and on standardized columns the two are
-    the same. Columns whose variances differ by more than a factor of 10⁴ are warned about
-    (:class:`~rosetree.DataScaleWarning`). Variances count observed entries; a column with
-    fewer than two, or none that vary, leaves the rate at 1.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-        var = np.nanvar(X, axis=0)
-        counts = np.sum(~np.isnan(X), axis=0)
-    known = var[(counts > 1) & (var > 0)]
-    if known.size == 0:
-        return np.array(1.0)
-    if known.max() > _SCALE_SPREAD * known.min():
-        warnings.warn(
-            f"the columns' variances range from {known.min():.3g} to {known.max():.3g}: with "
-            'Lambda="auto" (one rate for all) the widest columns decide the tree. '
-            "Standardize the columns (e.g. sklearn.preprocessing.StandardScaler) unless "
-            "their scales are meant, or give Lambda per column",
-            DataScaleWarning,
-            stacklevel=3,
-        )
-    return np.array(float(known.mean()))
 
 
 def _root(root: Any) -> float | None:
@@ -142,24 +94,10 @@ class KingmanCoalescent(ParamsMixin):
         ``0, 1, ..., K_d - 1`` per column with NaN for missing (eqs 14–15); ``K_d`` is one
         more than the largest category seen (at least 2), the equilibrium the smoothed
         observed frequencies.
-    Lambda : "auto", float, array of shape (d,) or (d, d), default="auto"
+    Lambda : float, array of shape (d,) or (d, d), default=1.0
         Brownian: the covariance rate :math:`\Lambda = \lambda I`, a diagonal, or a full
-        symmetric positive-definite matrix; ``"auto"`` is :math:`\lambda I` with
-        :math:`\lambda` the mean of the columns' variances, so that the tree does not
-        depend on the data's overall scale (it warns, with
-        :class:`~rosetree.DataScaleWarning`, when the columns' scales differ by more than
-        10⁴ in variance: standardize them first). Multinomial: the mutation rate of every
-        feature (one number, or one per feature; ``"auto"`` is 1).
-    noise : float, default=0.3
-        Brownian: observation noise :math:`\varepsilon \ge 0`, each row being its leaf's
-        value plus :math:`N(0, \varepsilon\Lambda)` (Brownian motion for a further time
-        :math:`\varepsilon` below every leaf). With ``noise=0`` this is Teh et al.'s model,
-        under which equal rows have infinite density and are refused; with noise they are
-        ordinary data. The default was chosen on labelled data (scikit-learn's iris, wine,
-        breast cancer and digits, the Palmer penguins; ``benchmarks/bench_quality.py``):
-        0.3 and 0.1 gave trees of similar purity, and 0.3 flat clusters nearer the classes.
-        Learned with ``Lambda`` it is not: set it, or compare values by ``score``.
-        Multinomial: unused.
+        symmetric positive-definite matrix. Multinomial: the mutation rate of every feature
+        (one number, or one per feature).
     inference : str, default="greedy-rate1"
         ``"greedy-rate1"`` (§4.2): each pair's most probable coalescence time with the
         pairwise rate 1, the pair coalescing soonest first; :math:`O(n^2)` time, :math:`O(nd)`
@@ -185,19 +123,10 @@ class KingmanCoalescent(ParamsMixin):
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
     n_particles : int, default=50
         SMC particles (unused by greedy inference).
-    flat_clusters : {"dp", "llr"}, default="dp"
-        How ``labels_`` is read off the tree. ``"dp"``: Bayesian model comparison at each
-        node, the tree taken as a Bayesian hierarchical clustering under the
-        Dirichlet-process prior with a conjugate cluster model (see :meth:`_dp_labels`;
-        the rose tree's default rule), so that the clusters do not depend on the data's
-        units. ``"llr"``: the paper's log-likelihood-ratio rule (§5) with ``llr_threshold``
-        (:meth:`cluster_labels`).
     llr_threshold : float, default=0.0
-        With ``flat_clusters="llr"``: going down from the root, a node splits into its
+        The flat clusters ``labels_`` (§5): going down from the root, a node splits into its
         two children while its ``split_llr_`` exceeds this threshold; the first node on each
-        path that does not split is a cluster. Larger thresholds give fewer clusters. On
-        standardized real data without noise the rule splits nearly every node (178
-        clusters for scikit-learn's 178 wine rows), which is why it is not the default.
+        path that does not split is a cluster. Larger thresholds give fewer clusters.
     learn_hyperparameters : bool, default=False
         Alternate between the tree and the hyperparameters (§4.4), starting from
         ``Lambda``: given the tree, ``Lambda`` is set to its posterior mode (Brownian: a
@@ -265,8 +194,8 @@ class KingmanCoalescent(ParamsMixin):
         :math:`\ln p(x, \pi \mid \Lambda) + \ln p(\Lambda)` at the start and after every
         accepted half-step (non-decreasing); ``None`` otherwise.
     labels_ : ndarray of shape (n_samples,)
-        Flat clusters of ``tree_`` by the rule of ``flat_clusters``, numbered by their
-        first row.
+        Flat clusters of ``tree_`` by the log-likelihood-ratio rule with
+        ``llr_threshold`` (see :meth:`cluster_labels`), numbered by their first row.
     n_clusters_ : int
         The number of distinct ``labels_``.
     n_features_in_ : int
@@ -279,7 +208,7 @@ class KingmanCoalescent(ParamsMixin):
     --------
     >>> import numpy as np, rosetree as rt
     >>> X = np.array([[0.0, 0.1], [0.1, 0.0], [3.0, 3.1], [3.1, 3.0]])
-    >>> est = rt.KingmanCoalescent().fit(X)
+    >>> est = rt.KingmanCoalescent(Lambda=1.0).fit(X)
     >>> est.tree_.to_nested()
     [[0, 1], [2, 3]]
     """
@@ -287,12 +216,10 @@ class KingmanCoalescent(ParamsMixin):
     def __init__(
         self,
         likelihood: str = "brownian",
-        Lambda: Any = "auto",
-        noise: float = 0.3,
+        Lambda: Any = 1.0,
         inference: str = "greedy-rate1",
         n_particles: int = 50,
         root: Any = "flat",
-        flat_clusters: str = "dp",
         llr_threshold: float = 0.0,
         learn_hyperparameters: bool = False,
         hyper_iter: int = 10,
@@ -303,11 +230,9 @@ class KingmanCoalescent(ParamsMixin):
     ) -> None:
         self.likelihood = likelihood
         self.Lambda = Lambda
-        self.noise = noise
         self.inference = inference
         self.n_particles = n_particles
         self.root = root
-        self.flat_clusters = flat_clusters
         self.llr_threshold = llr_threshold
         self.learn_hyperparameters = learn_hyperparameters
         self.hyper_iter = hyper_iter
@@ -344,21 +269,14 @@ class KingmanCoalescent(ParamsMixin):
         """
         likelihood = _likelihood(self.likelihood)
         check_choice(self.inference, "inference", _INFERENCES)
-        check_choice(self.flat_clusters, "flat_clusters", ("dp", "llr"))
         names = feature_names(X)
         X = check_array(X, min_rows=1)
-        auto = isinstance(self.Lambda, str) and self.Lambda == "auto"
-        if auto:
-            lam = _auto_lambda(X) if likelihood == "brownian" else np.array(1.0)
-        else:
-            lam = _lambda(self.Lambda)
-        noise = _noise(self.noise, likelihood)
+        lam = _lambda(self.Lambda)
         options = dict(
             likelihood=likelihood,
             lambda_=lam,
             root=_root(self.root),
             n_jobs=check_n_jobs(self.n_jobs),
-            noise=noise,
         )
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
         hyper_iter = check_count(self.hyper_iter, "hyper_iter")
@@ -386,7 +304,7 @@ class KingmanCoalescent(ParamsMixin):
             _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
         )
         self.split_llr_ = _split_llr(self.tree_, evidence)
-        self.labels_ = self._dp_labels(X) if self.flat_clusters == "dp" else self.cluster_labels()
+        self.labels_ = self.cluster_labels()
         self.n_clusters_ = int(self.labels_.max()) + 1
         return self
 
@@ -414,7 +332,7 @@ class KingmanCoalescent(ParamsMixin):
             X, inference=self.inference, verbose=check_flag(self.verbose, "verbose"), **options
         )
         tree = _wrap(structure)
-        if log_joint == np.inf and options["noise"] == 0.0:
+        if log_joint == np.inf:
             _refuse_zero_time_merge(tree)
         return _Fitted(tree, float(log_joint))
 
@@ -438,9 +356,7 @@ class KingmanCoalescent(ParamsMixin):
                 return _hyper.brownian_log_prior(value, nu, psi, d)
 
             def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
-                scatter, m = _core.coalescent_contrasts(
-                    X, tree._structure, root=options["root"], noise=options["noise"]
-                )
+                scatter, m = _core.coalescent_contrasts(X, tree._structure, root=options["root"])
                 return _hyper.brownian_map(np.asarray(scatter), m, current, nu, psi)
         else:
             a, b = self._hyperprior(options, d)
@@ -493,34 +409,6 @@ class KingmanCoalescent(ParamsMixin):
             # SMC: the particles and the estimate of p(x) belong to the final hyperparameters.
             fitted = self._infer(X, {**options, "lambda_": lam})
         return fitted, lam, trace
-
-    def _dp_labels(self, X: np.ndarray) -> np.ndarray:
-        """Flat clusters by Bayesian model comparison at each node of ``tree_``.
-
-        The coalescent's tree is evaluated as a Bayesian hierarchical clustering (Heller &
-        Ghahramani) under the Dirichlet-process prior over its consistent partitions
-        (concentration 1) with a conjugate cluster model: a node is one cluster when the
-        posterior probability that its rows were drawn from one cluster, rather than
-        partitioned as below it, is at least one half, descending from the root
-        (:meth:`RoseTree.cut <rosetree.RoseTree.cut>` of ``rt.evaluate_tree(...,
-        mixing="dp")``). The cluster model is :class:`~rosetree.NormalGamma` with its
-        data-driven defaults for Brownian data, and :class:`~rosetree.BetaBernoulli` over
-        one-hot columns for categories. Unlike the log-likelihood-ratio rule it does not
-        depend on the data's units, and it weighs a node against the number of ways to
-        split it, so clean clusters stay whole.
-        """
-        from .config import BetaBernoulli, NormalGamma
-        from .functions import evaluate_tree
-
-        model: Any
-        if self.likelihood == "brownian":
-            data, model = X, NormalGamma()
-        else:
-            data, model = _one_hot(X), BetaBernoulli()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DegenerateModelWarning)
-            rose = evaluate_tree(data, self.tree_, model=model, mixing="dp", dp_alpha=1.0)
-        return rose.cut(0.5)
 
     def cluster_labels(self, llr_threshold: float | None = None) -> np.ndarray:
         """Flat clusters of ``tree_`` by the log-likelihood-ratio rule (Teh et al. §5).
@@ -791,8 +679,8 @@ def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None
 
 
 def _model_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The model options of ``options`` (likelihood, ``Lambda``, root and noise)."""
-    return {k: options[k] for k in ("likelihood", "lambda_", "root", "noise")}
+    """The model options of ``options`` (likelihood, ``Lambda`` and root)."""
+    return {k: options[k] for k in ("likelihood", "lambda_", "root")}
 
 
 def _threshold(value: Any) -> float:
@@ -835,18 +723,6 @@ def _cell_indices(value: Any, name: str, size: int) -> np.ndarray:
     if arr.size and not (0 <= arr.min() and arr.max() < size):
         raise InvalidParameterError(f"{name} must lie in [0, {size}), got {arr.tolist()}", name)
     return arr.astype(np.int64)
-
-
-def _one_hot(X: np.ndarray) -> np.ndarray:
-    """Categories ``0, 1, ...`` per column as 0/1 indicator columns (NaN stays NaN)."""
-    columns = []
-    for col in X.T:
-        observed = ~np.isnan(col)
-        k = int(np.nanmax(col)) + 1 if observed.any() else 1
-        block = np.full((col.size, k), np.nan)
-        block[observed] = np.eye(k)[col[observed].astype(np.int64)]
-        columns.append(block)
-    return np.hstack(columns)
 
 
 def _split_llr(tree: Tree, evidence: np.ndarray) -> np.ndarray:
@@ -930,7 +806,6 @@ def coalescent_log_joint(
     likelihood: str = "brownian",
     Lambda: Any = 1.0,
     root: Any = "flat",
-    noise: float = 0.0,
 ) -> float:
     r""":math:`\ln p(x, \pi)` of the rows of ``X`` and a timed binary tree (Teh et al. eq 7).
 
@@ -945,10 +820,8 @@ def coalescent_log_joint(
         A :class:`Tree` whose heights are the coalescence times (0 at the leaves, ``<= 0``
         above), or nested dicts ``{"t": time, "children": [left, right]}`` whose leaves are
         row indices (at time 0).
-    likelihood, Lambda, root, noise
-        As in :class:`KingmanCoalescent` (a fitted estimator's are ``Lambda_`` and
-        ``noise``), but ``Lambda`` must be given as numbers and ``noise`` is 0 by default:
-        Teh et al.'s model.
+    likelihood, Lambda, root
+        As in :class:`KingmanCoalescent`.
 
     Returns
     -------
@@ -976,7 +849,6 @@ def coalescent_log_joint(
             likelihood=_likelihood(likelihood),
             lambda_=_lambda(Lambda),
             root=_root(root),
-            noise=_noise(noise, _likelihood(likelihood)),
         )
     )
     if np.isnan(value):

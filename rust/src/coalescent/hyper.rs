@@ -39,9 +39,7 @@ use crate::tree::Tree;
 
 /// The independent contrasts of the rows of `x` on a timed binary tree (module docs): the
 /// scatter `S = Σ_i u_i u_iᵀ / w_i` in the data's coordinates and the number of contrasts
-/// `m` (`n − 1`, plus one for a Gaussian root). With observation noise `ε`
-/// ([`BrownianDiffusion::with_noise`]) every leaf's branch is `ε` longer, which the
-/// contrasts' weights include; the scatter is still exact, since the noise is `εΛ`.
+/// `m` (`n − 1`, plus one for a Gaussian root).
 ///
 /// # Errors
 /// [`RoseTreeError::InvalidTree`] if the tree is not a timed binary coalescent tree over the
@@ -52,7 +50,6 @@ pub fn brownian_contrasts(
     x: ArrayView2<'_, f64>,
     tree: &Tree,
     root: Root,
-    noise: f64,
 ) -> Result<(Array2<f64>, usize)> {
     let heights = check_timed_tree(tree)?;
     let (n, d) = x.dim();
@@ -64,7 +61,7 @@ pub fn brownian_contrasts(
     }
     // Contrasts and weights do not depend on Λ: pass messages under Λ = I, where the
     // whitened means are the data's own coordinates.
-    let model = BrownianDiffusion::isotropic(1.0, d)?.with_noise(noise)?;
+    let model = BrownianDiffusion::isotropic(1.0, d)?;
     let mut messages: Vec<Option<_>> = model
         .leaf_messages(x)?
         .into_iter()
@@ -192,12 +189,12 @@ mod tests {
             Some(vec![0.0, 0.0, -1.5]),
         )
         .unwrap();
-        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Flat, 0.0).unwrap();
+        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Flat).unwrap();
         assert_eq!(m, 1);
         let want = array![[1.0 / 3.0, 1.0], [1.0, 3.0]];
         assert!((&s - &want).iter().all(|v| v.abs() < 1e-15));
         // A Gaussian root adds the merged mean (0.5, 0.5) with weight 0.75 + s0.
-        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Gaussian { s0: 0.25 }, 0.0).unwrap();
+        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Gaussian { s0: 0.25 }).unwrap();
         assert_eq!(m, 2);
         assert!((s[[0, 1]] - (1.0 + 0.25)).abs() < 1e-15);
     }

@@ -79,7 +79,6 @@ fn build_model(
     likelihood: &str,
     lambda: &PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
-    noise: f64,
     x: ArrayView2<'_, f64>,
 ) -> Result<AnyMessageModel> {
     let d = x.ncols();
@@ -112,7 +111,7 @@ fn build_model(
                 None => Root::Flat,
                 Some(s0) => Root::Gaussian { s0 },
             };
-            let model = model.with_root(root)?.with_noise(noise)?;
+            let model = model.with_root(root)?;
             if x.iter().any(|v| v.is_nan()) {
                 return Ok(AnyMessageModel::Masked(
                     MaskedBrownian::new(model).map_err(as_lambda)?,
@@ -121,13 +120,6 @@ fn build_model(
             Ok(AnyMessageModel::Brownian(model))
         }
         "multinomial" => {
-            if noise != 0.0 {
-                return Err(RoseTreeError::param(
-                    "noise",
-                    "observation noise belongs to Brownian diffusion; the multinomial \
-                     likelihood has none",
-                ));
-            }
             if root.is_some() {
                 return Err(RoseTreeError::param(
                     "root",
@@ -170,7 +162,7 @@ where
 /// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`. With
 /// `verbose`, a line of progress goes to `sys.stderr` about once a second.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, noise=0.0, verbose=false))]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_coalescent(
     py: Python<'_>,
@@ -180,7 +172,6 @@ fn fit_coalescent(
     root: Option<f64>,
     inference: &str,
     n_jobs: Option<usize>,
-    noise: f64,
     verbose: bool,
 ) -> PyResult<(PyTree, f64)> {
     let inference = match inference {
@@ -204,7 +195,7 @@ fn fit_coalescent(
         .check()?;
     let x = x.as_array();
     let label = verbose.then_some("coalescent");
-    with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => fit_with(py, m, x, params, label))
+    with_model!(build_model(likelihood, &lambda_, root, x)?, m => fit_with(py, m, x, params, label))
 }
 
 /// What an SMC fit returns to Python: the particle trees, their normalised log weights, the
@@ -251,7 +242,7 @@ where
 /// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`. With `verbose`, a line of progress
 /// goes to `sys.stderr` about once a second.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs, noise=0.0,
+#[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs,
                     verbose=false))]
 #[allow(clippy::too_many_arguments)]
 fn coalescent_smc(
@@ -264,7 +255,6 @@ fn coalescent_smc(
     n_particles: usize,
     seed: u64,
     n_jobs: Option<usize>,
-    noise: f64,
     verbose: bool,
 ) -> PyResult<SmcOutput> {
     let proposal = match proposal {
@@ -287,26 +277,25 @@ fn coalescent_smc(
     let x = x.as_array();
     // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
     with_model!(
-        build_model(likelihood, &lambda_, root, noise, x)?,
+        build_model(likelihood, &lambda_, root, x)?,
         m => smc_with(py, m, x, params, threads, verbose.then_some("coalescent SMC"))
     )
 }
 
 /// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
 fn coalescent_log_joint(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     likelihood: &str,
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
-    noise: f64,
 ) -> PyResult<f64> {
     let x = x.as_array();
     let tree = &tree.get().inner;
     Ok(with_model!(
-        build_model(likelihood, &lambda_, root, noise, x)?,
+        build_model(likelihood, &lambda_, root, x)?,
         m => coalescent::log_joint(&m, x, tree)?
     ))
 }
@@ -314,20 +303,19 @@ fn coalescent_log_joint(
 /// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
 /// [`subtree_log_evidence_from_leaves`]).
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
 fn coalescent_subtree_evidence(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     likelihood: &str,
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
-    noise: f64,
 ) -> PyResult<Vec<f64>> {
     let x = x.as_array();
     let tree = &tree.get().inner;
     coalescent::check_timed_tree(tree)?;
     Ok(with_model!(
-        build_model(likelihood, &lambda_, root, noise, x)?,
+        build_model(likelihood, &lambda_, root, x)?,
         m => subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
     ))
 }
@@ -335,20 +323,19 @@ fn coalescent_subtree_evidence(
 /// The independent contrasts of the rows of `x` on a timed tree: the scatter `S` and the
 /// number of contrasts (see [`coalescent::hyper::brownian_contrasts`]).
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, root, noise=0.0))]
+#[pyo3(signature = (x, tree, *, root))]
 fn coalescent_contrasts<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     root: Option<f64>,
-    noise: f64,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, usize)> {
     let root = match root {
         None => Root::Flat,
         Some(s0) => Root::Gaussian { s0 },
     };
     let (scatter, m) =
-        coalescent::hyper::brownian_contrasts(x.as_array(), &tree.get().inner, root, noise)?;
+        coalescent::hyper::brownian_contrasts(x.as_array(), &tree.get().inner, root)?;
     Ok((scatter.into_pyarray(py), m))
 }
 
@@ -363,7 +350,7 @@ fn coalescent_feature_log_likelihoods(
     n_jobs: Option<usize>,
 ) -> PyResult<Vec<f64>> {
     let x = x.as_array();
-    let AnyMessageModel::Mutation(model) = build_model("multinomial", &rates, None, 0.0, x)? else {
+    let AnyMessageModel::Mutation(model) = build_model("multinomial", &rates, None, x)? else {
         unreachable!("a multinomial model was asked for")
     };
     let rates: Vec<f64> = rates.as_array().iter().copied().collect();
@@ -534,18 +521,17 @@ fn gaussian_leaf_posteriors<M: MessageModel>(
 
 /// The predictor of a timed tree fitted to the rows of `x`.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
 fn coalescent_predictor(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     likelihood: &str,
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
-    noise: f64,
 ) -> PyResult<PyCoalescentPredictor> {
     let x = x.as_array();
     let tree = tree.get().inner.clone();
-    let inner = match build_model(likelihood, &lambda_, root, noise, x)? {
+    let inner = match build_model(likelihood, &lambda_, root, x)? {
         AnyMessageModel::Brownian(m) => AnyPredictor::Brownian(Predictor::new(m, x, tree)?),
         AnyMessageModel::Masked(m) => AnyPredictor::Masked(Predictor::new(m, x, tree)?),
         AnyMessageModel::Mutation(m) => AnyPredictor::Mutation(Predictor::new(m, x, tree)?),

@@ -67,8 +67,6 @@ pub struct BrownianDiffusion {
     /// `ln|Λ|`.
     log_det: f64,
     root: Root,
-    /// Observation noise `ε`: each row is its leaf's value plus `N(0, εΛ)`.
-    noise: f64,
 }
 
 /// A Brownian message `N(y; μ, vΛ)`, with `μ` in whitened coordinates (see the module
@@ -124,7 +122,6 @@ impl BrownianDiffusion {
             log_det: lambda.iter().map(|l| l.ln()).sum(),
             whitening: Whitening::Scales(lambda.iter().map(|l| l.sqrt()).collect()),
             root: Root::Flat,
-            noise: 0.0,
         })
     }
 
@@ -172,7 +169,6 @@ impl BrownianDiffusion {
             whitening: Whitening::Cholesky(l),
             log_det,
             root: Root::Flat,
-            noise: 0.0,
         })
     }
 
@@ -196,30 +192,6 @@ impl BrownianDiffusion {
     /// The root prior.
     pub fn root(&self) -> Root {
         self.root
-    }
-
-    /// The same model with observation noise `noise` = `ε` (default 0, Teh et al.'s model):
-    /// each observed row is its leaf's value plus independent `N(0, εΛ)` noise, which is
-    /// Brownian motion for a further time `ε` below every leaf, so a leaf's message is
-    /// `N(x_i, εΛ)` instead of a point mass at `x_i`. With `ε > 0` equal rows have a finite
-    /// density (without noise two equal rows merged at time 0 have an infinite one).
-    ///
-    /// # Errors
-    /// [`RoseTreeError::InvalidParameter`] on `noise` unless it is finite and `≥ 0`.
-    pub fn with_noise(mut self, noise: f64) -> Result<Self> {
-        if !(noise.is_finite() && noise >= 0.0) {
-            return Err(RoseTreeError::param(
-                "noise",
-                format!("must be finite and ≥ 0, got {noise}"),
-            ));
-        }
-        self.noise = noise;
-        Ok(self)
-    }
-
-    /// The observation noise `ε` (a variance factor of `Λ`).
-    pub fn noise(&self) -> f64 {
-        self.noise
     }
 
     /// `ln|Λ|`.
@@ -303,9 +275,8 @@ impl MessageModel for BrownianDiffusion {
         }
     }
 
-    /// The message `N(y; x, εΛ)` at the whitened row, `v = ε` (a point mass without
-    /// noise), with `ln Z = 0`: with a flat or Gaussian root, `p(x | π)` is a density in `x`
-    /// and the leaf contributes no factor.
+    /// The point mass at the whitened row, `v = 0`, with `ln Z = 0`: with a flat or
+    /// Gaussian root, `p(x | π)` is a density in `x` and the leaf contributes no factor.
     fn leaf_message(
         &self,
         row: ArrayView1<'_, f64>,
@@ -332,13 +303,7 @@ impl MessageModel for BrownianDiffusion {
                     .collect()
             }
         };
-        Ok((
-            GaussianMessage {
-                mean,
-                var: self.noise,
-            },
-            0.0,
-        ))
+        Ok((GaussianMessage { mean, var: 0.0 }, 0.0))
     }
 
     /// `v ↦ v + duration`: the branch adds `duration·Λ` to the covariance.

@@ -63,8 +63,6 @@ pub struct MaskedBrownian {
     /// `ln λ_j`.
     log_lambda: Vec<f64>,
     root: Root,
-    /// Observation noise `ε`, as [`BrownianDiffusion::with_noise`].
-    noise: f64,
 }
 
 /// A message `Π_j N(y_j; μ_j, v_j λ_j)`, `μ` in whitened coordinates (`x_j/√λ_j`);
@@ -132,7 +130,6 @@ impl MaskedBrownian {
             scales: scales.to_vec(),
             log_lambda: scales.iter().map(|s| 2.0 * s.ln()).collect(),
             root: base.root(),
-            noise: base.noise(),
         })
     }
 
@@ -211,7 +208,7 @@ impl MessageModel for MaskedBrownian {
                 ));
             }
             msg.mean[j] = x / s;
-            msg.var[j] = self.noise;
+            msg.var[j] = 0.0;
         }
         Ok((msg, 0.0))
     }
