@@ -50,6 +50,37 @@ def _lambda(Lambda: Any) -> np.ndarray:
     return np.array(arr, dtype=np.float64, order="C")
 
 
+#: The observation noise of Brownian diffusion when ``noise=None``: in units of ``Lambda``,
+#: so with ``Lambda="auto"`` (the columns' variances) a standard deviation of 0.1 of each
+#: column's standard deviation.
+_DEFAULT_NOISE = 0.01
+
+
+def _auto_lambda(X: np.ndarray) -> np.ndarray:
+    """Each column's variance (NaN ignored); 1 where a column is constant or unobserved."""
+    observed = ~np.isnan(X)
+    count = observed.sum(axis=0)
+    filled = np.where(observed, X, 0.0)
+    mean = filled.sum(axis=0) / np.maximum(count, 1)
+    var = (np.where(observed, X - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1)
+    ok = np.isfinite(var) & (var > 0) & (count > 1)
+    return np.where(ok, var, 1.0)
+
+
+def _noise(noise: Any, likelihood: str) -> float:
+    """The observation noise factor: ``None`` is the default (Brownian) or 0 (multinomial)."""
+    if noise is None:
+        return _DEFAULT_NOISE if likelihood == "brownian" else 0.0
+    if isinstance(noise, bool) or not isinstance(noise, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"noise must be a number >= 0, got {noise!r}", "noise")
+    value = float(noise)
+    if not (np.isfinite(value) and value >= 0):
+        raise InvalidParameterError(f"noise must be finite and >= 0, got {noise!r}", "noise")
+    if value and likelihood != "brownian":
+        raise InvalidParameterError("noise is a parameter of the Brownian likelihood only", "noise")
+    return value
+
+
 def _root(root: Any) -> float | None:
     """``None`` for the flat root, else the variance factor ``s0`` of ``N(0, s0 Λ)``."""
     if isinstance(root, str):
@@ -94,10 +125,23 @@ class KingmanCoalescent(ParamsMixin):
         ``0, 1, ..., K_d - 1`` per column with NaN for missing (eqs 14–15); ``K_d`` is one
         more than the largest category seen (at least 2), the equilibrium the smoothed
         observed frequencies.
-    Lambda : float, array of shape (d,) or (d, d), default=1.0
+    Lambda : "auto", float, array of shape (d,) or (d, d), default="auto"
         Brownian: the covariance rate :math:`\Lambda = \lambda I`, a diagonal, or a full
-        symmetric positive-definite matrix. Multinomial: the mutation rate of every feature
-        (one number, or one per feature).
+        symmetric positive-definite matrix; ``"auto"`` is the diagonal of the columns'
+        variances (1 for a constant column), which is the same as standardizing the columns
+        and taking :math:`\Lambda = I`, so that the tree does not depend on the data's units.
+        Multinomial: the mutation rate of every feature (one number, or one per feature);
+        ``"auto"`` is 1.
+    noise : float, default=None
+        Brownian: observation noise. Each row is observed as
+        :math:`x_i \sim N(y_i, \eta\Lambda)` around the diffusion's value :math:`y_i` at its
+        leaf, ``noise`` being :math:`\eta` (in units of ``Lambda``: the same as running the
+        diffusion a further time :math:`\eta` below every leaf). ``0`` is Teh et al.'s
+        noiseless model, under which two equal rows have infinite density and are refused;
+        with ``noise > 0`` equal rows are ordinary data. ``None`` is 0.01 (with
+        ``Lambda="auto"``, noise of a tenth of each column's standard deviation). It is held
+        fixed by ``learn_hyperparameters``. The multinomial likelihood has no noise
+        (``None`` or 0).
     inference : str, default="greedy-rate1"
         ``"greedy-rate1"`` (§4.2): each pair's most probable coalescence time with the
         pairwise rate 1, the pair coalescing soonest first; :math:`O(n^2)` time, :math:`O(nd)`
@@ -189,6 +233,8 @@ class KingmanCoalescent(ParamsMixin):
     Lambda_ : float or ndarray
         The hyperparameters of ``tree_``: ``Lambda`` itself, or the learned values (same
         shape as ``Lambda``).
+    noise_ : float
+        The observation noise factor :math:`\eta` used (``noise``, or its default).
     hyper_trace_ : ndarray or None
         With ``learn_hyperparameters``: the objective
         :math:`\ln p(x, \pi \mid \Lambda) + \ln p(\Lambda)` at the start and after every
@@ -216,7 +262,7 @@ class KingmanCoalescent(ParamsMixin):
     def __init__(
         self,
         likelihood: str = "brownian",
-        Lambda: Any = 1.0,
+        Lambda: Any = "auto",
         inference: str = "greedy-rate1",
         n_particles: int = 50,
         root: Any = "flat",
@@ -227,8 +273,10 @@ class KingmanCoalescent(ParamsMixin):
         random_state: int | None = None,
         n_jobs: int | None = None,
         verbose: bool = False,
+        noise: float | None = None,
     ) -> None:
         self.likelihood = likelihood
+        self.noise = noise
         self.Lambda = Lambda
         self.inference = inference
         self.n_particles = n_particles
@@ -271,11 +319,15 @@ class KingmanCoalescent(ParamsMixin):
         check_choice(self.inference, "inference", _INFERENCES)
         names = feature_names(X)
         X = check_array(X, min_rows=1)
-        lam = _lambda(self.Lambda)
+        if isinstance(self.Lambda, str) and self.Lambda == "auto":
+            lam = _auto_lambda(X) if likelihood == "brownian" else _lambda(1.0)
+        else:
+            lam = _lambda(self.Lambda)
         options = dict(
             likelihood=likelihood,
             lambda_=lam,
             root=_root(self.root),
+            noise=_noise(self.noise, likelihood),
             n_jobs=check_n_jobs(self.n_jobs),
         )
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
@@ -291,6 +343,7 @@ class KingmanCoalescent(ParamsMixin):
             options["lambda_"] = lam
             self.hyper_trace_ = np.asarray(trace)
         self.Lambda_ = lam.copy() if lam.ndim else float(lam)
+        self.noise_ = float(options["noise"])
         self.tree_, self.log_joint_ = fitted.tree, fitted.log_joint
         self.log_marginal_ = fitted.log_marginal
         self.particles_ = fitted.particles
@@ -311,6 +364,8 @@ class KingmanCoalescent(ParamsMixin):
     def _infer(self, X: np.ndarray, options: dict[str, Any]) -> _Fitted:
         """The configured inference under the hyperparameters in ``options``."""
         if self.inference in _SMC:
+            if options["likelihood"] == "brownian" and options["noise"] == 0.0:
+                _refuse_equal_rows(X)
             trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
                 X,
                 proposal=self.inference.removeprefix("smc-"),
@@ -356,7 +411,9 @@ class KingmanCoalescent(ParamsMixin):
                 return _hyper.brownian_log_prior(value, nu, psi, d)
 
             def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
-                scatter, m = _core.coalescent_contrasts(X, tree._structure, root=options["root"])
+                scatter, m = _core.coalescent_contrasts(
+                    X, tree._structure, root=options["root"], noise=options["noise"]
+                )
                 return _hyper.brownian_map(np.asarray(scatter), m, current, nu, psi)
         else:
             a, b = self._hyperprior(options, d)
@@ -680,7 +737,7 @@ def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None
 
 def _model_options(options: dict[str, Any]) -> dict[str, Any]:
     """The model options of ``options`` (likelihood, ``Lambda`` and root)."""
-    return {k: options[k] for k in ("likelihood", "lambda_", "root")}
+    return {k: options[k] for k in ("likelihood", "lambda_", "root", "noise")}
 
 
 def _threshold(value: Any) -> float:
@@ -692,6 +749,25 @@ def _threshold(value: Any) -> float:
     if np.isnan(value):
         raise InvalidParameterError("llr_threshold must not be NaN", "llr_threshold")
     return value
+
+
+def _refuse_equal_rows(X: np.ndarray) -> None:
+    """Name two equal complete rows, which have infinite density without noise (SMC)."""
+    complete = np.flatnonzero(~np.isnan(X).any(axis=1))
+    if complete.size < 2:
+        return
+    _, first, inverse = np.unique(X[complete], axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for k, group in enumerate(inverse):
+        if first[group] != k:
+            a, b = int(complete[first[group]]), int(complete[k])
+            raise InvalidDataError(
+                f"rows {a} and {b} are equal: under Brownian diffusion without observation "
+                "noise (noise=0), equal rows have infinite density and the SMC weights "
+                "diverge. Give the model observation noise (noise > 0, the default) to keep "
+                "every row",
+                b,
+            )
 
 
 def _refuse_zero_time_merge(tree: Tree) -> None:
@@ -707,9 +783,9 @@ def _refuse_zero_time_merge(tree: Tree) -> None:
             rows = sorted(tree.leaves(v))
             raise InvalidDataError(
                 f"rows {rows[0]} and {rows[1]} are equal (on the columns observed in both): "
-                "under Brownian diffusion without observation noise, equal rows have "
-                "infinite density, so the tree's log joint is +inf. Remove duplicate rows "
-                "(e.g. numpy.unique(X, axis=0)) or perturb them slightly",
+                "under Brownian diffusion without observation noise (noise=0), equal rows "
+                "have infinite density, so the tree's log joint is +inf. Give the model "
+                "observation noise (noise > 0, the default) to keep every row",
                 rows[1],
             )
     raise NumericalError("the tree's log joint is +inf")
@@ -806,6 +882,7 @@ def coalescent_log_joint(
     likelihood: str = "brownian",
     Lambda: Any = 1.0,
     root: Any = "flat",
+    noise: float = 0.0,
 ) -> float:
     r""":math:`\ln p(x, \pi)` of the rows of ``X`` and a timed binary tree (Teh et al. eq 7).
 
@@ -821,7 +898,11 @@ def coalescent_log_joint(
         above), or nested dicts ``{"t": time, "children": [left, right]}`` whose leaves are
         row indices (at time 0).
     likelihood, Lambda, root
-        As in :class:`KingmanCoalescent`.
+        As in :class:`KingmanCoalescent` (``Lambda`` a value, not ``"auto"``).
+    noise : float, default=0.0
+        The Brownian observation noise factor :math:`\eta` (see :class:`KingmanCoalescent`);
+        0 is Teh et al.'s noiseless model. A fitted estimator's ``log_joint_`` is this
+        function at its ``Lambda_`` and ``noise_``.
 
     Returns
     -------
@@ -849,6 +930,7 @@ def coalescent_log_joint(
             likelihood=_likelihood(likelihood),
             lambda_=_lambda(Lambda),
             root=_root(root),
+            noise=_noise(noise, _likelihood(likelihood)),
         )
     )
     if np.isnan(value):
