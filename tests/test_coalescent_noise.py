@@ -185,3 +185,67 @@ def test_noise_is_checked():
             rt.KingmanCoalescent(noise=bad).fit(X)
     with pytest.raises(rt.InvalidParameterError, match="noise"):
         rt.KingmanCoalescent("multinomial", noise=0.1).fit(X)
+
+
+def test_default_flat_clusters_find_separated_groups_and_predict_them():
+    rng = np.random.default_rng(11)
+    centres = np.array([[0.0, 0.0, 0.0], [6.0, 0.0, 0.0], [0.0, 6.0, 6.0]])
+    y = np.repeat([0, 1, 2], 15)
+    X = centres[y] + rng.normal(size=(45, 3))
+    est = rt.KingmanCoalescent().fit(X)
+    assert est.n_clusters_ == 3
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    new = centres + 0.1
+    proba = est.predict_proba(new)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    want = [est.labels_[np.flatnonzero(y == k)[0]] for k in range(3)]
+    np.testing.assert_array_equal(est.predict(new), want)
+    # The model comparison's nodes are the clusters' own.
+    for k, v in enumerate(est.cluster_nodes_):
+        assert sorted(est.cluster_tree_.leaves(v)) == np.flatnonzero(est.labels_ == k).tolist()
+    # A missing entry is marginalised.
+    partial = new.copy()
+    partial[0, 2] = np.nan
+    assert est.predict(partial)[0] == want[0]
+    # The paper's rule is kept under a name, and cluster_labels still applies it.
+    old = rt.KingmanCoalescent(flat_clusters="llr").fit(X)
+    np.testing.assert_array_equal(old.labels_, old.cluster_labels())
+
+
+def test_default_flat_clusters_on_iris_are_not_singletons():
+    X, y = load_iris(return_X_y=True)
+    est = rt.KingmanCoalescent().fit(X)
+    from sklearn.metrics import adjusted_rand_score
+
+    # Measured 0.653 (4 clusters); the old log-likelihood-ratio rule gives 60 clusters.
+    assert est.n_clusters_ <= 6
+    assert adjusted_rand_score(y, est.labels_) > 0.6
+
+
+def test_flat_clusters_with_the_multinomial_likelihood():
+    rng = np.random.default_rng(12)
+    y = np.repeat([0, 1], 20)
+    X = np.where(rng.random((40, 6)) < 0.9, y[:, None] * 2, rng.integers(0, 3, (40, 6)))
+    X = X.astype(float)
+    X[3, 1] = np.nan
+    est = rt.KingmanCoalescent("multinomial").fit(X)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, est.labels_) > 0.8  # measured 0.858: two stray rows
+    np.testing.assert_array_equal(est.predict(X[[0, 39]]), est.labels_[[0, 39]])
+    with pytest.raises(rt.InvalidDataError, match="category"):
+        est.predict_proba(np.full((1, 6), 0.5))
+
+
+def test_flat_cluster_parameters_are_checked():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    for kwargs in (
+        {"flat_clusters": "cut"},
+        {"dp_alpha": 0.0},
+        {"dp_alpha": np.inf},
+        {"cut_threshold": 1.5},
+    ):
+        with pytest.raises(rt.InvalidParameterError, match=next(iter(kwargs))):
+            rt.KingmanCoalescent(**kwargs).fit(X)

@@ -21,6 +21,7 @@ from ._validation import (
     feature_names,
     set_feature_names,
 )
+from .config import BetaBernoulli, NormalGamma
 from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
@@ -28,6 +29,7 @@ from .exceptions import (
     NotFittedError,
     NumericalError,
 )
+from .functions import evaluate_tree
 from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
@@ -50,10 +52,10 @@ def _lambda(Lambda: Any) -> np.ndarray:
     return np.array(arr, dtype=np.float64, order="C")
 
 
-#: The observation noise of Brownian diffusion when ``noise=None``: in units of ``Lambda``,
-#: so with ``Lambda="auto"`` (the columns' variances) a standard deviation of 0.1 of each
-#: column's standard deviation.
-_DEFAULT_NOISE = 0.01
+#: The observation noise of Brownian diffusion when ``noise=None``, in units of ``Lambda``
+#: (with ``Lambda="auto"``, the columns' variances): chosen on iris, wine, breast_cancer and
+#: digits by dendrogram purity (``benchmarks/bench_coalescent_defaults.py``).
+_DEFAULT_NOISE = 0.1
 
 
 def _auto_lambda(X: np.ndarray) -> np.ndarray:
@@ -167,10 +169,30 @@ class KingmanCoalescent(ParamsMixin):
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
     n_particles : int, default=50
         SMC particles (unused by greedy inference).
+    flat_clusters : {"dp", "llr"}, default="dp"
+        How ``labels_`` is read off ``tree_``. ``"dp"``: a Bayesian model comparison at each
+        node, Heller & Ghahramani's cut under the Dirichlet-process prior over partitions
+        (concentration ``dp_alpha``), the rule of :class:`BayesianRoseTree`'s default labels:
+        each node of ``tree_`` is scored as one cluster of a conjugate cluster model against
+        the tree-consistent splits below it, and, going down from the root, the first node
+        whose posterior probability of being one cluster is at least ``cut_threshold`` is a
+        cluster. The cluster model is :class:`NormalGamma` (its data-driven defaults; NaN
+        marginalised) on the standardized columns for Brownian data, and
+        :class:`BetaBernoulli` over one indicator per category for the multinomial
+        likelihood. The model comparison does not depend on the
+        data's units. ``"llr"``: Teh et al.'s log-likelihood-ratio rule (§5) with
+        ``llr_threshold`` (see :meth:`cluster_labels`), which depends on the data's units
+        and on a flat root puts almost every row in its own cluster on real data.
+    dp_alpha : float, default=1.0
+        The Dirichlet-process concentration of ``flat_clusters="dp"``.
+    cut_threshold : float, default=0.5
+        The posterior probability of one cluster at which ``flat_clusters="dp"`` stops
+        descending, in [0, 1].
     llr_threshold : float, default=0.0
-        The flat clusters ``labels_`` (§5): going down from the root, a node splits into its
-        two children while its ``split_llr_`` exceeds this threshold; the first node on each
-        path that does not split is a cluster. Larger thresholds give fewer clusters.
+        The threshold of ``flat_clusters="llr"`` (§5): going down from the root, a node
+        splits into its two children while its ``split_llr_`` exceeds this threshold; the
+        first node on each path that does not split is a cluster. Larger thresholds give
+        fewer clusters.
     learn_hyperparameters : bool, default=False
         Alternate between the tree and the hyperparameters (§4.4), starting from
         ``Lambda``: given the tree, ``Lambda`` is set to its posterior mode (Brownian: a
@@ -240,8 +262,12 @@ class KingmanCoalescent(ParamsMixin):
         :math:`\ln p(x, \pi \mid \Lambda) + \ln p(\Lambda)` at the start and after every
         accepted half-step (non-decreasing); ``None`` otherwise.
     labels_ : ndarray of shape (n_samples,)
-        Flat clusters of ``tree_`` by the log-likelihood-ratio rule with
-        ``llr_threshold`` (see :meth:`cluster_labels`), numbered by their first row.
+        Flat clusters of ``tree_`` by the ``flat_clusters`` rule, numbered by their first
+        row.
+    cluster_tree_ : RoseTree
+        ``tree_`` evaluated as a rose tree under the cluster model of ``flat_clusters="dp"``
+        and the DP mixing (its :attr:`RoseTree.log_r` are the model comparisons); used by
+        :meth:`predict_proba`.
     n_clusters_ : int
         The number of distinct ``labels_``.
     n_features_in_ : int
@@ -267,6 +293,9 @@ class KingmanCoalescent(ParamsMixin):
         n_particles: int = 50,
         root: Any = "flat",
         llr_threshold: float = 0.0,
+        flat_clusters: str = "dp",
+        dp_alpha: float = 1.0,
+        cut_threshold: float = 0.5,
         learn_hyperparameters: bool = False,
         hyper_iter: int = 10,
         Lambda_prior: Any = None,
@@ -282,6 +311,9 @@ class KingmanCoalescent(ParamsMixin):
         self.n_particles = n_particles
         self.root = root
         self.llr_threshold = llr_threshold
+        self.flat_clusters = flat_clusters
+        self.dp_alpha = dp_alpha
+        self.cut_threshold = cut_threshold
         self.learn_hyperparameters = learn_hyperparameters
         self.hyper_iter = hyper_iter
         self.Lambda_prior = Lambda_prior
@@ -357,9 +389,114 @@ class KingmanCoalescent(ParamsMixin):
             _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
         )
         self.split_llr_ = _split_llr(self.tree_, evidence)
-        self.labels_ = self.cluster_labels()
-        self.n_clusters_ = int(self.labels_.max()) + 1
+        self._set_flat_clusters(X, likelihood)
         return self
+
+    def _cluster_data(self, X: np.ndarray) -> np.ndarray:
+        """The rows as the cluster model of ``flat_clusters="dp"`` reads them."""
+        if self._model_options["likelihood"] == "brownian":
+            return (X - self._cluster_center) / self._cluster_scale
+        # One 0/1 indicator per category of each column (NaN stays missing).
+        columns = []
+        for j, k in enumerate(self._n_categories):
+            col = X[:, j]
+            ind = (col[:, None] == np.arange(k)[None, :]).astype(np.float64)
+            ind[np.isnan(col)] = np.nan
+            columns.append(ind)
+        return np.hstack(columns)
+
+    def _set_flat_clusters(self, X: np.ndarray, likelihood: str) -> None:
+        """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``."""
+        rule = check_choice(self.flat_clusters, "flat_clusters", ("dp", "llr"))
+        alpha = self.dp_alpha
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, (int, float, np.number))
+            or not (np.isfinite(alpha) and alpha > 0)
+        ):
+            raise InvalidParameterError(
+                f"dp_alpha must be a finite number > 0, got {alpha!r}", "dp_alpha"
+            )
+        t = self.cut_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
+            raise InvalidParameterError(
+                f"cut_threshold must be a number in [0, 1], got {t!r}", "cut_threshold"
+            )
+        if likelihood == "multinomial":
+            observed = np.where(np.isnan(X), -1.0, X)
+            self._n_categories = [max(int(c.max()) + 1, 2) for c in observed.T]
+            model: Any = BetaBernoulli()
+        else:
+            model = NormalGamma()
+            self._cluster_center = np.nanmean(np.where(np.isnan(X).all(axis=0), 0.0, X), axis=0)
+            self._cluster_scale = np.sqrt(_auto_lambda(X))
+        data = self._cluster_data(X)
+        self._cluster_model = model
+        self.cluster_tree_ = evaluate_tree(
+            data, self.tree_.to_nested(), model=model, mixing="dp", dp_alpha=float(alpha)
+        )
+        if rule == "dp":
+            nodes = self.cluster_tree_.cut_nodes(float(t))
+            self.labels_ = self.cluster_tree_.labels_of(nodes)
+        else:
+            self.labels_ = self.cluster_labels()
+        self.n_clusters_ = int(self.labels_.max()) + 1
+        # The cluster tree's node of each label (the node whose leaves are that cluster).
+        by_leaves = {
+            frozenset(self.cluster_tree_.leaves(v)): v for v in range(self.cluster_tree_.n_nodes)
+        }
+        self.cluster_nodes_ = np.asarray(
+            [
+                by_leaves[frozenset(np.flatnonzero(self.labels_ == k).tolist())]
+                for k in range(self.n_clusters_)
+            ],
+            dtype=np.int64,
+        )
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
+
+        :math:`P(c \mid x) \propto n_c f(x \mid D_c)`, with :math:`n_c` the training rows in
+        cluster :math:`c` and :math:`f(x \mid D_c)` the posterior predictive of the cluster
+        model of ``flat_clusters="dp"`` (as :meth:`BayesianRoseTree.predict_proba`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+            New rows; NaN entries are marginalised.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_new, n_clusters_)
+            Column ``k`` is the cluster labelled ``k``; rows sum to one.
+        """
+        self._check_fitted()
+        X = self._new_rows(X)
+        if self._model_options["likelihood"] == "multinomial":
+            bad = ~np.isnan(X) & ((X < 0) | (X != np.round(X)))
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise InvalidDataError(
+                    f"X has {X[r, c]} in row {r}, column {c}: not a category", int(r), int(c)
+                )
+        # (built here: the core's fit state does not pickle, and costs O(n d) to rebuild)
+        fit = _core.brt_fit_for_tree(
+            self._cluster_data(self._X), self._cluster_model._spec(), self.cluster_tree_._core
+        )
+        _, proba = fit.predict(
+            self._cluster_data(X),
+            responsibilities=True,
+            clusters=[int(v) for v in self.cluster_nodes_],
+            n_jobs=check_n_jobs(self.n_jobs),
+        )
+        return np.asarray(proba)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
+
+        The column of largest :meth:`predict_proba` (the lowest label on a tie).
+        """
+        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
 
     def _infer(self, X: np.ndarray, options: dict[str, Any]) -> _Fitted:
         """The configured inference under the hyperparameters in ``options``."""
