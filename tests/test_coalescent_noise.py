@@ -249,3 +249,11 @@ def test_flat_cluster_parameters_are_checked():
     ):
         with pytest.raises(rt.InvalidParameterError, match=next(iter(kwargs))):
             rt.KingmanCoalescent(**kwargs).fit(X)
+
+
+def test_two_tiny_distinct_rows_give_a_finite_log_joint_or_a_numerical_error():
+    X = np.array([[-5.3e-300], [-4.1e-300]])
+    est = rt.KingmanCoalescent().fit(X)  # with noise: an ordinary pair
+    assert np.isfinite(est.log_joint_)
+    with pytest.raises(rt.NumericalError, match="-inf"):
+        rt.KingmanCoalescent(noise=0.0).fit(X)

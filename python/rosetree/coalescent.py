@@ -526,6 +526,12 @@ class KingmanCoalescent(ParamsMixin):
         tree = _wrap(structure)
         if log_joint == np.inf:
             _refuse_zero_time_merge(tree)
+        if log_joint == -np.inf:
+            raise NumericalError(
+                "the fitted tree's log joint is -inf in double precision: two different rows "
+                "merged after no time (their distance is below double precision relative to "
+                "Lambda; give the model observation noise, noise > 0, or rescale the data)"
+            )
         return _Fitted(tree, float(log_joint))
 
     def _hyperprior(self, options: dict[str, Any], d: int) -> tuple[float, np.ndarray]:
