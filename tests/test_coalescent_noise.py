@@ -257,3 +257,32 @@ def test_two_tiny_distinct_rows_give_a_finite_log_joint_or_a_numerical_error():
     assert np.isfinite(est.log_joint_)
     with pytest.raises(rt.NumericalError, match="-inf"):
         rt.KingmanCoalescent(noise=0.0).fit(X)
+
+
+def tree_covariance(tree, s0):
+    """(s0 + shared path length below the root) for every pair of leaves of an rt.Tree."""
+    n, h = tree.n_leaves, np.asarray(tree.heights)
+    c = np.full((n, n), float(s0))
+    for v in tree.internal_nodes:
+        rows = list(tree.leaves(v))
+        block = c[np.ix_(rows, rows)]
+        c[np.ix_(rows, rows)] = np.maximum(block, s0 + h[v] - h[tree.root])
+    np.fill_diagonal(c, s0 - h[tree.root])
+    return c
+
+
+def test_predictive_of_a_missing_entry_with_noise_is_the_gaussian_conditional():
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(7, 2))
+    truth = X.copy()
+    X[2, 1] = np.nan
+    lam, eta, s0 = np.array([0.6, 1.4]), 0.25, 1.5
+    est = rt.KingmanCoalescent(Lambda=lam, noise=eta, root=s0).fit(X)
+    cov = (tree_covariance(est.tree_, s0) + eta * np.eye(7)) * lam[1]
+    seen = [i for i in range(7) if i != 2]
+    gain = cov[2, seen] @ np.linalg.inv(cov[np.ix_(seen, seen)])
+    mean = gain @ X[seen, 1]
+    var = cov[2, 2] - gain @ cov[seen, 2]
+    want = stats.norm(mean, math.sqrt(var)).logpdf(truth[2, 1])
+    assert est.log_predictive_missing(truth) == pytest.approx(want, rel=1e-9)
+    assert est.impute()[2, 1] == pytest.approx(mean, rel=1e-9)
