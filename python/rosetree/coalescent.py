@@ -355,11 +355,12 @@ class KingmanCoalescent(ParamsMixin):
             lam = _auto_lambda(X) if likelihood == "brownian" else _lambda(1.0)
         else:
             lam = _lambda(self.Lambda)
+        noise = _noise(self.noise, likelihood)
         options = dict(
             likelihood=likelihood,
             lambda_=lam,
             root=_root(self.root),
-            noise=_noise(self.noise, likelihood),
+            noise=noise,
             n_jobs=check_n_jobs(self.n_jobs),
         )
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
@@ -375,7 +376,7 @@ class KingmanCoalescent(ParamsMixin):
             options["lambda_"] = lam
             self.hyper_trace_ = np.asarray(trace)
         self.Lambda_ = lam.copy() if lam.ndim else float(lam)
-        self.noise_ = float(options["noise"])
+        self.noise_ = noise
         self.tree_, self.log_joint_ = fitted.tree, fitted.log_joint
         self.log_marginal_ = fitted.log_marginal
         self.particles_ = fitted.particles
