@@ -199,3 +199,13 @@ def test_prediction_needs_a_fit_and_matching_columns():
         est.score_samples(np.zeros((1, 3)))
     with pytest.raises(rt.InvalidParameterError, match="multinomial"):
         est.predict_proba_missing()
+
+
+@pytest.mark.parametrize("rate", [1e-300, 1e-100, 1e-10])
+def test_multinomial_predictive_sums_to_one_with_a_tiny_rate(rate):
+    # With a tiny rate the tree's times are ~1/rate long; the time integral must still
+    # resolve the join density near the present (it once gave 2 for each category).
+    X = np.array([[0.0], [0.0], [1.0], [0.0], [1.0], [0.0], [0.0], [1.0], [0.0]])
+    est = rt.KingmanCoalescent("multinomial", Lambda=rate).fit(X)
+    total = np.exp(est.score_samples(np.array([[0.0], [1.0]]))).sum()
+    assert total == pytest.approx(1.0, abs=1e-9)

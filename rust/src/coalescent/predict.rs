@@ -285,6 +285,10 @@ fn quadrature(tree: &Tree, heights: &[f64]) -> Vec<Node> {
                 continue;
             }
             let k = (n - events.partition_point(|&e| e >= hi)) as f64;
+            // Below `hi − MAX_HAZARD_STEP·MAX_SUBPIECES / k`, `S` has fallen by more than
+            // `e^128` from `S(hi)`: that part carries nothing in double precision, and
+            // spreading the sub-pieces over it would leave `S` unresolved where it matters.
+            let lo = lo.max(hi - MAX_HAZARD_STEP * MAX_SUBPIECES as f64 / k);
             let m = ((k * (hi - lo) / MAX_HAZARD_STEP).ceil() as usize).clamp(1, MAX_SUBPIECES);
             let step = (hi - lo) / m as f64;
             for s in 0..m {
