@@ -35,7 +35,7 @@ def main() -> None:
         for i in range(n):
             X, y = source.subset(name, i)
             if name == "mnist":
-                options = {"Lambda": float(X.var(axis=0).mean())}
+                options = {"Lambda": float(X.var(axis=0).mean()), "noise": 0.0}
             else:
                 options = {"likelihood": "multinomial"}
             for inf in INFERENCES:

@@ -56,6 +56,7 @@ def main() -> None:
         learn_hyperparameters=args.hyper_iter > 0,
         hyper_iter=max(args.hyper_iter, 1),
         llr_threshold=args.threshold,
+        flat_clusters="llr",
     ).fit(X)
     seconds = time.perf_counter() - start
     tree = est.tree_

@@ -109,6 +109,7 @@ def one_run(task: tuple[str, Any, int]) -> dict[str, float]:
     for method in METHODS:
         est = rt.KingmanCoalescent(
             Lambda=float(s["lambda"]),
+            noise=0.0,
             inference=method,
             n_particles=int(s["S"]),
             random_state=run,

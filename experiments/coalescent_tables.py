@@ -54,7 +54,7 @@ def coalescent(X: np.ndarray, name: str, learn: bool, full: bool = False) -> rt.
     """Greedy-Rate1, with or without 10 iterations of hyperparameter re-estimation."""
     if name == "mnist":
         scale = float(X.var(axis=0).mean())
-        options: dict[str, Any] = {"likelihood": "brownian"}
+        options: dict[str, Any] = {"likelihood": "brownian", "noise": 0.0}
         options["Lambda"] = scale * np.eye(X.shape[1]) if full else scale
     else:
         options = {"likelihood": "multinomial", "Lambda": np.ones(X.shape[1])}

@@ -229,6 +229,7 @@ def fit_coalescent(X: np.ndarray, hyper_iter: int) -> rt.KingmanCoalescent:
         Lambda=np.ones(X.shape[1]),
         learn_hyperparameters=hyper_iter > 0,
         hyper_iter=max(hyper_iter, 1),
+        flat_clusters="llr",  # the paper's rule (§5)
     ).fit(X)
 
 

@@ -230,10 +230,11 @@ def test_the_coalescent_from_the_command_line(tmp_path, capsys, blobs, extra, pa
     est = rt.KingmanCoalescent(**params).fit(X)
     assert f"ln p(x, pi) = {est.log_joint_:.4f}" in out
     assert ("SMC estimate, 8 particles" in out) == bool(extra)
-    assert f"flat clusters     {est.n_clusters_} (split log likelihood ratio > 0)" in out
+    assert f"flat clusters     {est.n_clusters_} (r >= 0.5 cut under the DP prior)" in out
     # The Newick has the coalescence times as branch lengths: read back, the same log joint.
     back = timed(nwk.read_text().strip(), names, lambda distance: -distance)
-    assert rt.coalescent_log_joint(X, back) == pytest.approx(est.log_joint_, rel=1e-9)
+    model = {"Lambda": est.Lambda_, "noise": est.noise_}
+    assert rt.coalescent_log_joint(X, back, **model) == pytest.approx(est.log_joint_, rel=1e-9)
     doc = json.loads(js.read_text())
     assert doc["family"] == "coalescent" and doc["log_joint"] == est.log_joint_
     assert doc["root"]["height"] == est.tree_.heights[-1] < 0

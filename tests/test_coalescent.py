@@ -119,7 +119,7 @@ def test_multinomial_log_joint_matches_the_sum_over_internal_states():
 def test_fit_returns_a_timed_tree_with_its_log_joint():
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(0, 0.3, (10, 4)), rng.normal(4, 0.3, (10, 4))])
-    est = rt.KingmanCoalescent(Lambda=1.0).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=1.0).fit(X)
     tree = est.tree_
     assert isinstance(tree, rt.Tree)
     assert np.all(tree.heights <= 0) and np.all(tree.heights[:20] == 0)
@@ -132,7 +132,9 @@ def test_fit_returns_a_timed_tree_with_its_log_joint():
     assert newick.endswith(";") and ":" in newick
     codes = rng.integers(0, 3, size=(15, 8)).astype(float)
     codes[rng.random(codes.shape) < 0.3] = np.nan
-    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=np.linspace(0.5, 2, 8)).fit(codes)
+    est = rt.KingmanCoalescent(
+        noise=0.0, likelihood="multinomial", Lambda=np.linspace(0.5, 2, 8)
+    ).fit(codes)
     again = rt.coalescent_log_joint(
         codes, est.tree_, likelihood="multinomial", Lambda=np.linspace(0.5, 2, 8)
     )
@@ -143,7 +145,7 @@ def test_greedy_rate1_matches_a_hand_computed_three_point_tree():
     # 1-D, Lambda = 1: the pair (0, 1) at distance 1 merges first at t = -v/2 with
     # v = (sqrt(1 + 4 S) - 1) / 2 (eq 12 with rate 1), before the far point 2.
     X = np.array([[0.0], [1.0], [5.0]])
-    est = rt.KingmanCoalescent().fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=1.0).fit(X)
     v = (math.sqrt(5) - 1) / 2
     assert est.tree_.children[3] == (0, 1)
     assert est.tree_.heights[3] == pytest.approx(-v / 2, rel=1e-14)
@@ -167,13 +169,13 @@ def test_greedy_rate1_matches_a_hand_computed_three_point_tree():
 def test_bad_parameters_are_named(kwargs, parameter):
     X = np.zeros((4, 2)) + np.arange(4)[:, None]
     with pytest.raises(rt.InvalidParameterError) as info:
-        rt.KingmanCoalescent(**kwargs).fit(X)
+        rt.KingmanCoalescent(noise=0.0, **kwargs).fit(X)
     assert info.value.parameter == parameter
 
 
 def test_unknown_inference_lists_the_available_ones():
     with pytest.raises(rt.InvalidParameterError, match="greedy-minduration"):
-        rt.KingmanCoalescent(inference="greedy-nope").fit(np.eye(3))
+        rt.KingmanCoalescent(noise=0.0, inference="greedy-nope").fit(np.eye(3))
 
 
 _GREEDY = ("greedy-rate1", "greedy-maxprob", "greedy-minduration")
@@ -240,7 +242,7 @@ def test_exact_greedy_matches_the_paper_rule_with_scipy(inference, seed):
     rng = np.random.default_rng(100 + seed)
     n, d, lam = 8 + 2 * seed, 2, 0.5 + seed * 0.4
     X = rng.normal(0.0, 2.0, size=(n, d))
-    est = rt.KingmanCoalescent(Lambda=lam, inference=inference).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=lam, inference=inference).fit(X)
     want = _exact_greedy_reference(X, lam, inference)
     for k, (left, right, t) in enumerate(want):
         assert est.tree_.children[n + k] == (left, right), f"merge {k}"
@@ -253,13 +255,15 @@ def test_every_greedy_fit_reports_its_own_log_joint(inference):
     X = rng.normal(size=(30, 3))
     a = rng.normal(size=(3, 3))
     for Lambda in (0.7, a @ a.T + 0.3 * np.eye(3)):
-        est = rt.KingmanCoalescent(Lambda=Lambda, inference=inference).fit(X)
+        est = rt.KingmanCoalescent(noise=0.0, Lambda=Lambda, inference=inference).fit(X)
         again = rt.coalescent_log_joint(X, est.tree_, Lambda=Lambda)
         assert est.log_joint_ == pytest.approx(again, rel=1e-12)
     codes = rng.integers(0, 3, size=(25, 6)).astype(float)
     codes[rng.random(codes.shape) < 0.2] = np.nan
     rates = np.linspace(0.3, 2.0, 6)
-    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=rates, inference=inference)
+    est = rt.KingmanCoalescent(
+        noise=0.0, likelihood="multinomial", Lambda=rates, inference=inference
+    )
     est.fit(codes)
     again = rt.coalescent_log_joint(codes, est.tree_, likelihood="multinomial", Lambda=rates)
     assert est.log_joint_ == pytest.approx(again, rel=1e-12)
@@ -270,7 +274,7 @@ def test_every_greedy_fit_recovers_clear_clusters_for_any_n_jobs(inference):
     rng = np.random.default_rng(3)
     centres = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 0.0], [0.0, 8.0, 8.0]])
     X = centres[np.arange(90) % 3] + rng.normal(0.0, 0.2, size=(90, 3))
-    fits = [rt.KingmanCoalescent(inference=inference, n_jobs=k).fit(X) for k in (1, 2)]
+    fits = [rt.KingmanCoalescent(noise=0.0, inference=inference, n_jobs=k).fit(X) for k in (1, 2)]
     assert fits[0].tree_.children == fits[1].tree_.children
     assert np.array_equal(fits[0].tree_.heights, fits[1].tree_.heights)
     assert fits[0].log_joint_ == fits[1].log_joint_
@@ -284,14 +288,14 @@ def test_bad_data_names_row_and_column():
     X = np.arange(8.0).reshape(4, 2)
     X[2, 1] = np.inf
     with pytest.raises(rt.InvalidDataError) as info:
-        rt.KingmanCoalescent().fit(X)
+        rt.KingmanCoalescent(noise=0.0).fit(X)
     assert (info.value.row, info.value.column) == (2, 1)
     codes = np.array([[0, 1], [1, 0.5], [1, 1]])
     with pytest.raises(rt.InvalidDataError) as info:
-        rt.KingmanCoalescent(likelihood="multinomial").fit(codes)
+        rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(codes)
     assert (info.value.row, info.value.column) == (1, 1)
     with pytest.raises(rt.InvalidDataError):
-        rt.KingmanCoalescent(likelihood="multinomial").fit(-np.ones((3, 2)))
+        rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(-np.ones((3, 2)))
 
 
 def test_bad_trees_are_rejected():
@@ -345,7 +349,9 @@ def test_smc_estimates_p_of_x_without_bias(inference):
     exact = _exact_p3(tuple(x), 1.0, 2.0)
     estimates = [
         np.exp(
-            rt.KingmanCoalescent(inference=inference, n_particles=3, root=2.0, random_state=s)
+            rt.KingmanCoalescent(
+                noise=0.0, inference=inference, n_particles=3, root=2.0, random_state=s
+            )
             .fit(x[:, None])
             .log_marginal_
         )
@@ -359,7 +365,14 @@ def test_smc_estimates_p_of_x_without_bias(inference):
 def test_smc_fits_are_reproducible_and_report_their_heaviest_particle(inference):
     X = np.random.default_rng(5).normal(size=(15, 2))
     a, b, c = (
-        rt.KingmanCoalescent(inference=inference, n_particles=8, random_state=seed, n_jobs=jobs)
+        rt.KingmanCoalescent(
+            noise=0.0,
+            Lambda=1.0,
+            inference=inference,
+            n_particles=8,
+            random_state=seed,
+            n_jobs=jobs,
+        )
         for seed, jobs in [(4, 2), (4, 1), (5, 2)]
     )
     a.fit(X), b.fit(X), c.fit(X)
@@ -380,11 +393,11 @@ def test_smc_parameters_are_checked():
     X = np.random.default_rng(6).normal(size=(5, 2))
     for bad in (0, -3, 2.0, True, "8", 2**70):
         with pytest.raises(rt.InvalidParameterError, match="n_particles"):
-            rt.KingmanCoalescent(inference="smc-priorpost", n_particles=bad).fit(X)
+            rt.KingmanCoalescent(noise=0.0, inference="smc-priorpost", n_particles=bad).fit(X)
     with pytest.raises(rt.InvalidParameterError, match="random_state"):
-        rt.KingmanCoalescent(inference="smc-priorpost", random_state=-1).fit(X)
+        rt.KingmanCoalescent(noise=0.0, inference="smc-priorpost", random_state=-1).fit(X)
     counts = np.random.default_rng(7).integers(0, 3, size=(6, 4)).astype(float)
     with pytest.raises(rt.InvalidParameterError, match="inference"):
-        rt.KingmanCoalescent("multinomial", inference="smc-postpost").fit(counts)
-    est = rt.KingmanCoalescent("multinomial", inference="smc-priorpost", n_particles=4)
+        rt.KingmanCoalescent("multinomial", noise=0.0, inference="smc-postpost").fit(counts)
+    est = rt.KingmanCoalescent("multinomial", noise=0.0, inference="smc-priorpost", n_particles=4)
     assert np.isfinite(est.fit(counts).log_marginal_)

@@ -39,7 +39,7 @@ def test_split_llr_is_the_ratio_of_subtree_evidences(seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(9, 2)) + np.repeat([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]], 3, axis=0)
     s0, lam = 2.5, 0.7
-    est = rt.KingmanCoalescent(Lambda=lam, root=s0).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, flat_clusters="llr", Lambda=lam, root=s0).fit(X)
     tree = est.tree_
     evidence = {v: subtree_log_evidence(X, tree, v, s0, lam) for v in range(tree.n_nodes)}
     for v in tree.internal_nodes:
@@ -64,7 +64,9 @@ def test_multinomial_split_llr_is_minus_the_merge_log_z():
     # with P_t(y -> x) = e^{-lam t} [y = x] + (1 - e^{-lam t}) q(x) (messages normalised so
     # that q . M = 1, so a leaf's message is [y = x] / q(x)).
     X = np.array([[0.0], [0.0], [1.0], [1.0], [1.0], [0.0]])
-    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=0.8).fit(X)
+    est = rt.KingmanCoalescent(
+        noise=0.0, flat_clusters="llr", likelihood="multinomial", Lambda=0.8
+    ).fit(X)
     tree = est.tree_
     q = np.array([4.0, 4.0]) / 8.0  # observed frequencies, smoothed by one count per state
     checked = 0
@@ -88,20 +90,26 @@ def test_labels_recover_separated_clusters_and_follow_the_threshold():
         [np.where(rng.random((10, 30)) < 0.9, c, rng.integers(0, 3, 30)) for c in centres]
     )
     truth = np.repeat([0, 1, 2], 10)
-    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=0.5).fit(X.astype(float))
+    est = rt.KingmanCoalescent(
+        noise=0.0, flat_clusters="llr", likelihood="multinomial", Lambda=0.5
+    ).fit(X.astype(float))
     assert est.n_clusters_ == 3
     assert np.array_equal(est.labels_, truth)
     # More clusters as the threshold falls; every leaf alone below the smallest ratio.
     counts = [len(set(est.cluster_labels(t))) for t in (np.inf, 50.0, 0.0, -5.0, -np.inf)]
     assert counts == sorted(counts) and counts[0] == 1 and counts[-1] == 30
     assert np.array_equal(est.cluster_labels(np.inf), np.zeros(30, dtype=int))
-    strict = rt.KingmanCoalescent(likelihood="multinomial", Lambda=0.5, llr_threshold=np.inf)
+    strict = rt.KingmanCoalescent(
+        flat_clusters="llr", noise=0.0, likelihood="multinomial", Lambda=0.5, llr_threshold=np.inf
+    )
     assert strict.fit(X.astype(float)).n_clusters_ == 1
 
 
 def test_labels_are_numbered_by_first_row():
     X = np.array([[5.0], [0.0], [5.1], [0.1]])
-    est = rt.KingmanCoalescent(Lambda=1.0, root=10.0, llr_threshold=-np.inf).fit(X)
+    est = rt.KingmanCoalescent(
+        noise=0.0, flat_clusters="llr", Lambda=1.0, root=10.0, llr_threshold=-np.inf
+    ).fit(X)
     assert list(est.labels_) == [0, 1, 2, 3]
     labels = est.cluster_labels(0.0)
     assert labels[0] == 0 and labels[0] == labels[2] and labels[1] == labels[3] == 1
@@ -110,23 +118,23 @@ def test_labels_are_numbered_by_first_row():
 @pytest.mark.parametrize("bad", [np.nan, "0", None, True, [0.0]])
 def test_bad_thresholds_are_rejected(bad):
     X = np.random.default_rng(0).normal(size=(5, 2))
-    est = rt.KingmanCoalescent().fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, flat_clusters="llr").fit(X)
     if bad is None:  # None means the estimator's own threshold
         assert np.array_equal(est.cluster_labels(None), est.labels_)
         return
     with pytest.raises(rt.InvalidParameterError, match="llr_threshold"):
         est.cluster_labels(bad)
     with pytest.raises(rt.InvalidParameterError, match="llr_threshold"):
-        rt.KingmanCoalescent(llr_threshold=bad).fit(X)
+        rt.KingmanCoalescent(noise=0.0, flat_clusters="llr", llr_threshold=bad).fit(X)
 
 
 def test_cluster_labels_needs_a_fit():
     with pytest.raises(rt.NotFittedError):
-        rt.KingmanCoalescent().cluster_labels()
+        rt.KingmanCoalescent(noise=0.0, flat_clusters="llr").cluster_labels()
 
 
 def test_estimator_protocol_and_fit_predict():
-    est = rt.KingmanCoalescent(Lambda=2.0, llr_threshold=1.5)
+    est = rt.KingmanCoalescent(noise=0.0, flat_clusters="llr", Lambda=2.0, llr_threshold=1.5)
     params = est.get_params()
     assert params["Lambda"] == 2.0 and params["llr_threshold"] == 1.5
     copy = type(est)(**params)
@@ -135,6 +143,8 @@ def test_estimator_protocol_and_fit_predict():
     with pytest.raises(rt.InvalidParameterError, match="no parameter"):
         est.set_params(lam=1.0)
     X = np.random.default_rng(2).normal(size=(8, 2))
-    labels = rt.KingmanCoalescent().fit_predict(X)
-    assert np.array_equal(labels, rt.KingmanCoalescent().fit(X).labels_)
+    labels = rt.KingmanCoalescent(noise=0.0, flat_clusters="llr").fit_predict(X)
+    assert np.array_equal(
+        labels, rt.KingmanCoalescent(noise=0.0, flat_clusters="llr").fit(X).labels_
+    )
     assert repr(copy).startswith("KingmanCoalescent(likelihood='brownian', Lambda=2.0")

@@ -72,7 +72,7 @@ def merges_of(tree):
 def test_exact_greedy_trees_equal_the_slow_reference(rule, seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(9, 2)) * 2.0
-    est = rt.KingmanCoalescent(Lambda=1.5, inference=f"greedy-{rule}").fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=1.5, inference=f"greedy-{rule}").fit(X)
     want = reference(X, 1.5, rule)
     got = merges_of(est.tree_)
     # Cluster ids agree because both number the k-th merge n + k.
@@ -87,13 +87,13 @@ def test_exact_greedy_trees_equal_the_slow_reference(rule, seed):
 def test_exact_greedy_recovers_clusters_and_is_thread_independent(inference):
     rng = np.random.default_rng(3)
     X = np.vstack([rng.normal(0, 0.2, (8, 3)), rng.normal(4, 0.2, (8, 3))])
-    a = rt.KingmanCoalescent(inference=inference, n_jobs=1).fit(X)
-    b = rt.KingmanCoalescent(inference=inference, n_jobs=2).fit(X)
+    a = rt.KingmanCoalescent(noise=0.0, inference=inference, n_jobs=1).fit(X)
+    b = rt.KingmanCoalescent(noise=0.0, inference=inference, n_jobs=2).fit(X)
     assert a.tree_.to_newick(lengths=True) == b.tree_.to_newick(lengths=True)
     top = a.tree_.children[a.tree_.root]
     assert sorted(sorted(a.tree_.leaves(c)) for c in top) == [list(range(8)), list(range(8, 16))]
     counts = rng.integers(0, 3, size=(10, 4)).astype(float)
-    m = rt.KingmanCoalescent(likelihood="multinomial", inference=inference).fit(counts)
+    m = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial", inference=inference).fit(counts)
     assert m.log_joint_ == pytest.approx(
         rt.coalescent_log_joint(counts, m.tree_, likelihood="multinomial"), rel=1e-12
     )

@@ -46,7 +46,7 @@ def objective(X, tree, lam, log_prior, root="flat"):
 def test_brownian_map_maximises_the_objective_for_each_shape(root):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 2)) * [1.0, 3.0] + rng.normal(size=(12, 1))
-    tree = rt.KingmanCoalescent(Lambda=[1.0, 4.0], root=root).fit(X).tree_
+    tree = rt.KingmanCoalescent(noise=0.0, Lambda=[1.0, 4.0], root=root).fit(X).tree_
     s0 = None if root == "flat" else root
     scatter, m = _core.coalescent_contrasts(X, tree._structure, root=s0)
     assert m == (11 if root == "flat" else 12)
@@ -99,7 +99,7 @@ def test_rate_map_beats_a_grid_of_rates_for_every_feature():
     X = rng.integers(0, 3, size=(14, 3)).astype(float)
     X[:7, 0] = 0.0  # a feature with structure
     X[2, 1] = np.nan
-    tree = rt.KingmanCoalescent(likelihood="multinomial").fit(X).tree_
+    tree = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(X).tree_
     lam0 = np.array([1.0, 0.5, 2.0])
     a, b = hyper.rate_prior(None, lam0)
     got = hyper.rate_map(X, tree._structure, lam0, a, b, None)
@@ -123,7 +123,7 @@ def test_rate_map_beats_a_grid_of_rates_for_every_feature():
 def test_shared_rate_maximises_the_summed_objective():
     rng = np.random.default_rng(2)
     X = rng.integers(0, 2, size=(10, 4)).astype(float)
-    tree = rt.KingmanCoalescent(likelihood="multinomial").fit(X).tree_
+    tree = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(X).tree_
     a, b = hyper.rate_prior((3.0, 2.0), np.asarray(1.0))
     got = float(hyper.rate_map(X, tree._structure, np.asarray(1.0), a, b, None))
     best = optimize.minimize_scalar(
@@ -159,6 +159,7 @@ def test_the_objective_never_decreases_and_matches_the_tree(seed, likelihood, la
     else:
         X = rng.integers(0, 3, size=(25, 3)).astype(float)
     est = rt.KingmanCoalescent(
+        noise=0.0,
         likelihood=likelihood,
         Lambda=lam,
         inference=inference,
@@ -193,8 +194,8 @@ def test_the_m_step_recovers_a_known_rate_from_the_true_tree():
         diagonal = np.diag(got) if got.ndim == 2 else np.atleast_1d(got)
         assert np.all(np.abs(diagonal / 4.0 - 1) < 0.2), diagonal
     X = kingman_brownian(60, 2, 4.0, np.random.default_rng(3))
-    assert rt.KingmanCoalescent(Lambda=1.0).fit(X).Lambda_ == 1.0
-    assert rt.KingmanCoalescent(Lambda=1.0).fit(X).hyper_trace_ is None
+    assert rt.KingmanCoalescent(noise=0.0, Lambda=1.0).fit(X).Lambda_ == 1.0
+    assert rt.KingmanCoalescent(noise=0.0, Lambda=1.0).fit(X).hyper_trace_ is None
 
 
 @pytest.mark.parametrize(
@@ -212,7 +213,7 @@ def test_the_m_step_recovers_a_known_rate_from_the_true_tree():
 def test_bad_priors_are_rejected(likelihood, lam, prior, match):
     X = np.random.default_rng(4).integers(0, 2, size=(6, 3)).astype(float)
     est = rt.KingmanCoalescent(
-        likelihood=likelihood, Lambda=lam, learn_hyperparameters=True, Lambda_prior=prior
+        noise=0.0, likelihood=likelihood, Lambda=lam, learn_hyperparameters=True, Lambda_prior=prior
     )
     with pytest.raises(rt.InvalidParameterError, match=match) as info:
         est.fit(X)
@@ -223,4 +224,4 @@ def test_bad_priors_are_rejected(likelihood, lam, prior, match):
 def test_bad_learning_options_are_rejected(name, value):
     X = np.random.default_rng(5).normal(size=(5, 2))
     with pytest.raises(rt.InvalidParameterError, match=name):
-        rt.KingmanCoalescent(**{name: value}).fit(X)
+        rt.KingmanCoalescent(noise=0.0, **{name: value}).fit(X)

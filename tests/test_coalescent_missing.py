@@ -78,7 +78,9 @@ def covariance_log_likelihood(X: np.ndarray, c: np.ndarray, lam: np.ndarray, s0:
 def test_every_inference_fits_and_reports_the_given_tree_value(inference):
     X = data(1)
     lam = np.array([0.7, 1.3, 2.0])
-    est = rt.KingmanCoalescent(Lambda=lam, inference=inference, n_particles=8, random_state=3)
+    est = rt.KingmanCoalescent(
+        noise=0.0, Lambda=lam, inference=inference, n_particles=8, random_state=3
+    )
     est.fit(X)
     again = rt.coalescent_log_joint(X, est.tree_, Lambda=lam)
     assert est.log_joint_ == pytest.approx(again, rel=1e-12, abs=1e-9)
@@ -87,7 +89,7 @@ def test_every_inference_fits_and_reports_the_given_tree_value(inference):
     if inference.startswith("smc"):
         assert np.isfinite(est.log_marginal_)
         same = rt.KingmanCoalescent(
-            Lambda=lam, inference=inference, n_particles=8, random_state=3, n_jobs=1
+            noise=0.0, Lambda=lam, inference=inference, n_particles=8, random_state=3, n_jobs=1
         ).fit(X)
         assert same.log_marginal_ == est.log_marginal_
 
@@ -134,7 +136,7 @@ def test_predictions_of_missing_entries_are_the_gaussian_conditionals(root):
     for i, j in cells:
         X[i, j] = np.nan
     lam = np.array([0.6, 1.1, 2.5])
-    est = rt.KingmanCoalescent(Lambda=lam, root=root).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=lam, root=root).fit(X)
     c = shared_lengths(est.tree_)
     s0 = None if root == "flat" else S0
     missing = np.isnan(X)
@@ -155,11 +157,13 @@ def test_smc_predictions_mix_the_particles():
     truth = data(5, n=7, p_missing=0.0)
     X = truth.copy()
     X[3, 1] = np.nan
-    est = rt.KingmanCoalescent(inference="smc-postpost", n_particles=6, random_state=1).fit(X)
+    est = rt.KingmanCoalescent(
+        noise=0.0, inference="smc-postpost", n_particles=6, random_state=1
+    ).fit(X)
     weights = np.exp(est.particle_log_weights_)
     densities = []
     for tree in est.particles_:
-        single = rt.KingmanCoalescent().fit(X)  # a fitted estimator to hold the tree
+        single = rt.KingmanCoalescent(noise=0.0).fit(X)  # a fitted estimator to hold the tree
         single.tree_, single.particles_, single.particle_log_weights_ = tree, None, None
         densities.append(np.exp(single.log_predictive_missing(truth, [3], [1])))
     want = np.log(np.dot(weights, densities))
@@ -169,23 +173,23 @@ def test_smc_predictions_mix_the_particles():
 def test_what_missing_entries_cannot_do():
     X = data(6)
     with pytest.raises(rt.InvalidParameterError) as info:
-        rt.KingmanCoalescent(Lambda=np.eye(3) + 0.1).fit(X)
+        rt.KingmanCoalescent(noise=0.0, Lambda=np.eye(3) + 0.1).fit(X)
     assert info.value.parameter == "Lambda"
     with pytest.raises(rt.InvalidParameterError) as info:
-        rt.KingmanCoalescent(learn_hyperparameters=True).fit(X)
+        rt.KingmanCoalescent(noise=0.0, learn_hyperparameters=True).fit(X)
     assert info.value.parameter == "learn_hyperparameters"
     X[:, 2] = np.nan
     with pytest.raises(rt.InvalidDataError, match="column 2"):
-        rt.KingmanCoalescent().fit(X)
+        rt.KingmanCoalescent(noise=0.0).fit(X)
     # A proper root gives the empty column a proper predictive: the fit goes ahead.
-    assert np.isfinite(rt.KingmanCoalescent(root=1.0).fit(X).log_joint_)
+    assert np.isfinite(rt.KingmanCoalescent(noise=0.0, root=1.0).fit(X).log_joint_)
 
 
 def test_a_point_mass_prediction_is_minus_infinity_not_nan():
     # A row with nothing observed joins Greedy-Rate1's tree at time 0 (nothing delays it),
     # so its entry's posterior is its sibling's value exactly.
     X = np.array([[0.0], [1.0], [np.nan], [3.0]])
-    est = rt.KingmanCoalescent().fit(X)
+    est = rt.KingmanCoalescent(noise=0.0).fit(X)
     truth = np.array([[0.0], [1.0], [2.0], [3.0]])
     assert est.log_predictive_missing(truth) == -np.inf
     sibling = est.impute()[2, 0]

@@ -58,7 +58,7 @@ def direct_density(X, y, tree, **model):
 def test_brownian_density_equals_the_integral_over_joins(seed):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(4, 2))
-    est = rt.KingmanCoalescent(Lambda=0.8).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=0.8).fit(X)
     for y in (rng.normal(size=2), X[1] + 0.3):
         want = direct_density(X, y, est.tree_, Lambda=0.8)
         got = np.exp(est.score_samples(y[None, :])[0])
@@ -69,7 +69,7 @@ def test_brownian_density_equals_the_integral_over_joins(seed):
 def test_brownian_density_integrates_to_one(root):
     rng = np.random.default_rng(4)
     X = rng.normal(size=(7, 1))
-    est = rt.KingmanCoalescent(root=root, Lambda=1.3).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, root=root, Lambda=1.3).fit(X)
     f = lambda y: np.exp(est.score_samples(np.array([[y]]))[0])  # noqa: E731
     total = integrate.quad(f, -40, 40, points=sorted(X[:, 0]), limit=400)[0]
     assert total == pytest.approx(1.0, abs=1e-7)
@@ -78,7 +78,7 @@ def test_brownian_density_integrates_to_one(root):
 def test_brownian_density_integrates_to_one_in_two_dimensions():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(3, 2))
-    est = rt.KingmanCoalescent(Lambda=0.5).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, Lambda=0.5).fit(X)
 
     def inner(a):
         # Over b for one a, vectorised: Gauss-Legendre on panels around each point's b.
@@ -98,7 +98,7 @@ def test_multinomial_probabilities_sum_to_one_and_nan_marginalises():
     rng = np.random.default_rng(6)
     X = rng.integers(0, 3, size=(9, 3)).astype(float)
     X[2, 1] = np.nan
-    est = rt.KingmanCoalescent(likelihood="multinomial").fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(X)
     rows = np.array(list(itertools.product(range(3), repeat=3)), dtype=float)
     p = np.exp(est.score_samples(rows))
     assert p.sum() == pytest.approx(1.0, abs=1e-12)
@@ -109,7 +109,7 @@ def test_multinomial_probabilities_sum_to_one_and_nan_marginalises():
 
 def test_attach_proba_rows_sum_to_one_and_favour_the_nearest_leaf():
     X = np.array([[0.0], [0.1], [5.0], [5.2], [10.0]])
-    est = rt.KingmanCoalescent().fit(X)
+    est = rt.KingmanCoalescent(noise=0.0).fit(X)
     proba = est.attach_proba(np.array([[5.1], [10.05]]))
     assert proba.shape == (2, est.tree_.n_nodes)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
@@ -152,7 +152,7 @@ def test_missing_entry_posterior_matches_a_sum_over_internal_states():
     X = rng.integers(0, 3, size=(6, 2)).astype(float)
     X[3, 0] = np.nan
     X[1, 0] = np.nan
-    est = rt.KingmanCoalescent(likelihood="multinomial", Lambda=[0.6, 1.1]).fit(X)
+    est = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial", Lambda=[0.6, 1.1]).fit(X)
     proba = est.predict_proba_missing()
     column = X[:, 0]
     observed = column[~np.isnan(column)].astype(int)
@@ -172,7 +172,9 @@ def test_missing_entry_posterior_matches_a_sum_over_internal_states():
 def test_smc_predictions_average_the_particles():
     rng = np.random.default_rng(8)
     X = rng.normal(size=(6, 2))
-    est = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=6, random_state=1).fit(X)
+    est = rt.KingmanCoalescent(
+        noise=0.0, Lambda=1.0, inference="smc-priorpost", n_particles=6, random_state=1
+    ).fit(X)
     Y = rng.normal(size=(3, 2))
     per = []
     for w, tree in zip(est.particle_log_weights_, est.particles_, strict=True):
@@ -188,7 +190,7 @@ def test_smc_predictions_average_the_particles():
 
 
 def test_prediction_needs_a_fit_and_matching_columns():
-    est = rt.KingmanCoalescent()
+    est = rt.KingmanCoalescent(noise=0.0)
     with pytest.raises(rt.NotFittedError):
         est.score_samples(np.zeros((1, 2)))
     est.fit(np.random.default_rng(9).normal(size=(5, 2)))
@@ -197,3 +199,13 @@ def test_prediction_needs_a_fit_and_matching_columns():
         est.score_samples(np.zeros((1, 3)))
     with pytest.raises(rt.InvalidParameterError, match="multinomial"):
         est.predict_proba_missing()
+
+
+@pytest.mark.parametrize("rate", [1e-300, 1e-100, 1e-10])
+def test_multinomial_predictive_sums_to_one_with_a_tiny_rate(rate):
+    # With a tiny rate the tree's times are ~1/rate long; the time integral must still
+    # resolve the join density near the present (it once gave 2 for each category).
+    X = np.array([[0.0], [0.0], [1.0], [0.0], [1.0], [0.0], [0.0], [1.0], [0.0]])
+    est = rt.KingmanCoalescent("multinomial", Lambda=rate).fit(X)
+    total = np.exp(est.score_samples(np.array([[0.0], [1.0]]))).sum()
+    assert total == pytest.approx(1.0, abs=1e-9)

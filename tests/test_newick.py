@@ -160,7 +160,8 @@ def test_a_coalescent_tree_reads_back_with_its_log_joint(likelihood, inference):
     back = rt.Tree.from_newick(text, labels=names, leaf_time=0)
     assert back.heights.max() == 0.0 and back.heights[back.root] < 0  # t = -distance
     same_nodes(back, tree)
-    log_joint = rt.coalescent_log_joint(X, back, likelihood=likelihood)
+    model = {"likelihood": likelihood, "Lambda": est.Lambda_, "noise": est.noise_}
+    log_joint = rt.coalescent_log_joint(X, back, **model)
     assert log_joint == pytest.approx(est.log_joint_, rel=1e-9)
     # Read as distances (the default), the heights are the same times with the sign flipped.
     np.testing.assert_array_equal(rt.Tree.from_newick(text, names).heights, -back.heights)
@@ -220,7 +221,8 @@ def test_lengths_written_with_few_digits_read_with_a_tolerance():
     back = rt.Tree.from_newick(rounded, leaf_time=0, ultrametric_rtol=1e-4)
     assert back.heights[: back.n_leaves].tolist() == [0.0] * 10
     assert leaf_sets(back) == leaf_sets(est.tree_)
-    assert rt.coalescent_log_joint(X, back) == pytest.approx(est.log_joint_, rel=1e-3)
+    model = {"Lambda": est.Lambda_, "noise": est.noise_}
+    assert rt.coalescent_log_joint(X, back, **model) == pytest.approx(est.log_joint_, rel=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -34,25 +34,14 @@ PROBA_IS_CLASSIFIER = (
     "the check reads predict_proba as a classifier's (tags.classifier_tags), but a "
     "clusterer's gives one column per flat cluster"
 )
-DUPLICATES = (
-    "the check's data hold equal rows, which have infinite density under Brownian "
-    "diffusion without noise: fit raises InvalidDataError naming them"
-)
 
 
 def _expected_failures(estimator):
-    if isinstance(estimator, rt.BayesianRoseTree):
+    if isinstance(estimator, (rt.BayesianRoseTree, rt.KingmanCoalescent)):
         return {
             "check_estimators_unfitted": NOT_FITTED,
             "check_estimator_sparse_array": PROBA_IS_CLASSIFIER,
             "check_estimator_sparse_matrix": PROBA_IS_CLASSIFIER,
-        }
-    if isinstance(estimator, rt.KingmanCoalescent):
-        return {
-            "check_positive_only_tag_during_fit": DUPLICATES,
-            "check_estimator_sparse_tag": DUPLICATES,
-            "check_estimator_sparse_array": DUPLICATES,
-            "check_estimator_sparse_matrix": DUPLICATES,
         }
     return {}
 

@@ -83,19 +83,19 @@ def test_missing_values_for_a_model_without_them_name_the_entry():
 
 @pytest.mark.parametrize("inference", ["greedy-rate1", "greedy-maxprob", "greedy-minduration"])
 def test_equal_rows_under_brownian_greedy_coalescent_are_named(inference):
-    # Equal rows have unbounded density as their merge time goes to 0: the greedy tree's
-    # log joint would be +inf, and every split score after it NaN.
+    # Without observation noise, equal rows have unbounded density as their merge time goes
+    # to 0: the greedy tree's log joint would be +inf, and every split score after it NaN.
     X = np.random.default_rng(1).normal(size=(8, 3))
     X[6] = X[2]
     with pytest.raises(rt.InvalidDataError, match="rows 2 and 6 are equal"):
-        rt.KingmanCoalescent(inference=inference).fit(X)
+        rt.KingmanCoalescent(inference=inference, noise=0.0).fit(X)
     # Equal on the columns both observe is the same.
     X[6, 0] = np.nan
     with pytest.raises(rt.InvalidDataError, match="rows 2 and 6"):
-        rt.KingmanCoalescent(inference=inference).fit(X)
+        rt.KingmanCoalescent(inference=inference, noise=0.0).fit(X)
     # Without the duplicate, and for sampled merge times, all is finite.
     X[6] += 0.5
-    assert np.isfinite(rt.KingmanCoalescent(inference=inference).fit(X).log_joint_)
+    assert np.isfinite(rt.KingmanCoalescent(inference=inference, noise=0.0).fit(X).log_joint_)
     X[6] = X[2]
     smc = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=5, random_state=0).fit(X)
     assert np.isfinite(smc.log_marginal_)

@@ -211,6 +211,7 @@ def fit_coalescent(
     inference: str,
     n_jobs: int | None,
     verbose: bool = False,
+    noise: float = 0.0,
 ) -> tuple[Tree, float]: ...
 def coalescent_smc(
     x: npt.NDArray[np.float64],
@@ -223,6 +224,7 @@ def coalescent_smc(
     seed: int,
     n_jobs: int | None,
     verbose: bool = False,
+    noise: float = 0.0,
 ) -> tuple[list[Tree], list[float], float, list[float], int, float]: ...
 def coalescent_log_joint(
     x: npt.NDArray[np.float64],
@@ -231,9 +233,10 @@ def coalescent_log_joint(
     likelihood: str,
     lambda_: npt.NDArray[np.float64],
     root: float | None,
+    noise: float = 0.0,
 ) -> float: ...
 def coalescent_contrasts(
-    x: npt.NDArray[np.float64], tree: Tree, *, root: float | None
+    x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], int]: ...
 def coalescent_feature_log_likelihoods(
     x: npt.NDArray[np.float64],
@@ -257,6 +260,7 @@ def coalescent_predictor(
     likelihood: str,
     lambda_: npt.NDArray[np.float64],
     root: float | None,
+    noise: float = 0.0,
 ) -> CoalescentPredictor: ...
 def coalescent_subtree_evidence(
     x: npt.NDArray[np.float64],
@@ -265,6 +269,7 @@ def coalescent_subtree_evidence(
     likelihood: str,
     lambda_: npt.NDArray[np.float64],
     root: float | None,
+    noise: float = 0.0,
 ) -> list[float]: ...
 def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
 def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...

@@ -64,6 +64,7 @@ _FAMILY_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "particles": ("--particles", ("coalescent",)),
     "lambda_": ("--lambda", ("coalescent",)),
     "llr_threshold": ("--llr-threshold", ("coalescent",)),
+    "noise": ("--noise", ("coalescent",)),
     "n_iter": ("--n-iter", ("pydt",)),
     "ddt": ("--ddt", ("pydt",)),
 }
@@ -91,6 +92,7 @@ _PARAMS = {
         "particles": "n_particles",
         "lambda_": "Lambda",
         "llr_threshold": "llr_threshold",
+        "noise": "noise",
         "learn": "learn_hyperparameters",
         "seed": "random_state",
         "n_jobs": "n_jobs",
@@ -282,6 +284,8 @@ def _estimator(
     if args.family == "brt":
         return BayesianRoseTree(model=model, **params)
     if args.family == "coalescent":
+        if "llr_threshold" in params:  # the threshold is that of the paper's rule
+            params["flat_clusters"] = "llr"
         return KingmanCoalescent(**params)
     if args.ddt:  # Neal's Dirichlet diffusion tree: binary branch points
         params.update(alpha=0.0, beta=0.0)
@@ -304,6 +308,8 @@ def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.nd
         rule = f"at most {n_clusters}, lowest cut of the heights"
         return est.tree_.max_clusters(n_clusters), rule
     if family == "coalescent":
+        if est.flat_clusters == "dp":
+            return est.labels_, f"r >= {est.cut_threshold:g} cut under the DP prior"
         return est.labels_, f"split log likelihood ratio > {est.llr_threshold:g}"
     return None
 
@@ -549,15 +555,24 @@ def _family_args(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="L",
         help="coalescent: the Brownian covariance rate Lambda = L I, or the mutation rate "
-        "(default 1; the start of --learn)",
+        "(default: each column's variance, or rate 1; the start of --learn)",
+    )
+    g.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        metavar="E",
+        help="coalescent: Brownian observation noise, in units of Lambda (default 0.1; 0 is "
+        "the paper's noiseless model, which refuses equal rows)",
     )
     g.add_argument(
         "--llr-threshold",
         type=float,
         default=None,
         metavar="T",
-        help="coalescent: flat clusters split a node while its log likelihood ratio of two "
-        "subtrees over one exceeds T (default 0)",
+        help="coalescent: flat clusters by the paper's rule instead of the default model "
+        "comparison: split a node while its log likelihood ratio of two subtrees over one "
+        "exceeds T",
     )
     g.add_argument(
         "--n-iter",

@@ -21,6 +21,7 @@ from ._validation import (
     feature_names,
     set_feature_names,
 )
+from .config import BetaBernoulli, NormalGamma
 from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
@@ -28,6 +29,7 @@ from .exceptions import (
     NotFittedError,
     NumericalError,
 )
+from .functions import evaluate_tree
 from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
@@ -48,6 +50,37 @@ def _lambda(Lambda: Any) -> np.ndarray:
             f"Lambda must have at most 2 dimensions, got {arr.ndim}", "Lambda"
         )
     return np.array(arr, dtype=np.float64, order="C")
+
+
+#: The observation noise of Brownian diffusion when ``noise=None``, in units of ``Lambda``
+#: (with ``Lambda="auto"``, the columns' variances): chosen on iris, wine, breast_cancer and
+#: digits by dendrogram purity (``benchmarks/bench_coalescent_defaults.py``).
+_DEFAULT_NOISE = 0.1
+
+
+def _auto_lambda(X: np.ndarray) -> np.ndarray:
+    """Each column's variance (NaN ignored); 1 where a column is constant or unobserved."""
+    observed = ~np.isnan(X)
+    count = observed.sum(axis=0)
+    filled = np.where(observed, X, 0.0)
+    mean = filled.sum(axis=0) / np.maximum(count, 1)
+    var = (np.where(observed, X - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1)
+    ok = np.isfinite(var) & (var > 0) & (count > 1)
+    return np.where(ok, var, 1.0)
+
+
+def _noise(noise: Any, likelihood: str) -> float:
+    """The observation noise factor: ``None`` is the default (Brownian) or 0 (multinomial)."""
+    if noise is None:
+        return _DEFAULT_NOISE if likelihood == "brownian" else 0.0
+    if isinstance(noise, bool) or not isinstance(noise, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"noise must be a number >= 0, got {noise!r}", "noise")
+    value = float(noise)
+    if not (np.isfinite(value) and value >= 0):
+        raise InvalidParameterError(f"noise must be finite and >= 0, got {noise!r}", "noise")
+    if value and likelihood != "brownian":
+        raise InvalidParameterError("noise is a parameter of the Brownian likelihood only", "noise")
+    return value
 
 
 def _root(root: Any) -> float | None:
@@ -94,10 +127,23 @@ class KingmanCoalescent(ParamsMixin):
         ``0, 1, ..., K_d - 1`` per column with NaN for missing (eqs 14–15); ``K_d`` is one
         more than the largest category seen (at least 2), the equilibrium the smoothed
         observed frequencies.
-    Lambda : float, array of shape (d,) or (d, d), default=1.0
+    Lambda : "auto", float, array of shape (d,) or (d, d), default="auto"
         Brownian: the covariance rate :math:`\Lambda = \lambda I`, a diagonal, or a full
-        symmetric positive-definite matrix. Multinomial: the mutation rate of every feature
-        (one number, or one per feature).
+        symmetric positive-definite matrix; ``"auto"`` is the diagonal of the columns'
+        variances (1 for a constant column), which is the same as standardizing the columns
+        and taking :math:`\Lambda = I`, so that the tree does not depend on the data's units.
+        Multinomial: the mutation rate of every feature (one number, or one per feature);
+        ``"auto"`` is 1.
+    noise : float, default=None
+        Brownian: observation noise. Each row is observed as
+        :math:`x_i \sim N(y_i, \eta\Lambda)` around the diffusion's value :math:`y_i` at its
+        leaf, ``noise`` being :math:`\eta` (in units of ``Lambda``: the same as running the
+        diffusion a further time :math:`\eta` below every leaf). ``0`` is Teh et al.'s
+        noiseless model, under which two equal rows have infinite density and are refused;
+        with ``noise > 0`` equal rows are ordinary data. ``None`` is 0.01 (with
+        ``Lambda="auto"``, noise of a tenth of each column's standard deviation). It is held
+        fixed by ``learn_hyperparameters``. The multinomial likelihood has no noise
+        (``None`` or 0).
     inference : str, default="greedy-rate1"
         ``"greedy-rate1"`` (§4.2): each pair's most probable coalescence time with the
         pairwise rate 1, the pair coalescing soonest first; :math:`O(n^2)` time, :math:`O(nd)`
@@ -123,10 +169,30 @@ class KingmanCoalescent(ParamsMixin):
         by ``s0``. The multinomial root is its equilibrium (``"flat"``).
     n_particles : int, default=50
         SMC particles (unused by greedy inference).
+    flat_clusters : {"dp", "llr"}, default="dp"
+        How ``labels_`` is read off ``tree_``. ``"dp"``: a Bayesian model comparison at each
+        node, Heller & Ghahramani's cut under the Dirichlet-process prior over partitions
+        (concentration ``dp_alpha``), the rule of :class:`BayesianRoseTree`'s default labels:
+        each node of ``tree_`` is scored as one cluster of a conjugate cluster model against
+        the tree-consistent splits below it, and, going down from the root, the first node
+        whose posterior probability of being one cluster is at least ``cut_threshold`` is a
+        cluster. The cluster model is :class:`NormalGamma` (its data-driven defaults; NaN
+        marginalised) on the standardized columns for Brownian data, and
+        :class:`BetaBernoulli` over one indicator per category for the multinomial
+        likelihood. The model comparison does not depend on the
+        data's units. ``"llr"``: Teh et al.'s log-likelihood-ratio rule (§5) with
+        ``llr_threshold`` (see :meth:`cluster_labels`), which depends on the data's units
+        and on a flat root puts almost every row in its own cluster on real data.
+    dp_alpha : float, default=1.0
+        The Dirichlet-process concentration of ``flat_clusters="dp"``.
+    cut_threshold : float, default=0.5
+        The posterior probability of one cluster at which ``flat_clusters="dp"`` stops
+        descending, in [0, 1].
     llr_threshold : float, default=0.0
-        The flat clusters ``labels_`` (§5): going down from the root, a node splits into its
-        two children while its ``split_llr_`` exceeds this threshold; the first node on each
-        path that does not split is a cluster. Larger thresholds give fewer clusters.
+        The threshold of ``flat_clusters="llr"`` (§5): going down from the root, a node
+        splits into its two children while its ``split_llr_`` exceeds this threshold; the
+        first node on each path that does not split is a cluster. Larger thresholds give
+        fewer clusters.
     learn_hyperparameters : bool, default=False
         Alternate between the tree and the hyperparameters (§4.4), starting from
         ``Lambda``: given the tree, ``Lambda`` is set to its posterior mode (Brownian: a
@@ -189,13 +255,19 @@ class KingmanCoalescent(ParamsMixin):
     Lambda_ : float or ndarray
         The hyperparameters of ``tree_``: ``Lambda`` itself, or the learned values (same
         shape as ``Lambda``).
+    noise_ : float
+        The observation noise factor :math:`\eta` used (``noise``, or its default).
     hyper_trace_ : ndarray or None
         With ``learn_hyperparameters``: the objective
         :math:`\ln p(x, \pi \mid \Lambda) + \ln p(\Lambda)` at the start and after every
         accepted half-step (non-decreasing); ``None`` otherwise.
     labels_ : ndarray of shape (n_samples,)
-        Flat clusters of ``tree_`` by the log-likelihood-ratio rule with
-        ``llr_threshold`` (see :meth:`cluster_labels`), numbered by their first row.
+        Flat clusters of ``tree_`` by the ``flat_clusters`` rule, numbered by their first
+        row.
+    cluster_tree_ : RoseTree
+        ``tree_`` evaluated as a rose tree under the cluster model of ``flat_clusters="dp"``
+        and the DP mixing (its :attr:`RoseTree.log_r` are the model comparisons); used by
+        :meth:`predict_proba`.
     n_clusters_ : int
         The number of distinct ``labels_``.
     n_features_in_ : int
@@ -216,24 +288,32 @@ class KingmanCoalescent(ParamsMixin):
     def __init__(
         self,
         likelihood: str = "brownian",
-        Lambda: Any = 1.0,
+        Lambda: Any = "auto",
         inference: str = "greedy-rate1",
         n_particles: int = 50,
         root: Any = "flat",
         llr_threshold: float = 0.0,
+        flat_clusters: str = "dp",
+        dp_alpha: float = 1.0,
+        cut_threshold: float = 0.5,
         learn_hyperparameters: bool = False,
         hyper_iter: int = 10,
         Lambda_prior: Any = None,
         random_state: int | None = None,
         n_jobs: int | None = None,
         verbose: bool = False,
+        noise: float | None = None,
     ) -> None:
         self.likelihood = likelihood
+        self.noise = noise
         self.Lambda = Lambda
         self.inference = inference
         self.n_particles = n_particles
         self.root = root
         self.llr_threshold = llr_threshold
+        self.flat_clusters = flat_clusters
+        self.dp_alpha = dp_alpha
+        self.cut_threshold = cut_threshold
         self.learn_hyperparameters = learn_hyperparameters
         self.hyper_iter = hyper_iter
         self.Lambda_prior = Lambda_prior
@@ -271,11 +351,16 @@ class KingmanCoalescent(ParamsMixin):
         check_choice(self.inference, "inference", _INFERENCES)
         names = feature_names(X)
         X = check_array(X, min_rows=1)
-        lam = _lambda(self.Lambda)
+        if isinstance(self.Lambda, str) and self.Lambda == "auto":
+            lam = _auto_lambda(X) if likelihood == "brownian" else _lambda(1.0)
+        else:
+            lam = _lambda(self.Lambda)
+        noise = _noise(self.noise, likelihood)
         options = dict(
             likelihood=likelihood,
             lambda_=lam,
             root=_root(self.root),
+            noise=noise,
             n_jobs=check_n_jobs(self.n_jobs),
         )
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
@@ -291,6 +376,7 @@ class KingmanCoalescent(ParamsMixin):
             options["lambda_"] = lam
             self.hyper_trace_ = np.asarray(trace)
         self.Lambda_ = lam.copy() if lam.ndim else float(lam)
+        self.noise_ = noise
         self.tree_, self.log_joint_ = fitted.tree, fitted.log_joint
         self.log_marginal_ = fitted.log_marginal
         self.particles_ = fitted.particles
@@ -304,13 +390,120 @@ class KingmanCoalescent(ParamsMixin):
             _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
         )
         self.split_llr_ = _split_llr(self.tree_, evidence)
-        self.labels_ = self.cluster_labels()
-        self.n_clusters_ = int(self.labels_.max()) + 1
+        self._set_flat_clusters(X, likelihood)
         return self
+
+    def _cluster_data(self, X: np.ndarray) -> np.ndarray:
+        """The rows as the cluster model of ``flat_clusters="dp"`` reads them."""
+        if self._model_options["likelihood"] == "brownian":
+            return (X - self._cluster_center) / self._cluster_scale
+        # One 0/1 indicator per category of each column (NaN stays missing).
+        columns = []
+        for j, k in enumerate(self._n_categories):
+            col = X[:, j]
+            ind = (col[:, None] == np.arange(k)[None, :]).astype(np.float64)
+            ind[np.isnan(col)] = np.nan
+            columns.append(ind)
+        return np.hstack(columns)
+
+    def _set_flat_clusters(self, X: np.ndarray, likelihood: str) -> None:
+        """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``."""
+        rule = check_choice(self.flat_clusters, "flat_clusters", ("dp", "llr"))
+        alpha = self.dp_alpha
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, (int, float, np.number))
+            or not (np.isfinite(alpha) and alpha > 0)
+        ):
+            raise InvalidParameterError(
+                f"dp_alpha must be a finite number > 0, got {alpha!r}", "dp_alpha"
+            )
+        t = self.cut_threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
+            raise InvalidParameterError(
+                f"cut_threshold must be a number in [0, 1], got {t!r}", "cut_threshold"
+            )
+        if likelihood == "multinomial":
+            observed = np.where(np.isnan(X), -1.0, X)
+            self._n_categories = [max(int(c.max()) + 1, 2) for c in observed.T]
+            model: Any = BetaBernoulli()
+        else:
+            model = NormalGamma()
+            self._cluster_center = np.nanmean(np.where(np.isnan(X).all(axis=0), 0.0, X), axis=0)
+            self._cluster_scale = np.sqrt(_auto_lambda(X))
+        data = self._cluster_data(X)
+        self._cluster_model = model
+        self.cluster_tree_ = evaluate_tree(
+            data, self.tree_.to_nested(), model=model, mixing="dp", dp_alpha=float(alpha)
+        )
+        if rule == "dp":
+            nodes = self.cluster_tree_.cut_nodes(float(t))
+            self.labels_ = self.cluster_tree_.labels_of(nodes)
+        else:
+            self.labels_ = self.cluster_labels()
+        self.n_clusters_ = int(self.labels_.max()) + 1
+        # The cluster tree's node of each label (the node whose leaves are that cluster).
+        by_leaves = {
+            frozenset(self.cluster_tree_.leaves(v)): v for v in range(self.cluster_tree_.n_nodes)
+        }
+        self.cluster_nodes_ = np.asarray(
+            [
+                by_leaves[frozenset(np.flatnonzero(self.labels_ == k).tolist())]
+                for k in range(self.n_clusters_)
+            ],
+            dtype=np.int64,
+        )
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
+
+        :math:`P(c \mid x) \propto n_c f(x \mid D_c)`, with :math:`n_c` the training rows in
+        cluster :math:`c` and :math:`f(x \mid D_c)` the posterior predictive of the cluster
+        model of ``flat_clusters="dp"`` (as :meth:`BayesianRoseTree.predict_proba`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+            New rows; NaN entries are marginalised.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_new, n_clusters_)
+            Column ``k`` is the cluster labelled ``k``; rows sum to one.
+        """
+        self._check_fitted()
+        X = self._new_rows(X)
+        if self._model_options["likelihood"] == "multinomial":
+            bad = ~np.isnan(X) & ((X < 0) | (X != np.round(X)))
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise InvalidDataError(
+                    f"X has {X[r, c]} in row {r}, column {c}: not a category", int(r), int(c)
+                )
+        # (built here: the core's fit state does not pickle, and costs O(n d) to rebuild)
+        fit = _core.brt_fit_for_tree(
+            self._cluster_data(self._X), self._cluster_model._spec(), self.cluster_tree_._core
+        )
+        _, proba = fit.predict(
+            self._cluster_data(X),
+            responsibilities=True,
+            clusters=[int(v) for v in self.cluster_nodes_],
+            n_jobs=check_n_jobs(self.n_jobs),
+        )
+        return np.asarray(proba)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
+
+        The column of largest :meth:`predict_proba` (the lowest label on a tie).
+        """
+        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
 
     def _infer(self, X: np.ndarray, options: dict[str, Any]) -> _Fitted:
         """The configured inference under the hyperparameters in ``options``."""
         if self.inference in _SMC:
+            if options["likelihood"] == "brownian" and options["noise"] == 0.0:
+                _refuse_equal_rows(X)
             trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
                 X,
                 proposal=self.inference.removeprefix("smc-"),
@@ -334,6 +527,12 @@ class KingmanCoalescent(ParamsMixin):
         tree = _wrap(structure)
         if log_joint == np.inf:
             _refuse_zero_time_merge(tree)
+        if log_joint == -np.inf:
+            raise NumericalError(
+                "the fitted tree's log joint is -inf in double precision: two different rows "
+                "merged after no time (their distance is below double precision relative to "
+                "Lambda; give the model observation noise, noise > 0, or rescale the data)"
+            )
         return _Fitted(tree, float(log_joint))
 
     def _hyperprior(self, options: dict[str, Any], d: int) -> tuple[float, np.ndarray]:
@@ -356,7 +555,9 @@ class KingmanCoalescent(ParamsMixin):
                 return _hyper.brownian_log_prior(value, nu, psi, d)
 
             def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
-                scatter, m = _core.coalescent_contrasts(X, tree._structure, root=options["root"])
+                scatter, m = _core.coalescent_contrasts(
+                    X, tree._structure, root=options["root"], noise=options["noise"]
+                )
                 return _hyper.brownian_map(np.asarray(scatter), m, current, nu, psi)
         else:
             a, b = self._hyperprior(options, d)
@@ -618,7 +819,10 @@ class KingmanCoalescent(ParamsMixin):
         terms = []
         for w, p in self._weighted_predictors():
             post = np.asarray(p.leaf_posteriors())[rows, columns]
-            mean, var = post[:, 0], post[:, 1]
+            # The posterior is the diffusion's value at the leaf; an entry is observed
+            # around it with variance noise * Lambda_jj.
+            lam = np.broadcast_to(np.asarray(self._model_options["lambda_"]), (X_true.shape[1],))
+            mean, var = post[:, 0], post[:, 1] + self._model_options["noise"] * lam[columns]
             with np.errstate(divide="ignore", invalid="ignore"):
                 log_pdf = -0.5 * (np.log(2 * np.pi * var) + (values - mean) ** 2 / var)
             # A zero-length branch above a leaf makes its posterior a point mass.
@@ -680,7 +884,7 @@ def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None
 
 def _model_options(options: dict[str, Any]) -> dict[str, Any]:
     """The model options of ``options`` (likelihood, ``Lambda`` and root)."""
-    return {k: options[k] for k in ("likelihood", "lambda_", "root")}
+    return {k: options[k] for k in ("likelihood", "lambda_", "root", "noise")}
 
 
 def _threshold(value: Any) -> float:
@@ -692,6 +896,25 @@ def _threshold(value: Any) -> float:
     if np.isnan(value):
         raise InvalidParameterError("llr_threshold must not be NaN", "llr_threshold")
     return value
+
+
+def _refuse_equal_rows(X: np.ndarray) -> None:
+    """Name two equal complete rows, which have infinite density without noise (SMC)."""
+    complete = np.flatnonzero(~np.isnan(X).any(axis=1))
+    if complete.size < 2:
+        return
+    _, first, inverse = np.unique(X[complete], axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for k, group in enumerate(inverse):
+        if first[group] != k:
+            a, b = int(complete[first[group]]), int(complete[k])
+            raise InvalidDataError(
+                f"rows {a} and {b} are equal: under Brownian diffusion without observation "
+                "noise (noise=0), equal rows have infinite density and the SMC weights "
+                "diverge. Give the model observation noise (noise > 0, the default) to keep "
+                "every row",
+                b,
+            )
 
 
 def _refuse_zero_time_merge(tree: Tree) -> None:
@@ -707,9 +930,9 @@ def _refuse_zero_time_merge(tree: Tree) -> None:
             rows = sorted(tree.leaves(v))
             raise InvalidDataError(
                 f"rows {rows[0]} and {rows[1]} are equal (on the columns observed in both): "
-                "under Brownian diffusion without observation noise, equal rows have "
-                "infinite density, so the tree's log joint is +inf. Remove duplicate rows "
-                "(e.g. numpy.unique(X, axis=0)) or perturb them slightly",
+                "under Brownian diffusion without observation noise (noise=0), equal rows "
+                "have infinite density, so the tree's log joint is +inf. Give the model "
+                "observation noise (noise > 0, the default) to keep every row",
                 rows[1],
             )
     raise NumericalError("the tree's log joint is +inf")
@@ -806,6 +1029,7 @@ def coalescent_log_joint(
     likelihood: str = "brownian",
     Lambda: Any = 1.0,
     root: Any = "flat",
+    noise: float = 0.0,
 ) -> float:
     r""":math:`\ln p(x, \pi)` of the rows of ``X`` and a timed binary tree (Teh et al. eq 7).
 
@@ -821,7 +1045,11 @@ def coalescent_log_joint(
         above), or nested dicts ``{"t": time, "children": [left, right]}`` whose leaves are
         row indices (at time 0).
     likelihood, Lambda, root
-        As in :class:`KingmanCoalescent`.
+        As in :class:`KingmanCoalescent` (``Lambda`` a value, not ``"auto"``).
+    noise : float, default=0.0
+        The Brownian observation noise factor :math:`\eta` (see :class:`KingmanCoalescent`);
+        0 is Teh et al.'s noiseless model. A fitted estimator's ``log_joint_`` is this
+        function at its ``Lambda_`` and ``noise_``.
 
     Returns
     -------
@@ -849,6 +1077,7 @@ def coalescent_log_joint(
             likelihood=_likelihood(likelihood),
             lambda_=_lambda(Lambda),
             root=_root(root),
+            noise=_noise(noise, _likelihood(likelihood)),
         )
     )
     if np.isnan(value):

@@ -46,10 +46,14 @@ use crate::tree::Tree;
 /// rows of `x`; [`RoseTreeError::InvalidData`] for non-finite data;
 /// [`RoseTreeError::Numerical`] for a contrast of zero weight between different rows (two
 /// rows merged after no time at all, which has zero density under every `Λ`).
+///
+/// With observation noise `η` ([`BrownianDiffusion::with_noise`]) each leaf's pendant
+/// branch is `η` longer: the contrasts stay independent `N(0, wΛ)`, so the closed form holds.
 pub fn brownian_contrasts(
     x: ArrayView2<'_, f64>,
     tree: &Tree,
     root: Root,
+    noise: f64,
 ) -> Result<(Array2<f64>, usize)> {
     let heights = check_timed_tree(tree)?;
     let (n, d) = x.dim();
@@ -61,7 +65,7 @@ pub fn brownian_contrasts(
     }
     // Contrasts and weights do not depend on Λ: pass messages under Λ = I, where the
     // whitened means are the data's own coordinates.
-    let model = BrownianDiffusion::isotropic(1.0, d)?;
+    let model = BrownianDiffusion::isotropic(1.0, d)?.with_noise(noise)?;
     let mut messages: Vec<Option<_>> = model
         .leaf_messages(x)?
         .into_iter()
@@ -189,12 +193,12 @@ mod tests {
             Some(vec![0.0, 0.0, -1.5]),
         )
         .unwrap();
-        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Flat).unwrap();
+        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Flat, 0.0).unwrap();
         assert_eq!(m, 1);
         let want = array![[1.0 / 3.0, 1.0], [1.0, 3.0]];
         assert!((&s - &want).iter().all(|v| v.abs() < 1e-15));
         // A Gaussian root adds the merged mean (0.5, 0.5) with weight 0.75 + s0.
-        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Gaussian { s0: 0.25 }).unwrap();
+        let (s, m) = brownian_contrasts(x.view(), &tree, Root::Gaussian { s0: 0.25 }, 0.0).unwrap();
         assert_eq!(m, 2);
         assert!((s[[0, 1]] - (1.0 + 0.25)).abs() < 1e-15);
     }

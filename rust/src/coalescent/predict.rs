@@ -40,7 +40,8 @@
 //! The time integral is split at every event time of the tree, where `k` changes; within a
 //! piece `S` is an exponential and the rest is smooth, and each piece is integrated by an
 //! 8-point Gauss–Legendre rule after cutting it into sub-pieces over which `S` falls by at
-//! most `e²`. On leaf branches the piece that ends at the leaf is graded geometrically
+//! most `e²` (at most 64 of them: below that, where `S` has fallen by `e^128` within the
+//! piece, the piece is cut off). On leaf branches the piece that ends at the leaf is graded geometrically
 //! towards `t = 0` (24 levels), where the posterior narrows to the observed point and the
 //! density of a nearby `y′` peaks at `|t|` of the order of the squared distance. Above the
 //! root, `∫_0^∞ e^{−s} g(s) ds` with `s = t_root − t` by 32-point Gauss–Laguerre. The cost
@@ -285,6 +286,10 @@ fn quadrature(tree: &Tree, heights: &[f64]) -> Vec<Node> {
                 continue;
             }
             let k = (n - events.partition_point(|&e| e >= hi)) as f64;
+            // Below `hi − MAX_HAZARD_STEP·MAX_SUBPIECES / k`, `S` has fallen by more than
+            // `e^128` from `S(hi)`: that part carries nothing in double precision, and
+            // spreading the sub-pieces over it would leave `S` unresolved where it matters.
+            let lo = lo.max(hi - MAX_HAZARD_STEP * MAX_SUBPIECES as f64 / k);
             let m = ((k * (hi - lo) / MAX_HAZARD_STEP).ceil() as usize).clamp(1, MAX_SUBPIECES);
             let step = (hi - lo) / m as f64;
             for s in 0..m {

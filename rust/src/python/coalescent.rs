@@ -79,6 +79,7 @@ fn build_model(
     likelihood: &str,
     lambda: &PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
+    noise: f64,
     x: ArrayView2<'_, f64>,
 ) -> Result<AnyMessageModel> {
     let d = x.ncols();
@@ -111,7 +112,7 @@ fn build_model(
                 None => Root::Flat,
                 Some(s0) => Root::Gaussian { s0 },
             };
-            let model = model.with_root(root)?;
+            let model = model.with_root(root)?.with_noise(noise)?;
             if x.iter().any(|v| v.is_nan()) {
                 return Ok(AnyMessageModel::Masked(
                     MaskedBrownian::new(model).map_err(as_lambda)?,
@@ -120,6 +121,12 @@ fn build_model(
             Ok(AnyMessageModel::Brownian(model))
         }
         "multinomial" => {
+            if noise != 0.0 {
+                return Err(RoseTreeError::param(
+                    "noise",
+                    "observation noise is a parameter of the Brownian likelihood only",
+                ));
+            }
             if root.is_some() {
                 return Err(RoseTreeError::param(
                     "root",
@@ -162,7 +169,7 @@ where
 /// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`. With
 /// `verbose`, a line of progress goes to `sys.stderr` about once a second.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false))]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false, noise=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn fit_coalescent(
     py: Python<'_>,
@@ -173,6 +180,7 @@ fn fit_coalescent(
     inference: &str,
     n_jobs: Option<usize>,
     verbose: bool,
+    noise: f64,
 ) -> PyResult<(PyTree, f64)> {
     let inference = match inference {
         "greedy-rate1" => Inference::GreedyRate1,
@@ -195,7 +203,7 @@ fn fit_coalescent(
         .check()?;
     let x = x.as_array();
     let label = verbose.then_some("coalescent");
-    with_model!(build_model(likelihood, &lambda_, root, x)?, m => fit_with(py, m, x, params, label))
+    with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => fit_with(py, m, x, params, label))
 }
 
 /// What an SMC fit returns to Python: the particle trees, their normalised log weights, the
@@ -243,7 +251,7 @@ where
 /// goes to `sys.stderr` about once a second.
 #[pyfunction]
 #[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs,
-                    verbose=false))]
+                    verbose=false, noise=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn coalescent_smc(
     py: Python<'_>,
@@ -256,6 +264,7 @@ fn coalescent_smc(
     seed: u64,
     n_jobs: Option<usize>,
     verbose: bool,
+    noise: f64,
 ) -> PyResult<SmcOutput> {
     let proposal = match proposal {
         "priorprior" => Proposal::PriorPrior,
@@ -277,25 +286,26 @@ fn coalescent_smc(
     let x = x.as_array();
     // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
     with_model!(
-        build_model(likelihood, &lambda_, root, x)?,
+        build_model(likelihood, &lambda_, root, noise, x)?,
         m => smc_with(py, m, x, params, threads, verbose.then_some("coalescent SMC"))
     )
 }
 
 /// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
 fn coalescent_log_joint(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     likelihood: &str,
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
+    noise: f64,
 ) -> PyResult<f64> {
     let x = x.as_array();
     let tree = &tree.get().inner;
     Ok(with_model!(
-        build_model(likelihood, &lambda_, root, x)?,
+        build_model(likelihood, &lambda_, root, noise, x)?,
         m => coalescent::log_joint(&m, x, tree)?
     ))
 }
@@ -303,19 +313,20 @@ fn coalescent_log_joint(
 /// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
 /// [`subtree_log_evidence_from_leaves`]).
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
 fn coalescent_subtree_evidence(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     likelihood: &str,
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
+    noise: f64,
 ) -> PyResult<Vec<f64>> {
     let x = x.as_array();
     let tree = &tree.get().inner;
     coalescent::check_timed_tree(tree)?;
     Ok(with_model!(
-        build_model(likelihood, &lambda_, root, x)?,
+        build_model(likelihood, &lambda_, root, noise, x)?,
         m => subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
     ))
 }
@@ -323,19 +334,20 @@ fn coalescent_subtree_evidence(
 /// The independent contrasts of the rows of `x` on a timed tree: the scatter `S` and the
 /// number of contrasts (see [`coalescent::hyper::brownian_contrasts`]).
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, root))]
+#[pyo3(signature = (x, tree, *, root, noise=0.0))]
 fn coalescent_contrasts<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     root: Option<f64>,
+    noise: f64,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, usize)> {
     let root = match root {
         None => Root::Flat,
         Some(s0) => Root::Gaussian { s0 },
     };
     let (scatter, m) =
-        coalescent::hyper::brownian_contrasts(x.as_array(), &tree.get().inner, root)?;
+        coalescent::hyper::brownian_contrasts(x.as_array(), &tree.get().inner, root, noise)?;
     Ok((scatter.into_pyarray(py), m))
 }
 
@@ -350,7 +362,7 @@ fn coalescent_feature_log_likelihoods(
     n_jobs: Option<usize>,
 ) -> PyResult<Vec<f64>> {
     let x = x.as_array();
-    let AnyMessageModel::Mutation(model) = build_model("multinomial", &rates, None, x)? else {
+    let AnyMessageModel::Mutation(model) = build_model("multinomial", &rates, None, 0.0, x)? else {
         unreachable!("a multinomial model was asked for")
     };
     let rates: Vec<f64> = rates.as_array().iter().copied().collect();
@@ -521,17 +533,18 @@ fn gaussian_leaf_posteriors<M: MessageModel>(
 
 /// The predictor of a timed tree fitted to the rows of `x`.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
 fn coalescent_predictor(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     likelihood: &str,
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
+    noise: f64,
 ) -> PyResult<PyCoalescentPredictor> {
     let x = x.as_array();
     let tree = tree.get().inner.clone();
-    let inner = match build_model(likelihood, &lambda_, root, x)? {
+    let inner = match build_model(likelihood, &lambda_, root, noise, x)? {
         AnyMessageModel::Brownian(m) => AnyPredictor::Brownian(Predictor::new(m, x, tree)?),
         AnyMessageModel::Masked(m) => AnyPredictor::Masked(Predictor::new(m, x, tree)?),
         AnyMessageModel::Mutation(m) => AnyPredictor::Mutation(Predictor::new(m, x, tree)?),

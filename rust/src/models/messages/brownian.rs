@@ -5,6 +5,15 @@
 //! a multiple of the same `Λ` (a leaf has `v = 0`, a branch adds its length, a product of
 //! Gaussians with covariances `v_bΛ` has covariance `(Σ 1/v_b)⁻¹Λ`).
 //!
+//! Observation noise ([`BrownianDiffusion::with_noise`]) is a leaf observed as
+//! `x_i ~ N(y_i, ηΛ)` around the process's value `y_i` at the leaf: the leaf's message is
+//! `N(y_i; x_i, ηΛ)`, `v = η`, the same as running the diffusion a further time `η` below
+//! every leaf. With noise measured in units of `Λ`, every message stays a multiple of `Λ`,
+//! so pair scores stay `O(d)` and `Λ`'s posterior mode given a tree keeps its closed form
+//! (the independent contrasts). For a timed tree the leaves' joint density is then, in each
+//! whitened coordinate, `N(·; 0, C + ηI)` with `C` the tree's Brownian covariance (shared
+//! branch lengths). `η = 0` is Teh, Daumé & Roy's model.
+//!
 //! `Λ` may be `λI`, a diagonal matrix or a full SPD matrix. The model whitens the data once,
 //! `x̃ = L⁻¹x` with `Λ = LLᵀ` (a Cholesky factor, or `√λ_d` per feature), and keeps means in
 //! whitened coordinates, where `‖x‖²_Λ = xᵀΛ⁻¹x = ‖x̃‖²`; only the constant `ln|Λ|` remains
@@ -67,6 +76,8 @@ pub struct BrownianDiffusion {
     /// `ln|Λ|`.
     log_det: f64,
     root: Root,
+    /// `η ≥ 0`: leaves are observed with covariance `ηΛ` (module docs).
+    noise: f64,
 }
 
 /// A Brownian message `N(y; μ, vΛ)`, with `μ` in whitened coordinates (see the module
@@ -122,6 +133,7 @@ impl BrownianDiffusion {
             log_det: lambda.iter().map(|l| l.ln()).sum(),
             whitening: Whitening::Scales(lambda.iter().map(|l| l.sqrt()).collect()),
             root: Root::Flat,
+            noise: 0.0,
         })
     }
 
@@ -169,6 +181,7 @@ impl BrownianDiffusion {
             whitening: Whitening::Cholesky(l),
             log_det,
             root: Root::Flat,
+            noise: 0.0,
         })
     }
 
@@ -192,6 +205,28 @@ impl BrownianDiffusion {
     /// The root prior.
     pub fn root(&self) -> Root {
         self.root
+    }
+
+    /// The same model with observation noise `η`: each row is observed as `x_i ~ N(y_i, ηΛ)`
+    /// around the diffusion's value `y_i` at its leaf (module docs). `η = 0`, the default,
+    /// is Teh et al.'s noiseless model, under which equal rows have infinite density.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `noise` unless it is finite and `≥ 0`.
+    pub fn with_noise(mut self, noise: f64) -> Result<Self> {
+        if !(noise.is_finite() && noise >= 0.0) {
+            return Err(RoseTreeError::param(
+                "noise",
+                format!("must be finite and ≥ 0, got {noise}"),
+            ));
+        }
+        self.noise = noise;
+        Ok(self)
+    }
+
+    /// The observation noise `η` (the leaves' variance factor).
+    pub fn noise(&self) -> f64 {
+        self.noise
     }
 
     /// `ln|Λ|`.
@@ -275,8 +310,9 @@ impl MessageModel for BrownianDiffusion {
         }
     }
 
-    /// The point mass at the whitened row, `v = 0`, with `ln Z = 0`: with a flat or
-    /// Gaussian root, `p(x | π)` is a density in `x` and the leaf contributes no factor.
+    /// `N(y; x̃, ηΛ)` at the whitened row, `v = η` (a point mass without noise), with
+    /// `ln Z = 0`: with a flat or Gaussian root, `p(x | π)` is a density in `x` and the leaf
+    /// contributes no factor.
     fn leaf_message(
         &self,
         row: ArrayView1<'_, f64>,
@@ -303,7 +339,13 @@ impl MessageModel for BrownianDiffusion {
                     .collect()
             }
         };
-        Ok((GaussianMessage { mean, var: 0.0 }, 0.0))
+        Ok((
+            GaussianMessage {
+                mean,
+                var: self.noise,
+            },
+            0.0,
+        ))
     }
 
     /// `v ↦ v + duration`: the branch adds `duration·Λ` to the covariance.

@@ -63,6 +63,8 @@ pub struct MaskedBrownian {
     /// `ln λ_j`.
     log_lambda: Vec<f64>,
     root: Root,
+    /// `η ≥ 0`: an observed entry is `x_j ~ N(y_j, ηλ_j)` (see [`BrownianDiffusion::with_noise`]).
+    noise: f64,
 }
 
 /// A message `Π_j N(y_j; μ_j, v_j λ_j)`, `μ` in whitened coordinates (`x_j/√λ_j`);
@@ -130,6 +132,7 @@ impl MaskedBrownian {
             scales: scales.to_vec(),
             log_lambda: scales.iter().map(|s| 2.0 * s.ln()).collect(),
             root: base.root(),
+            noise: base.noise(),
         })
     }
 
@@ -188,8 +191,8 @@ impl MessageModel for MaskedBrownian {
         self.scales.len()
     }
 
-    /// A point mass at each observed (whitened) value, uninformative at each NaN, with
-    /// `ln Z = 0`.
+    /// `N(y_j; x̃_j, ηλ_j)` at each observed (whitened) value (a point mass without noise),
+    /// uninformative at each NaN, with `ln Z = 0`.
     fn leaf_message(&self, row: ArrayView1<'_, f64>, index: usize) -> Result<(MaskedMessage, f64)> {
         check_row(row, self.n_features(), index)?;
         let mut msg = MaskedMessage {
@@ -208,7 +211,7 @@ impl MessageModel for MaskedBrownian {
                 ));
             }
             msg.mean[j] = x / s;
-            msg.var[j] = 0.0;
+            msg.var[j] = self.noise;
         }
         Ok((msg, 0.0))
     }

@@ -449,3 +449,26 @@ fn leaves_may_be_given_as_messages() {
         Err(RoseTreeError::InvalidTree(_))
     ));
 }
+
+#[test]
+fn noise_is_the_leaf_variance_and_is_checked() {
+    let model = BrownianDiffusion::isotropic(2.0, 2)
+        .unwrap()
+        .with_noise(0.25)
+        .unwrap();
+    let (leaf, log_z) = model.leaf_message(array![1.0, -1.0].view(), 0).unwrap();
+    assert_eq!(leaf.variance(), 0.25);
+    assert_eq!(log_z, 0.0);
+    // Two equal rows: ln N(0; 0, 2ηΛ) in d = 2 is −ln(2π · 2η · 2).
+    let (_, log_z) = model.combine(&[leaf.clone(), leaf]);
+    let want = -(2.0 * std::f64::consts::PI * 0.5 * 2.0).ln();
+    assert!((log_z - want).abs() < 1e-14, "{log_z} vs {want}");
+    for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert!(
+            BrownianDiffusion::isotropic(1.0, 1)
+                .unwrap()
+                .with_noise(bad)
+                .is_err()
+        );
+    }
+}
