@@ -139,18 +139,28 @@ def test_smc_without_noise_names_the_equal_rows():
     assert info.value.row == 4
 
 
-def test_lambda_auto_makes_the_tree_independent_of_units():
+def test_lambda_auto_makes_the_tree_independent_of_the_scale():
     rng = np.random.default_rng(6)
-    X = rng.normal(size=(20, 3))
-    scaled = X * np.array([1000.0, 0.01, 5.0]) + 7.0
+    X = rng.normal(size=(20, 3)) * [1.0, 2.0, 0.5]
+    scaled = X * 250.0 + 7.0
     a = rt.KingmanCoalescent().fit(X)
     b = rt.KingmanCoalescent().fit(scaled)
     assert a.tree_.to_nested() == b.tree_.to_nested()
     np.testing.assert_allclose(a.tree_.heights, b.tree_.heights, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(a.labels_, b.labels_)
+    # One rate for all columns, the mean of their variances.
+    assert a.Lambda_ == pytest.approx(np.mean(np.var(X, axis=0)), rel=1e-12)
     # Densities change by the Jacobian of the rescaling only.
-    jac = np.log([1000.0, 0.01, 5.0]).sum()
+    jac = 3 * np.log(250.0)
     np.testing.assert_allclose(b.score_samples(scaled[:4]), a.score_samples(X[:4]) - jac)
+
+
+def test_columns_on_very_different_scales_are_warned_about():
+    X = np.random.default_rng(8).normal(size=(20, 3)) * [1.0, 1.0, 1e3]
+    with pytest.warns(rt.DataScaleWarning, match="Standardize the columns") as seen:
+        rt.KingmanCoalescent().fit(X)
+    assert seen[0].filename == __file__
+    rt.KingmanCoalescent(Lambda=[1.0, 1.0, 1e6]).fit(X)  # a given Lambda: no warning
 
 
 def test_lambda_learning_with_noise_reaches_the_conditional_optimum():

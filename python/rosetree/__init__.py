@@ -25,6 +25,7 @@ from .config import (
 )
 from .estimators import BayesianRoseTree
 from .exceptions import (
+    DataScaleWarning,
     DegenerateModelWarning,
     InvalidDataError,
     InvalidDataTypeError,
@@ -46,6 +47,7 @@ __all__ = [
     "BayesianRoseTree",
     "BetaBernoulli",
     "ClusterModel",
+    "DataScaleWarning",
     "DegenerateModelWarning",
     "DirichletMultinomial",
     "EvidenceGradient",

@@ -8,6 +8,7 @@ libraries.
 from __future__ import annotations
 
 __all__ = [
+    "DataScaleWarning",
     "DegenerateModelWarning",
     "InvalidDataError",
     "InvalidParameterError",
@@ -72,6 +73,16 @@ class NotFittedError(RoseTreeError, ValueError, AttributeError):
 
     It is both a :class:`ValueError` and an :class:`AttributeError`, as scikit-learn's
     exception of the same name, so code written for either keeps working.
+    """
+
+
+class DataScaleWarning(UserWarning):
+    """The data's columns are on very different scales for a model that compares them.
+
+    Raised by :class:`~rosetree.KingmanCoalescent` with ``Lambda="auto"`` (one rate for
+    every column) when the columns' variances differ by more than a factor of 10⁴: the
+    widest columns then decide the tree. Standardize the columns (scikit-learn's
+    ``StandardScaler``) unless their scales are meant, or give ``Lambda`` per column.
     """
 
 
