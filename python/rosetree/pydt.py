@@ -461,13 +461,19 @@ class PitmanYorDiffusionTree(ParamsMixin):
         nothing), or MCMC sweeps (each: one subtree move per node on
         average, one slice move per divergence time, one update of each learnt
         hyperparameter).
-    learn_hyperparameters : bool or collection of str, default=True
+    learn_hyperparameters : "auto", bool or collection of str, default="auto"
         Which of ``"alpha"``, ``"beta"``, ``"c"``, ``"sigma2"`` to learn (EM: their
         posterior modes or variational means; MCMC: sampled). ``True`` learns ``c`` and
         ``sigma2``, and ``alpha`` and ``beta`` where they start positive (their moves act
         on :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`; so ``alpha = beta = 0`` keeps
-        the Dirichlet diffusion tree). ``False`` learns none. Under the probit likelihood
-        ``sigma2`` is fixed (the threshold at 0 leaves its scale unidentified).
+        the Dirichlet diffusion tree). ``False`` learns none. ``"auto"`` is ``True`` for
+        MCMC and ``{"sigma2"}`` for greedy EM: EM maximises over ``alpha``, ``beta`` and
+        ``c`` together with the tree and the divergence times instead of integrating, and
+        that maximum runs to a corner (:math:`\alpha \to 0`, :math:`\beta \to 1`,
+        :math:`c \to 0` with :math:`c/(1 - \beta)` finite) where the prior puts almost all
+        its mass on a few wide branch points, so the tree comes out flat (see
+        ``docs/pydt.md``). Under the probit likelihood ``sigma2`` is fixed (the threshold
+        at 0 leaves its scale unidentified), so EM's ``"auto"`` learns nothing.
     priors : dict, default=None
         Hyperpriors of the learnt hyperparameters, by name: ``"alpha"`` (shape, rate of a
         Gamma), ``"beta"`` (the two parameters of a Beta), ``"c"`` (Gamma shape, rate),
@@ -540,7 +546,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         likelihood: str = "gaussian",
         inference: str = "greedy-em",
         n_iter: int = 100,
-        learn_hyperparameters: Any = True,
+        learn_hyperparameters: Any = "auto",
         priors: dict[str, Any] | None = None,
         burn_in: int | None = None,
         thin: int = 1,
@@ -601,7 +607,16 @@ class PitmanYorDiffusionTree(ParamsMixin):
         alpha, beta = check_real(self.alpha, "alpha"), check_real(self.beta, "beta")
         c, sigma2 = check_real(self.c, "c"), check_real(self.sigma2, "sigma2")
         n_iter = check_count(self.n_iter, "n_iter")
-        learn = _learn_flags(self.learn_hyperparameters, alpha, beta, probit)
+        learn_value = self.learn_hyperparameters
+        if isinstance(learn_value, str) and learn_value == "auto":
+            # EM maximises over alpha, beta and c jointly with the times and the tree, and
+            # that maximum lies in a corner (alpha -> 0, beta -> 1, c -> 0) where the prior
+            # puts nearly all its mass on a star: greedy EM keeps them at their values.
+            if self.inference == "mcmc":
+                learn_value = True
+            else:
+                learn_value = set() if probit else {"sigma2"}
+        learn = _learn_flags(learn_value, alpha, beta, probit)
         priors = _prior_vector(self.priors)
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
@@ -760,7 +775,7 @@ def _learn_flags(
         return (alpha > 0.0, beta > 0.0, True, not probit)
     if isinstance(value, str) or not hasattr(value, "__iter__"):
         raise InvalidParameterError(
-            "learn_hyperparameters must be True, False or a collection of names from "
+            'learn_hyperparameters must be "auto", True, False or a collection of names from '
             f"{_HYPERPARAMETERS}, got {value!r}",
             "learn_hyperparameters",
         )
