@@ -256,8 +256,11 @@ def test_coalescent_cells_out_of_range_are_named():
 
 def test_diffusion_tree_densities_are_never_nan():
     zeros = np.zeros((2, 2))
-    est = rt.PitmanYorDiffusionTree(random_state=0)
-    try:  # two equal points: the learnt sigma2 collapses
+    # The default (greedy EM learns sigma2 alone) fits two equal points and scores them.
+    default = rt.PitmanYorDiffusionTree(random_state=0).fit(zeros)
+    assert np.all(np.isfinite(default.score_samples(np.vstack([zeros[:1], np.ones((1, 2))]))))
+    est = rt.PitmanYorDiffusionTree(learn_hyperparameters=True, random_state=0)
+    try:  # two equal points: the learnt sigma2 and c collapse
         est.fit(zeros)
     except rt.NumericalError:
         return
