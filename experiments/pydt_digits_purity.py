@@ -59,7 +59,8 @@ def main() -> None:
         }
     fits = {
         "DDT, greedy EM": dict(alpha=0.0, beta=0.0),
-        "PYDT, greedy EM": {},
+        "PYDT, greedy EM (the default: sigma2 learnt)": {},
+        "PYDT, greedy EM, alpha, beta, c and sigma2 learnt": dict(learn_hyperparameters=True),
         "PYDT, greedy EM, alpha and beta fixed": dict(learn_hyperparameters=["c", "sigma2"]),
         "PYDT, MCMC 400 sweeps": dict(inference="mcmc", n_iter=400),
     }

@@ -110,3 +110,23 @@ def test_greedy_em_names_bad_arguments():
             seed=0,
             verbose=False,
         )
+
+
+@pytest.mark.parametrize("name", ["em_steps", "n_candidates"])
+def test_greedy_em_names_a_zero_step_or_candidate_count(name):
+    with pytest.raises(rosetree.InvalidParameterError, match=name) as info:
+        _core.pydt_greedy_em(
+            four_clusters(2, 3),
+            alpha=0.5,
+            beta=0.2,
+            c=1.0,
+            sigma2=1.0,
+            max_iter=1,
+            k_best=10,
+            learn=(False, False, False, False),
+            priors=PRIORS,
+            seed=0,
+            verbose=False,
+            **{name: 0},
+        )
+    assert info.value.parameter == name

@@ -195,7 +195,9 @@ def _ln_time_jacobian(tree: rt.Tree) -> float:
 
 
 def test_greedy_em_attributes_are_consistent():
-    est = rt.PitmanYorDiffusionTree(inference="greedy-em", random_state=0).fit(X)
+    est = rt.PitmanYorDiffusionTree(
+        inference="greedy-em", learn_hyperparameters=True, random_state=0
+    ).fit(X)
     assert est.inference == "greedy-em" and est.acceptance_rate_ is None
     heights = np.asarray(est.tree_.heights)
     np.testing.assert_array_equal(heights[:25], 1.0)
@@ -220,6 +222,37 @@ def test_greedy_em_attributes_are_consistent():
     best = est.log_joint_ + _ln_time_jacobian(est.tree_)
     best += -est.alpha_ - est.c_ - 1.0 / est.sigma2_
     assert objective[-1] - 1e-9 <= best <= objective[-1] + 1e-5
+
+
+def test_greedy_em_default_learns_sigma2_alone_and_mcmc_learns_all():
+    est = rt.PitmanYorDiffusionTree(
+        alpha=0.7, beta=0.3, c=1.5, sigma2=2.0, inference="greedy-em", random_state=0
+    ).fit(X)
+    hyper = est.sample_hyperparameters_
+    np.testing.assert_array_equal(
+        hyper[:, :3], np.broadcast_to([0.7, 0.3, 1.5], hyper[:, :3].shape)
+    )
+    assert np.all(hyper[:, 3] != 2.0)
+    # The objective adds the log density of 1/sigma2 alone (Gamma(1, 1): -1/sigma2).
+    best = est.log_joint_ + _ln_time_jacobian(est.tree_) - 1.0 / est.sigma2_
+    assert est.trace_["objective"][-1] - 1e-9 <= best <= est.trace_["objective"][-1] + 1e-5
+    chain = _mcmc(alpha=0.7, beta=0.3, c=1.5, sigma2=2.0)
+    for name in ("alpha", "beta", "c", "sigma2"):
+        assert np.ptp(chain.trace_[name]) > 0, name
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_greedy_em_default_is_not_much_flatter_than_the_generating_tree(seed):
+    # Data from a PYDT with beta = 0.2 (50 points, 10 dimensions): the default tree has at
+    # least 55 % of the generating tree's branch points (measured: 21/31, 20/29, 21/28,
+    # 19/31). With alpha, beta and c learnt by EM the maximum runs towards beta -> 1 and
+    # keeps 16, 12, 13, 12 (52, 41, 46, 39 %): fewer, wider branch points.
+    x, truth = rt.sample_pydt(50, 10, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=seed)
+    est = rt.PitmanYorDiffusionTree(inference="greedy-em", random_state=0).fit(x)
+    n_true, n_fit = len(truth.internal_nodes), len(est.tree_.internal_nodes)
+    assert 0.55 * n_true <= n_fit <= n_true
+    again = rt.PitmanYorDiffusionTree(inference="greedy-em", random_state=0).fit(x)
+    assert again.tree_.to_nested() == est.tree_.to_nested()
 
 
 def test_greedy_em_beats_the_generating_tree():

@@ -291,6 +291,8 @@ def pydt_greedy_em(
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
+    em_steps: int = 10,
+    n_candidates: int = 3,
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],
@@ -311,6 +313,8 @@ def pydt_mcmc(
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
+    em_steps: int = 10,
+    n_candidates: int = 3,
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],

@@ -415,6 +415,12 @@ _PRIOR_DEFAULTS: dict[str, tuple[float, float]] = {
     "c": (1.0, 1.0),
     "precision": (1.0, 1.0),
 }
+# Greedy EM: the EM steps a candidate position gets, and how many of a detached subtree's
+# best-scoring positions get them (measured on 200 rows drawn from the PYDT in 10
+# dimensions: 3 and 1 take 3.5 s of CPU, 10 and 3 take 24.1 s and end 1.7 nats of the
+# objective lower; see docs/pydt.md).
+_EM_STEPS = 3
+_EM_CANDIDATES = 1
 _TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
 
 
@@ -472,18 +478,16 @@ class PitmanYorDiffusionTree(ParamsMixin):
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
         EP's approximation of :math:`\ln p(X \mid T, t)`).
     inference : {"mcmc", "greedy-em"}, default="mcmc"
-        MCMC (the default; see below), or greedy Bayesian EM (§5.2): the best of several
-        initial trees (sequential
-        attachment, cuts of the Ward dendrogram), improved by re-attaching subtrees where
-        the EM-optimised objective (see ``trace_``) is highest, keeping the 10 best trees
-        (a maximum over the divergence times, not a marginal likelihood: with ``beta``
-        learnt it prefers few, wide branch points, e.g. flat clusters; for a hierarchy of
-        many small groups fit the DDT, ``alpha=beta=0``, or use MCMC; see ``docs/pydt.md``,
-        Figure 5 and "Which fit"; on 100–400 rows it takes minutes); or MCMC (§5.1):
-        subtree moves with the exact Metropolis–Hastings ratio, slice moves of the
-        divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice moves of
-        :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`, started as ``init`` says
-        (100 sweeps over 200 rows take well under a second).
+        MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio, slice moves of
+        the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice
+        moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`, started as ``init``
+        says (100 sweeps over 400 rows take under a second). Or greedy Bayesian EM (§5.2):
+        the best of several initial trees (sequential attachment, cuts of the Ward
+        dendrogram), improved by re-attaching subtrees where the EM-optimised objective
+        (see ``trace_``) is highest, keeping the 10 best trees: a maximum over the
+        divergence times, not a marginal likelihood, which prefers few, wide branch points
+        (see ``learn_hyperparameters``, ``docs/pydt.md``, Figure 5 and "Which fit"); seconds
+        to tens of seconds on a few hundred rows.
     init : {"linkage", "prior"}, default="linkage"
         MCMC's first tree. ``"linkage"``: average linkage of the rows (Euclidean, SciPy),
         its merge heights read as divergence times: under the model two rows that
@@ -498,13 +502,19 @@ class PitmanYorDiffusionTree(ParamsMixin):
         nothing), or MCMC sweeps (each: one subtree move per node on
         average, one slice move per divergence time, one update of each learnt
         hyperparameter).
-    learn_hyperparameters : bool or collection of str, default=True
+    learn_hyperparameters : "auto", bool or collection of str, default="auto"
         Which of ``"alpha"``, ``"beta"``, ``"c"``, ``"sigma2"`` to learn (EM: their
         posterior modes or variational means; MCMC: sampled). ``True`` learns ``c`` and
         ``sigma2``, and ``alpha`` and ``beta`` where they start positive (their moves act
         on :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`; so ``alpha = beta = 0`` keeps
-        the Dirichlet diffusion tree). ``False`` learns none. Under the probit likelihood
-        ``sigma2`` is fixed (the threshold at 0 leaves its scale unidentified).
+        the Dirichlet diffusion tree). ``False`` learns none. ``"auto"`` is ``True`` for
+        MCMC and ``{"sigma2"}`` for greedy EM: EM maximises over ``alpha``, ``beta`` and
+        ``c`` together with the tree and the divergence times instead of integrating, and
+        that maximum runs to a corner (:math:`\alpha \to 0`, :math:`\beta \to 1`,
+        :math:`c \to 0` with :math:`c/(1 - \beta)` finite) where the prior puts almost all
+        its mass on a few wide branch points, so the tree comes out flat (see
+        ``docs/pydt.md``). Under the probit likelihood ``sigma2`` is fixed (the threshold
+        at 0 leaves its scale unidentified), so EM's ``"auto"`` learns nothing.
     priors : dict, default=None
         Hyperpriors of the learnt hyperparameters, by name: ``"alpha"`` (shape, rate of a
         Gamma), ``"beta"`` (the two parameters of a Beta), ``"c"`` (Gamma shape, rate),
@@ -578,7 +588,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         inference: str = "mcmc",
         init: str = "linkage",
         n_iter: int = 100,
-        learn_hyperparameters: Any = True,
+        learn_hyperparameters: Any = "auto",
         priors: dict[str, Any] | None = None,
         burn_in: int | None = None,
         thin: int = 1,
@@ -641,7 +651,16 @@ class PitmanYorDiffusionTree(ParamsMixin):
         alpha, beta = check_real(self.alpha, "alpha"), check_real(self.beta, "beta")
         c, sigma2 = check_real(self.c, "c"), check_real(self.sigma2, "sigma2")
         n_iter = check_count(self.n_iter, "n_iter")
-        learn = _learn_flags(self.learn_hyperparameters, alpha, beta, probit)
+        learn_value = self.learn_hyperparameters
+        if isinstance(learn_value, str) and learn_value == "auto":
+            # EM maximises over alpha, beta and c jointly with the times and the tree, and
+            # that maximum lies in a corner (alpha -> 0, beta -> 1, c -> 0) where the prior
+            # puts nearly all its mass on a star: greedy EM keeps them at their values.
+            if self.inference == "mcmc":
+                learn_value = True
+            else:
+                learn_value = set() if probit else {"sigma2"}
+        learn = _learn_flags(learn_value, alpha, beta, probit)
         priors = _prior_vector(self.priors)
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
@@ -682,7 +701,14 @@ class PitmanYorDiffusionTree(ParamsMixin):
             best = max(range(len(samples)), key=lambda i: samples[i][5])
         else:
             samples, trace = _core.pydt_greedy_em(
-                X, None, max_iter=n_iter, k_best=10, verbose=verbose, **common
+                X,
+                None,
+                max_iter=n_iter,
+                k_best=10,
+                verbose=verbose,
+                em_steps=_EM_STEPS,
+                n_candidates=_EM_CANDIDATES,
+                **common,
             )
             self.trace_ = {"objective": np.asarray(trace, dtype=float)}
             self.acceptance_rate_ = None
@@ -801,7 +827,7 @@ def _learn_flags(
         return (alpha > 0.0, beta > 0.0, True, not probit)
     if isinstance(value, str) or not hasattr(value, "__iter__"):
         raise InvalidParameterError(
-            "learn_hyperparameters must be True, False or a collection of names from "
+            'learn_hyperparameters must be "auto", True, False or a collection of names from '
             f"{_HYPERPARAMETERS}, got {value!r}",
             "learn_hyperparameters",
         )

@@ -21,9 +21,10 @@ type PyBest = (PyTree, f64, f64, f64, f64, f64);
 /// `verbose`, a line per pass goes to Python's `sys.stderr`. Interruptible with Ctrl-C.
 /// `likelihood` is `"gaussian"` or `"probit"` (binary `x`, `NaN` for missing; EP in the
 /// E-step, `sigma2` fixed, and `log_joint` with EP's approximation of `ln p(x | T, t)`).
+/// `em_steps` and `n_candidates` are [`EmConfig::em_steps`] and [`EmConfig::n_candidates`].
 #[pyfunction]
 #[pyo3(signature = (x, tree=None, *, alpha, beta, c, sigma2, max_iter, k_best, learn, priors,
-                    seed, verbose, likelihood="gaussian"))]
+                    seed, verbose, likelihood="gaussian", em_steps=10, n_candidates=3))]
 #[allow(clippy::too_many_arguments)]
 fn pydt_greedy_em<'py>(
     py: Python<'py>,
@@ -40,6 +41,8 @@ fn pydt_greedy_em<'py>(
     seed: u64,
     verbose: bool,
     likelihood: &str,
+    em_steps: usize,
+    n_candidates: usize,
 ) -> PyResult<(Vec<PyBest>, Bound<'py, PyArray1<f64>>)> {
     let params = PydtParams::new(alpha, beta, c)?;
     let x = x.as_array().to_owned();
@@ -50,6 +53,8 @@ fn pydt_greedy_em<'py>(
         learn: learn_flags(learn),
         priors: hyperpriors(priors),
         likelihood: likelihood.parse()?,
+        em_steps,
+        n_candidates,
         ..EmConfig::default()
     };
     let result = run_interruptible(py, move |interrupt| {
