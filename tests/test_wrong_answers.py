@@ -54,3 +54,22 @@ def test_cluster_weights_match_mpmath_on_ordinary_data():
     np.testing.assert_allclose(
         np.exp(tree.log_cluster_weights()), weights_by_mpmath(tree), rtol=1e-10, atol=1e-300
     )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("exact_below", [2, 5, 9])
+def test_binary_approximate_search_gives_a_binary_tree(seed, exact_below):
+    X = (np.random.default_rng(seed).random((40, 3)) < 0.5).astype(float)
+    est = rt.BayesianRoseTree(
+        binary=True, approximate=True, exact_below=exact_below, random_state=seed
+    ).fit(X)
+    internal = [c for c in est.tree_.children if c]
+    assert len(internal) == 39
+    assert all(len(c) == 2 for c in internal)
+    assert rt.log_evidence(X, est.tree_, binary=True) == pytest.approx(est.log_evidence_, rel=1e-12)
+
+
+def test_binary_with_contraction_is_refused():
+    X = (np.random.default_rng(0).random((10, 3)) < 0.5).astype(float)
+    with pytest.raises(rt.InvalidParameterError, match="contract"):
+        rt.BayesianRoseTree(binary=True, contract=True).fit(X)

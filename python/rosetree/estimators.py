@@ -79,7 +79,8 @@ class BayesianRoseTree(ParamsMixin):
         ordered by how hopeless they are.
     contract : bool, default=False
         After the greedy search, contract every edge whose removal raises
-        :math:`p(D \mid T)`, until none does.
+        :math:`p(D \mid T)`, until none does. Contraction makes nodes with more than two
+        children, so it cannot be combined with ``binary=True`` (InvalidParameterError).
     n_jobs : int, default=None
         Threads for pair scoring; ``None`` or ``-1`` uses every core. The tree does not
         depend on it.

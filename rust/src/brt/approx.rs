@@ -305,12 +305,27 @@ impl<M: RowQueries> Approx<'_, M> {
         Ok(assemble(&top, &cut, built).expect("at least two parts are not empty"))
     }
 
-    /// Rows that do not split: children of one node, each block of them built exactly.
+    /// Rows that do not split: children of one node, each block of them built exactly. A
+    /// binary search (`binary`) joins the blocks in a balanced binary tree instead, so that
+    /// every node of its result has two children.
     fn blocks(&mut self, rows: &[usize], depth: usize) -> Result<Shape> {
-        let children = rows
+        let children: Vec<Shape> = rows
             .chunks(self.params.exact_below)
             .map(|p| self.build(p.to_vec(), depth + 1))
             .collect::<Result<_>>()?;
-        Ok(Shape::Node(children))
+        Ok(if self.binary {
+            balanced(children)
+        } else {
+            Shape::Node(children)
+        })
     }
+}
+
+/// The shapes as the leaves of a balanced binary tree, in their order (one shape: itself).
+fn balanced(mut shapes: Vec<Shape>) -> Shape {
+    if shapes.len() == 1 {
+        return shapes.pop().expect("one shape");
+    }
+    let right = shapes.split_off(shapes.len() / 2);
+    Shape::Node(vec![balanced(shapes), balanced(right)])
 }
