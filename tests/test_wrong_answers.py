@@ -73,3 +73,31 @@ def test_binary_with_contraction_is_refused():
     X = (np.random.default_rng(0).random((10, 3)) < 0.5).astype(float)
     with pytest.raises(rt.InvalidParameterError, match="contract"):
         rt.BayesianRoseTree(binary=True, contract=True).fit(X)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [rt.BetaBernoulli(alpha=1e12, beta=1.27), rt.BetaBernoulli(alpha=1e-9, beta=3e7)],
+)
+def test_learning_from_a_start_outside_the_box_never_ends_below_it(model):
+    X = np.ones((7, 1))
+    X[0, 0] = 0.0
+    start = rt.BayesianRoseTree(model).fit(X).log_evidence_
+    result = rt.learn_hyperparameters(X, model=model)
+    assert result.trace[0] == pytest.approx(start, rel=1e-12, abs=1e-300)
+    assert result.log_evidence >= start
+    assert all(b >= a for a, b in zip(result.trace, result.trace[1:], strict=False))
+
+
+def test_learning_from_the_reported_start_keeps_its_evidence():
+    # The reproducer: all ones, alpha far above the box exp(12).
+    X = np.ones((7, 1))
+    model = rt.BetaBernoulli(alpha=1e12, beta=1.27)
+    start = rt.BayesianRoseTree(model).fit(X).log_evidence_
+    # Independent value: every factor (alpha + k) / (alpha + beta + k) of a cluster's
+    # marginal equals alpha / (alpha + beta) to relative O(k beta / alpha**2), so every tree
+    # (and every mixture of its partitions) has ln p(D | T) = 7 ln(alpha / (alpha + beta)).
+    alpha, beta = mpmath.mpf(1e12), mpmath.mpf(1.27)
+    expected = float(7 * mpmath.log(alpha / (alpha + beta)))
+    assert start == pytest.approx(expected, rel=1e-6)
+    assert rt.learn_hyperparameters(X, model=model).log_evidence >= start
