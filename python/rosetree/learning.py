@@ -229,7 +229,9 @@ def learn_hyperparameters(
         per feature. Without ``tie``, when the starting values are the same for every
         feature, the shared values are learned first and the per-feature ascent starts from
         their optimum (so it ends at least as likely as ``tie=True``); the trace holds both
-        stages.
+        stages. With ``tie`` and per-feature starting values that differ (such as the
+        defaults resolved from the data), the ascent starts from their mean, another prior,
+        so the result can be less likely than the given per-feature values.
     n_restarts : int, default=0
     max_iter : int, default=20
     tol : float, default=1e-6
@@ -314,8 +316,12 @@ def learn_hyperparameters(
                 bounds=[(-_LOG_BOUND, _LOG_BOUND)] * u.size,
             )
             if -res.fun > tree.log_evidence:
-                u = res.x
-                tree = _evaluate(X, internal, mixing, *c.decode(u))
+                # The optimiser's value comes from the gradient code; keep the point only if
+                # the tree's own evaluation agrees that it is better (on extreme priors the
+                # two can differ in the last digits).
+                moved = _evaluate(X, internal, mixing, *c.decode(res.x))
+                if moved.log_evidence >= tree.log_evidence:
+                    u, tree = res.x, moved
             trace.append(tree.log_evidence)
             candidate = fit_tree(X, *c.decode(u))
             if candidate.log_evidence > tree.log_evidence:
