@@ -405,3 +405,16 @@ def test_labels_out_dash_writes_the_csv_alone_to_standard_output(capsys):
     assert lines[0] == "name,cluster" and len(lines) == 34
     assert {line.rsplit(",", 1)[1] for line in lines[1:]} == {"0", "1", "2"}
     assert "Elephant" in captured.err  # the printed tree
+
+
+def test_n_clusters_groups_the_children_of_a_multiway_node():
+    import rosetree as rt
+    import rosetree.cli as cli
+
+    tree = rt.Tree(4, [[0, 1, 2, 3]], [0.0] * 4 + [1.0])
+    labels, rule = cli._n_clusters(tree, 2)
+    np.testing.assert_array_equal(labels, [0, 1, 1, 1])
+    assert "gives 1" in rule and "grouped" in rule
+    labels, rule = cli._n_clusters(tree, 4)
+    np.testing.assert_array_equal(labels, [0, 1, 2, 3])
+    assert rule == "at most 4, lowest cut of the heights"

@@ -289,12 +289,29 @@ def _estimator(
     return PitmanYorDiffusionTree(**params)
 
 
+def _n_clusters(tree: Any, k: int) -> tuple[np.ndarray, str]:
+    """``--n-clusters K``: K clusters where the tree has K rows, and the rule that made them.
+
+    The lowest cut of the heights with at most K clusters; where a multi-way node leaves no
+    cut with exactly K, its children are grouped (``Tree.max_clusters(K,
+    split_multiway=True)``), and the rule says so.
+    """
+    lowest = tree.max_clusters(k)
+    labels = tree.max_clusters(k, split_multiway=True)
+    if labels.max() == lowest.max():
+        return labels, f"at most {k}, lowest cut of the heights"
+    return labels, (
+        f"{k}: the lowest cut of the heights gives {lowest.max() + 1}, so a node's children "
+        "were grouped, its largest children alone and the others together"
+    )
+
+
 def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.ndarray, str] | None:
     """The flat cluster labels and the rule that made them (None: the tree has none)."""
     if family == "brt":
         if est.n_clusters is not None:
-            rule = f"at most {est.n_clusters}, lowest cut of the heights"
-        elif est.flat_clusters == "map":
+            return _n_clusters(est.tree_, est.n_clusters)
+        if est.flat_clusters == "map":
             rule = "most probable tree-consistent partition"
         elif est.flat_clusters == "dp":
             rule = f"r >= {est.cut_threshold:g} cut under the DP prior"
@@ -302,8 +319,7 @@ def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.nd
             rule = f"r >= {est.cut_threshold:g} cut"
         return est.labels_, rule
     if n_clusters is not None:
-        rule = f"at most {n_clusters}, lowest cut of the heights"
-        return est.tree_.max_clusters(n_clusters), rule
+        return _n_clusters(est.tree_, n_clusters)
     if family == "coalescent":
         return est.labels_, f"split log likelihood ratio > {est.llr_threshold:g}"
     return None
