@@ -610,12 +610,13 @@ def _check_weights(tree: Any) -> None:
 def _check_brt_fit(est: Any, X: Any) -> None:
     """Check the promises of a fitted rose tree.
 
-    The tree is binary under ``binary=True``; its ``log_evidence_`` is what
+    The tree is binary under ``binary=True`` (without ``contract``); its ``log_evidence_`` is what
     :func:`rosetree.log_evidence` gives for the returned tree and fitted hyperparameters; its
     cluster weights sum to one.
     """
     tree = est.tree_
-    if est.binary and any(len(c) not in (0, 2) for c in tree.children):
+    binary = est.binary and not est.contract  # contraction makes a rose tree (documented)
+    if binary and any(len(c) not in (0, 2) for c in tree.children):
         raise InvariantError("binary=True returned a node with more than two children")
     _check_weights(tree)
     try:
@@ -626,7 +627,7 @@ def _check_brt_fit(est: Any, X: Any) -> None:
             mixing=est.mixing,
             gamma=est.gamma_,
             dp_alpha=est.dp_alpha_,
-            binary=est.binary,
+            binary=binary,
         )
     except (rt.RoseTreeError, CallbackError):
         return

@@ -74,17 +74,9 @@ impl BrtParams {
     /// Checks every option once and returns the options as a type that the search trusts.
     ///
     /// # Errors
-    /// [`RoseTreeError::InvalidParameter`] naming the option at fault; `binary` with
-    /// `contract` is refused, since the contraction pass makes multi-way nodes.
+    /// [`RoseTreeError::InvalidParameter`] naming the option at fault.
     pub fn check(self) -> Result<ValidBrtParams> {
         self.mixing.check()?;
-        if self.binary && self.contract {
-            return Err(RoseTreeError::param(
-                "contract",
-                "cannot be combined with binary=True: contracting edges makes nodes with \
-                 more than two children",
-            ));
-        }
         if self.n_threads == Some(0) {
             return Err(RoseTreeError::param("n_jobs", "must be at least 1"));
         }
