@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import csv
 import os
@@ -699,8 +700,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             X, names, _ = read_csv(args.data, args.labels, args.ignore, not args.no_header)
             if names is not None and (args.newick or args.json):
-                seen: set[str] = set()
-                repeated = next((n for n in names if n in seen or seen.add(n)), None)
+                counts = collections.Counter(names)
+                repeated = next((n for n in names if counts[n] > 1), None)
                 if repeated is not None:
                     flag = "--newick" if args.newick else "--json"
                     raise ValueError(

@@ -193,11 +193,12 @@ class Tree:
             return self.labels_of(self.max_clusters_nodes(n_clusters))
         k = min(_count(n_clusters, "n_clusters"), self.n_leaves)
         groups: list[list[int]] = [[v] for v in self.max_clusters_nodes(k)]
-        heights, children = self.heights, self.children
+        distances, children = self.distances, self.children
+        assert distances is not None  # max_clusters_nodes refuses a tree without heights
         while len(groups) < k:
             # The single-node cluster that the cut would split next.
             split = [g[0] for g in groups if len(g) == 1 and children[g[0]]]
-            v = max(split, key=lambda u: (heights[u], u))
+            v = max(split, key=lambda u: (distances[u], u))
             groups.remove([v])
             kids = list(children[v])
             free = k - len(groups)  # clusters that v's children may take
