@@ -10,6 +10,7 @@ the metrics and the plotting helpers are covered; ``TARGETS`` lists them.
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 import warnings
@@ -572,12 +573,67 @@ def _run_estimator(
         elif name == "fit":
             assert est.fit(*args) is est
             outputs += fitted(est)
+            if isinstance(est, rt.BayesianRoseTree) and args:
+                _check_brt_fit(est, args[0])
         else:
             result = getattr(est, name)(*args)
             outputs.append(Output(name, result, rules.get(name, REAL)))
             if name == "fit_predict":
                 outputs += fitted(est)
     return outputs
+
+
+class InvariantError(AssertionError):
+    """A result that breaks a documented promise.
+
+    Weights that do not sum to one, a tree that is not binary under ``binary=True``, an
+    evidence that re-evaluation does not reproduce, hyperparameter learning that ends below
+    its start.
+    """
+
+
+def _close(a: float, b: float, rel: float = 1e-8) -> bool:
+    """Whether two finite log values agree to ``rel`` (absolute below 1)."""
+    return abs(a - b) <= rel * max(1.0, abs(a), abs(b))
+
+
+def _check_weights(tree: Any) -> None:
+    """``tree.log_cluster_weights()`` sums to one (BRT eq 1.25) where it is finite."""
+    log_w = np.asarray(tree.log_cluster_weights(), dtype=float)
+    if log_w.size and np.all(log_w < np.inf) and not np.any(np.isnan(log_w)):
+        top = float(np.max(log_w))
+        total = top + math.log(float(np.sum(np.exp(log_w - top))))
+        if not abs(total) <= 1e-9:
+            raise InvariantError(f"log_cluster_weights() sums to exp({total!r}), not 1")
+
+
+def _check_brt_fit(est: Any, X: Any) -> None:
+    """Check the promises of a fitted rose tree.
+
+    The tree is binary under ``binary=True`` (without ``contract``); its ``log_evidence_`` is what
+    :func:`rosetree.log_evidence` gives for the returned tree and fitted hyperparameters; its
+    cluster weights sum to one.
+    """
+    tree = est.tree_
+    binary = est.binary and not est.contract  # contraction makes a rose tree (documented)
+    if binary and any(len(c) not in (0, 2) for c in tree.children):
+        raise InvariantError("binary=True returned a node with more than two children")
+    _check_weights(tree)
+    try:
+        again = rt.log_evidence(
+            X,
+            [list(c) for c in tree.children[tree.n_leaves :]],
+            model=est.model_,
+            mixing=est.mixing,
+            gamma=est.gamma_,
+            dp_alpha=est.dp_alpha_,
+            binary=binary,
+        )
+    except (rt.RoseTreeError, CallbackError):
+        return
+    fitted = float(est.log_evidence_)
+    if math.isfinite(fitted) and math.isfinite(again) and not _close(fitted, again):
+        raise InvariantError(f"log_evidence_ = {fitted!r}, but the returned tree gives {again!r}")
 
 
 def _brt_fitted(est: Any) -> list[Output]:
@@ -868,6 +924,24 @@ def run_learn(X: Any, **kwargs: Any) -> list[Output]:
     import rosetree as rt
 
     result = rt.learn_hyperparameters(X, **kwargs)
+    trace = [float(v) for v in result.trace]
+    if any(b < a for a, b in itertools.pairwise(trace)):
+        raise InvariantError(f"the learning trace decreases: {trace!r}")
+    start = {
+        k: kwargs[k] for k in ("model", "mixing", "gamma", "dp_alpha", "binary") if k in kwargs
+    }
+    try:
+        given = rt.BayesianRoseTree(**start).fit(X).log_evidence_
+    except (rt.RoseTreeError, CallbackError):
+        given = -math.inf
+    # With tie=True and per-feature starting values that differ, the documented start is
+    # their mean, another prior: only untied learning promises to end above the given one.
+    if kwargs.get("tie") is True:
+        given = -math.inf
+    if math.isfinite(given) and result.log_evidence < given - 1e-8 * max(1.0, abs(given)):
+        raise InvariantError(
+            f"learning ends at {result.log_evidence!r}, below the start's {given!r}"
+        )
     out = [
         Output("log_evidence", result.log_evidence, LOG),
         Output("gamma", result.gamma, REAL),
@@ -1282,6 +1356,7 @@ def _run_tree_calls(tree: Any, calls: list[Any]) -> list[Output]:
             out += _rose_outputs(remixed, "remix()")
         elif name == "log_cluster_weights":
             out.append(Output(name, tree.log_cluster_weights(), LOG))
+            _check_weights(tree)
         elif name == "partitions":
             parts = tree.partitions(*args)
             out.append(Output(name, [w for _, w in parts], LOG))

@@ -296,3 +296,39 @@ def test_default_flat_clusters_do_not_split_separated_blobs_as_n_grows(n):
     # Each cluster is one blob.
     for k in range(5):
         assert len(np.unique(y[est.labels_ == k])) == 1
+
+
+# Three groups of three rows and one outlier (row 9) under a root with four children.
+FOUR_WAY = rt.Tree(
+    10, [[0, 1, 2], [3, 4, 5], [6, 7, 8], [10, 11, 12, 9]], [0.0] * 10 + [1.0, 1.0, 1.0, 5.0]
+)
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [
+        (1, [0] * 10),
+        (2, [0, 0, 0, 1, 1, 1, 1, 1, 1, 1]),
+        (3, [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]),
+        (4, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]),
+        # The root's four children, then node 12 (tied height, larger id) split in two:
+        # row 6 alone, rows 7 and 8 together.
+        (5, [0, 0, 0, 1, 1, 1, 2, 3, 3, 4]),
+        (10, list(range(10))),
+        (11, list(range(10))),
+    ],
+)
+def test_split_multiway_gives_exactly_k_clusters(k, expected):
+    # Worked by hand from the documented rule (largest children alone, the rest together).
+    np.testing.assert_array_equal(FOUR_WAY.max_clusters(k, split_multiway=True), expected)
+
+
+def test_split_multiway_refines_the_lowest_cut():
+    for k in range(1, 11):
+        lowest = FOUR_WAY.max_clusters(k)
+        split = FOUR_WAY.max_clusters(k, split_multiway=True)
+        assert len(np.unique(split)) == k
+        # Every cluster of the split lies within one cluster of the lowest cut.
+        assert all(len(np.unique(lowest[split == c])) == 1 for c in range(k))
+    # Without the option, the root's four children leave no cut with 2 or 3 clusters.
+    assert len(np.unique(FOUR_WAY.max_clusters(3))) == 1

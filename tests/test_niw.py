@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 import warnings
 
 import mpmath as mp
@@ -234,13 +233,12 @@ class TestManyFeatures:
         # Each entry of an N(0, 1) sample has log density about -1.42 on average.
         assert -1.6 * X.size < est.log_evidence_ < -1.2 * X.size
 
-    def test_fifty_rows_in_five_thousand_dimensions_fit_in_seconds(self):
+    def test_fifty_rows_in_five_thousand_dimensions_fit(self):
+        # Its time is measured in benchmarks/niw_speed.py, not here.
         rng = np.random.default_rng(2)
         X = rng.normal(size=(50, 5000)) + 5.0 * (np.arange(50) % 2)[:, None]
-        start = time.perf_counter()
         with pytest.warns(rt.DegenerateModelWarning):
             est = rt.BayesianRoseTree(model=rt.NormalInverseWishart()).fit(X)
-        assert time.perf_counter() - start < 20.0
         assert np.isfinite(est.log_evidence_)
         assert est.tree_.sizes[est.tree_.root] == 50
 

@@ -219,3 +219,25 @@ def test_missing_matplotlib_names_the_extra(tree, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"bayesian-rosetree\[plot\]"):
         plot_tree(tree)
+
+
+def test_an_estimator_is_drawn_with_its_labels_in_colour():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rosetree.plot import plot_tree
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(m, 0.1, (5, 2)) for m in (0.0, 5.0, 10.0)])
+    est = rt.BayesianRoseTree(rt.NormalInverseWishart(), n_clusters=3).fit(X)
+    ax = plot_tree(est)
+    # One colour per cluster of labels_ on the tick labels (the leaves' names).
+    colours = {}
+    for tick in ax.get_yticklabels():
+        colours.setdefault(est.labels_[int(tick.get_text())], set()).add(tick.get_color())
+    assert len(colours) == 3 and all(len(c) == 1 for c in colours.values())
+    assert len({next(iter(c)) for c in colours.values()}) == 3
+    plt.close("all")
+    with pytest.raises(rt.InvalidParameterError, match="clusters"):
+        plot_tree(est.tree_, clusters="labels")

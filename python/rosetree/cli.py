@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import csv
 import os
 import sys
@@ -226,7 +228,19 @@ def _check_options(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} is an option of --family {owners}, not of --family {family}")
     if args.n_clusters is not None and args.n_clusters < 1:
         raise ValueError(f"--n-clusters must be at least 1, got {args.n_clusters}")
+    if getattr(args, "max_children", None) is not None and args.max_children < 1:
+        raise ValueError(f"--max-children must be at least 1, got {args.max_children}")
     if family == "brt":
+        mixing = args.mixing or "brt"
+        if args.dp_alpha is not None and mixing != "dp":
+            raise ValueError(f"--dp-alpha applies to --mixing dp, not to --mixing {mixing}")
+        if args.gamma is not None and mixing == "dp":
+            raise ValueError("--gamma applies to --mixing brt or gamma, not to --mixing dp")
+        if args.cut_threshold is not None and args.flat == "map":
+            raise ValueError(
+                "--cut-threshold applies to --flat dp or cut, not to --flat map (the most "
+                "probable partition has no threshold)"
+            )
         if args.restarts is not None and not args.learn:
             raise ValueError("--restarts applies to --learn (the random restarts of learning)")
         if args.seed is not None and not args.restarts:
@@ -292,12 +306,29 @@ def _estimator(
     return PitmanYorDiffusionTree(**params)
 
 
+def _n_clusters(tree: Any, k: int) -> tuple[np.ndarray, str]:
+    """``--n-clusters K``: K clusters where the tree has K rows, and the rule that made them.
+
+    The lowest cut of the heights with at most K clusters; where a multi-way node leaves no
+    cut with exactly K, its children are grouped (``Tree.max_clusters(K,
+    split_multiway=True)``), and the rule says so.
+    """
+    lowest = tree.max_clusters(k)
+    labels = tree.max_clusters(k, split_multiway=True)
+    if labels.max() == lowest.max():
+        return labels, f"at most {k}, lowest cut of the heights"
+    return labels, (
+        f"{k}: the lowest cut of the heights gives {lowest.max() + 1}, so a node's children "
+        "were grouped, its largest children alone and the others together"
+    )
+
+
 def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.ndarray, str] | None:
     """The flat cluster labels and the rule that made them (None: the tree has none)."""
     if family == "brt":
         if est.n_clusters is not None:
-            rule = f"at most {est.n_clusters}, lowest cut of the heights"
-        elif est.flat_clusters == "map":
+            return _n_clusters(est.tree_, est.n_clusters)
+        if est.flat_clusters == "map":
             rule = "most probable tree-consistent partition"
         elif est.flat_clusters == "dp":
             rule = f"r >= {est.cut_threshold:g} cut under the DP prior"
@@ -305,8 +336,7 @@ def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.nd
             rule = f"r >= {est.cut_threshold:g} cut"
         return est.labels_, rule
     if n_clusters is not None:
-        rule = f"at most {n_clusters}, lowest cut of the heights"
-        return est.tree_.max_clusters(n_clusters), rule
+        return _n_clusters(est.tree_, n_clusters)
     if family == "coalescent":
         if est.flat_clusters == "dp":
             return est.labels_, f"r >= {est.cut_threshold:g} cut under the DP prior"
@@ -374,7 +404,8 @@ def _report(est: Any, names: list[str] | None, args: argparse.Namespace) -> None
     """
     family = getattr(args, "family", "brt")
     tree = est.tree_
-    out = sys.stdout
+    # With `--labels-out -` standard output holds the CSV alone; the report goes to stderr.
+    out = sys.stderr if getattr(args, "labels_out", None) == "-" else sys.stdout
     out.write(tree.format(labels=names, max_leaves=args.max_children) + "\n\n")
     text, scores = _summary(est, family)
     flat = _flat_clusters(est, family, getattr(args, "n_clusters", None))
@@ -405,15 +436,21 @@ def _report(est: Any, names: list[str] | None, args: argparse.Namespace) -> None
     if args.labels_out:
         assert flat is not None  # _check_options refuses --labels-out without clusters
         labels = flat[0]
-        with open(args.labels_out, "w", newline="") as fh:
-            writer = csv.writer(fh)
+        to_stdout = args.labels_out == "-"
+        with (
+            contextlib.nullcontext(sys.stdout)
+            if to_stdout
+            else open(args.labels_out, "w", newline="")
+        ) as fh:
+            writer = csv.writer(fh, lineterminator="\n" if to_stdout else "\r\n")
             if names is None:
                 writer.writerow(["cluster"])
                 writer.writerows([int(k)] for k in labels)
             else:
                 writer.writerow(["name", "cluster"])
                 writer.writerows([name, int(k)] for name, k in zip(names, labels, strict=True))
-        out.write(f"wrote cluster labels to {args.labels_out}\n")
+        if not to_stdout:
+            out.write(f"wrote cluster labels to {args.labels_out}\n")
 
 
 def _brt_args(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -510,7 +547,8 @@ def _common_args(p: argparse.ArgumentParser) -> None:
         "--labels-out",
         metavar="FILE",
         help="write the flat clusters as CSV: a header, then one cluster label per data row "
-        "(with its name, when the rows have names)",
+        "(with its name, when the rows have names); - for standard output (the report then "
+        "goes to standard error)",
     )
     p.add_argument(
         "--max-children",
@@ -659,19 +697,21 @@ def _flag_of(family: str, exc: Exception) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rosetree`` command."""
     try:
-        return _run(build_parser().parse_args(argv))
+        code = _run(build_parser().parse_args(argv))
+        sys.stdout.flush()  # a reader that left shows here, not at exit
+        return code
     except BrokenPipeError:
-        # The reader went away (`rosetree demo | head`): stop quietly. Python flushes stdout
-        # again at exit, so point it at devnull first.
+        # The reader went away (`rosetree demo | head -1`): it read what it wanted, so stop
+        # quietly with success. Python flushes stdout again at exit, so point it at devnull.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return 0
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         for option in ("newick", "json", "labels_out"):
             path = getattr(args, option)
-            if path is not None and not Path(path).resolve().parent.is_dir():
+            if path is not None and path != "-" and not Path(path).resolve().parent.is_dir():
                 flag = "--" + option.replace("_", "-")
                 raise OSError(f"{flag} {path}: the directory does not exist")
         model: ClusterModel | AutoModel | None = None
@@ -686,9 +726,21 @@ def _run(args: argparse.Namespace) -> int:
 
             ds = load_animals()
             X, names = ds.data, ds.names
-            print(f"{ds.description}; beta-Bernoulli clusters, mixing={args.mixing or 'brt'}\n")
+            print(
+                f"{ds.description}; beta-Bernoulli clusters, mixing={args.mixing or 'brt'}\n",
+                file=sys.stderr if args.labels_out == "-" else sys.stdout,
+            )
         else:
             X, names, _ = read_csv(args.data, args.labels, args.ignore, not args.no_header)
+            if names is not None and (args.newick or args.json):
+                counts = collections.Counter(names)
+                repeated = next((n for n in names if counts[n] > 1), None)
+                if repeated is not None:
+                    flag = "--newick" if args.newick else "--json"
+                    raise ValueError(
+                        f"--labels {args.labels}: the name {repeated!r} is repeated, and "
+                        f"{flag} needs one name per leaf"
+                    )
         est.fit(X)
     except BrokenPipeError:
         raise

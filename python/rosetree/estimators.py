@@ -99,7 +99,9 @@ class BayesianRoseTree(ParamsMixin):
         ordered by how hopeless they are.
     contract : bool, default=False
         After the greedy search, contract every edge whose removal raises
-        :math:`p(D \mid T)`, until none does.
+        :math:`p(D \mid T)`, until none does. With ``binary=True`` the search is binary and
+        its tree is then contracted, so the tree returned may have nodes with more than two
+        children: it is a rose tree (evaluate it with ``binary=False``), not a BHC tree.
     n_jobs : int, default=None
         Threads for pair scoring; ``None`` or ``-1`` uses every core. The tree does not
         depend on it.

@@ -123,7 +123,7 @@ class _Coordinates:
     def initial(self, gamma: float, dp_alpha: float) -> np.ndarray:
         eta = self.model._learning_start(self.resolved, self.tie)
         theta = math.log(dp_alpha) if self.mixing == "dp" else math.log(gamma) - math.log1p(-gamma)
-        return np.clip(np.append(eta, theta), -_LOG_BOUND, _LOG_BOUND)
+        return np.append(eta, theta)
 
     def shared_start(self) -> bool:
         """Whether the model has per-feature values and they all start equal."""
@@ -139,7 +139,7 @@ class _Coordinates:
         model = self.model._at_coordinates(self.resolved, eta, self.tie)
         if self.mixing == "dp":
             return model, 0.5, math.exp(theta)
-        return model, 1.0 / (1.0 + math.exp(-theta)), 1.0
+        return model, _expit(theta), 1.0
 
     def chain(self, u: np.ndarray, flat: np.ndarray, g_mix: float) -> np.ndarray:
         """The gradient with respect to ``u``, from the one with respect to the values."""
@@ -148,7 +148,7 @@ class _Coordinates:
         if self.mixing == "dp":
             g_theta = g_mix * math.exp(theta)
         else:
-            gamma = 1.0 / (1.0 + math.exp(-theta))
+            gamma = _expit(theta)
             g_theta = g_mix * gamma * (1.0 - gamma)
         return np.append(g_eta, g_theta)
 
@@ -207,9 +207,13 @@ def learn_hyperparameters(
     hyperparameters for the current tree (gradients from :func:`evidence_gradient`), until
     an iteration improves the evidence by less than ``tol`` (relative), at most ``max_iter``
     times. A new greedy tree is kept only if it is more likely than the old one, so the
-    evidence never decreases. With ``n_restarts`` the ascent is repeated from random starts
-    around the given hyperparameters (each log-scale coordinate moved by a standard normal
-    draw), and the most likely result is returned, as in the BRT chapter (which used 10).
+    evidence never decreases: it ends at least as high as at the given hyperparameters. Each
+    hyperparameter is searched between :math:`e^{-12}` and :math:`e^{12}` on its log scale
+    (:math:`\gamma` on its logit scale); a given value outside that range is kept (not
+    clipped) until a value inside it gives a more likely tree. With ``n_restarts`` the
+    ascent is repeated from random starts around the given hyperparameters (each log-scale
+    coordinate moved by a standard normal draw), and the most likely result is returned, as
+    in the BRT chapter (which used 10).
 
     Parameters
     ----------
@@ -225,7 +229,9 @@ def learn_hyperparameters(
         per feature. Without ``tie``, when the starting values are the same for every
         feature, the shared values are learned first and the per-feature ascent starts from
         their optimum (so it ends at least as likely as ``tie=True``); the trace holds both
-        stages.
+        stages. With ``tie`` and per-feature starting values that differ (such as the
+        defaults resolved from the data), the ascent starts from their mean, another prior,
+        so the result can be less likely than the given per-feature values.
     n_restarts : int, default=0
     max_iter : int, default=20
     tol : float, default=1e-6
@@ -301,7 +307,8 @@ def learn_hyperparameters(
             internal = [list(ch) for ch in tree.children[tree.n_leaves :]]
             res = minimize(
                 negative,
-                u,
+                # A given start outside the box is kept until a point in the box beats it.
+                np.clip(u, -_LOG_BOUND, _LOG_BOUND),
                 args=(internal,),
                 jac=True,
                 method="L-BFGS-B",
@@ -309,8 +316,12 @@ def learn_hyperparameters(
                 bounds=[(-_LOG_BOUND, _LOG_BOUND)] * u.size,
             )
             if -res.fun > tree.log_evidence:
-                u = res.x
-                tree = _evaluate(X, internal, mixing, *c.decode(u))
+                # The optimiser's value comes from the gradient code; keep the point only if
+                # the tree's own evaluation agrees that it is better (on extreme priors the
+                # two can differ in the last digits).
+                moved = _evaluate(X, internal, mixing, *c.decode(res.x))
+                if moved.log_evidence >= tree.log_evidence:
+                    u, tree = res.x, moved
             trace.append(tree.log_evidence)
             candidate = fit_tree(X, *c.decode(u))
             if candidate.log_evidence > tree.log_evidence:
@@ -344,6 +355,14 @@ def learn_hyperparameters(
     return LearningResult(
         best.model, best.gamma, best.dp_alpha, best.tree, best.log_evidence, best.trace, finals
     )
+
+
+def _expit(theta: float) -> float:
+    """``1 / (1 + exp(-theta))`` without overflow for starts as far out as ``gamma=5e-324``."""
+    if theta >= -700.0:
+        return 1.0 / (1.0 + math.exp(-theta))
+    e = math.exp(theta)
+    return e / (1.0 + e)
 
 
 def _evaluate(

@@ -200,9 +200,11 @@ def plot_tree(
 
     Parameters
     ----------
-    tree : Tree
+    tree : Tree or fitted estimator
         A fitted or evaluated tree, e.g. ``BayesianRoseTree().fit(X).tree_`` or
-        ``KingmanCoalescent().fit(X).tree_``.
+        ``KingmanCoalescent().fit(X).tree_``; or a fitted :class:`BayesianRoseTree` itself,
+        whose ``tree_`` is drawn with its flat clusters (:attr:`~BayesianRoseTree.labels_`,
+        the nodes ``cluster_nodes_``) coloured unless ``clusters`` says otherwise.
     labels : sequence of length n_leaves, optional
         Leaf names (default: row indices).
     ax : matplotlib.axes.Axes, optional
@@ -215,8 +217,9 @@ def plot_tree(
         Node heights (an array: one per node), see :func:`dendrogram_layout`. The default
         is edges to the deepest leaf; ``"tree"`` (or, for a rose tree, ``"posterior"``)
         gives the heights of :meth:`Tree.to_linkage`.
-    clusters : None, "cut" or sequence of int, optional
-        Nodes whose subtrees are coloured, each in its own colour: ``"cut"`` takes the
+    clusters : None, "cut", "labels" or sequence of int, optional
+        Nodes whose subtrees are coloured, each in its own colour: ``"labels"`` (the default
+        for an estimator) takes the nodes of its ``labels_``; ``"cut"`` takes the
         internal nodes of the cut :meth:`RoseTree.cut_nodes` (posterior :math:`r_T \ge`
         ``threshold``, eq 1.26); a sequence gives node ids. A node's bar, the stems below it
         and its leaves' names take the colour of its nearest marked ancestor (or itself).
@@ -246,6 +249,15 @@ def plot_tree(
     ImportError
         If matplotlib is not installed.
     """
+    cluster_nodes = getattr(tree, "cluster_nodes_", None)
+    if not isinstance(tree, Tree) and isinstance(getattr(tree, "tree_", None), Tree):
+        tree = tree.tree_  # a fitted estimator
+        if clusters is None or (isinstance(clusters, str) and clusters == "labels"):
+            clusters = [] if cluster_nodes is None else [int(v) for v in cluster_nodes]
+    elif isinstance(clusters, str) and clusters == "labels":
+        raise InvalidParameterError(
+            "clusters='labels' needs a fitted estimator (the nodes of its labels_)", "clusters"
+        )
     if not isinstance(tree, Tree):
         raise InvalidParameterError(
             f"tree must be a rosetree Tree or RoseTree, got {type(tree).__name__}", "tree"

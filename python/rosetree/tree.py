@@ -159,7 +159,7 @@ class Tree:
             return float(self._structure.n_partitions_log10())
         return int(self._structure.n_partitions())
 
-    def max_clusters(self, n_clusters: int) -> np.ndarray:
+    def max_clusters(self, n_clusters: int, *, split_multiway: bool = False) -> np.ndarray:
         r"""At most ``n_clusters`` flat clusters: the lowest cut of the heights giving no more.
 
         This is SciPy's ``fcluster(self.to_linkage(), n_clusters, "maxclust")``.
@@ -169,18 +169,49 @@ class Tree:
         of them at once, so the tree may allow no cut with exactly ``n_clusters``; then this
         gives the largest number below it rather than a part of a multi-way node (which would
         not be a cluster of the tree). With ``n_clusters >= n_leaves`` every row is alone.
+        ``split_multiway=True`` gives exactly ``n_clusters`` instead (see below).
 
         Parameters
         ----------
         n_clusters : int
             At least 1.
+        split_multiway : bool, default=False
+            Give exactly ``min(n_clusters, n_leaves)`` clusters. From the lowest cut with
+            fewer, the cluster nodes are split highest first (a tie: the larger id); where
+            splitting a node into all of its children would give more than ``n_clusters``,
+            its largest children (most rows; a tie: the smaller id) become clusters of their
+            own and the rest of its children form one cluster together. Such a cluster is a
+            union of sibling subtrees, not a single node of the tree. A three-group data
+            set under a root with four children thus gives three clusters, not one.
 
         Returns
         -------
         labels : ndarray of shape (n_leaves,)
             Cluster labels ``0 .. K-1`` (``K <= n_clusters``), numbered by first row.
         """
-        return self.labels_of(self.max_clusters_nodes(n_clusters))
+        if not check_flag(split_multiway, "split_multiway"):
+            return self.labels_of(self.max_clusters_nodes(n_clusters))
+        k = min(_count(n_clusters, "n_clusters"), self.n_leaves)
+        groups: list[list[int]] = [[v] for v in self.max_clusters_nodes(k)]
+        distances, children = self.distances, self.children
+        assert distances is not None  # max_clusters_nodes refuses a tree without heights
+        while len(groups) < k:
+            # The single-node cluster that the cut would split next.
+            split = [g[0] for g in groups if len(g) == 1 and children[g[0]]]
+            v = max(split, key=lambda u: (distances[u], u))
+            groups.remove([v])
+            kids = list(children[v])
+            free = k - len(groups)  # clusters that v's children may take
+            if len(kids) <= free:
+                groups += [[c] for c in kids]
+                continue
+            by_size = sorted(kids, key=lambda c: (-len(self.leaves(c)), c))
+            groups += [[c] for c in by_size[: free - 1]] + [sorted(by_size[free - 1 :])]
+        labels = np.empty(self.n_leaves, dtype=np.int64)
+        members = [[leaf for v in g for leaf in self.leaves(v)] for g in groups]
+        for label, rows in enumerate(sorted(members, key=min)):
+            labels[rows] = label
+        return labels
 
     def max_clusters_nodes(self, n_clusters: int) -> list[int]:
         """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""

@@ -365,13 +365,32 @@ impl<M: RowQueries> Approx<'_, M> {
     /// Rows that do not split: children of one node, blocks of `sample` rows in the order
     /// given (random, as the rows of a part were not sorted by any feature), each built
     /// exactly. Blocks of `sample` rather than `exact_below` rows: rows that look alike gain
-    /// little from larger exact blocks, and each costs `O(block)` pair scores.
+    /// little from larger exact blocks, and each costs `O(block)` pair scores. A binary
+    /// search (`binary`) joins the blocks in a balanced binary tree instead, so that every
+    /// node of its result has two children.
     fn blocks(&self, rows: &[usize], depth: usize, rng: &mut Xoshiro256PlusPlus) -> Result<Shape> {
         let parts = rows
             .chunks(self.params.sample)
             .map(<[usize]>::to_vec)
             .collect();
-        let children = self.build_all(parts, depth, rng)?;
-        Ok(Shape::Node(children.into_iter().flatten().collect()))
+        let children: Vec<Shape> = self
+            .build_all(parts, depth, rng)?
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(if self.binary {
+            balanced(children)
+        } else {
+            Shape::Node(children)
+        })
     }
+}
+
+/// The shapes as the leaves of a balanced binary tree, in their order (one shape: itself).
+fn balanced(mut shapes: Vec<Shape>) -> Shape {
+    if shapes.len() == 1 {
+        return shapes.pop().expect("one shape");
+    }
+    let right = shapes.split_off(shapes.len() / 2);
+    Shape::Node(vec![balanced(shapes), balanced(right)])
 }

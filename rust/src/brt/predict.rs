@@ -68,25 +68,36 @@ pub fn log_cluster_weights(tree: &RoseTree) -> Vec<f64> {
     reach.iter().zip(&log_r).map(|(a, b)| a + b).collect()
 }
 
-/// `(ln r_T, ln(1 − r_T))` of every node (eq 1.26). `ln(1 − r_T)` is taken from
-/// `(1 − π_T) Π p(children) / p(T)`, which stays accurate when `r_T` is close to one; at a
-/// leaf it is `−∞`.
+/// `(ln r_T, ln(1 − r_T))` of every node (eq 1.26).
+///
+/// Both are normalised by the same sum: with `a = ln π_T + ln f(D_T)` and
+/// `b = ln(1 − π_T) + Σ_c ln p(D_c | c)` (the two terms of eq 1.5),
+/// `ln r_T = −ln(1 + e^{b − a})` and `ln(1 − r_T) = −ln(1 + e^{a − b})`, so that
+/// `r_T + (1 − r_T) = 1` holds to rounding even where the stored `ln p` was rounded
+/// differently (extreme data, evidences of very different sizes) and the weights of
+/// [`log_cluster_weights`] sum to one. `ln(1 − r_T)` stays accurate when `r_T` is close to
+/// one. At a leaf they are `(0, −∞)`. Where both terms are `−∞`, or one is `+∞`, the stored values are used.
 fn log_r_pair(tree: &RoseTree) -> (Vec<f64>, Vec<f64>) {
     let values = tree.values();
-    let log_r = values.iter().map(super::NodeValues::log_r).collect();
-    let log_1m_r = tree
-        .nodes()
+    tree.nodes()
         .iter()
         .zip(values)
         .map(|(node, v)| {
             if node.is_leaf() {
-                return f64::NEG_INFINITY;
+                return (0.0, f64::NEG_INFINITY);
             }
             let children: f64 = node.children.iter().map(|&c| values[c].log_p).sum();
-            (v.log_1m_pi + children - v.log_p).min(0.0)
+            let (a, b) = (v.log_pi + v.log_f, v.log_1m_pi + children);
+            // r_T = 1 / (1 + e^{b − a}): through the difference, since with |a| ≈ 1e300
+            // `a − ln(e^a + e^b)` rounds to 0 for both terms (GP experts on extreme data).
+            let d = a - b;
+            if d.is_nan() || a == f64::INFINITY || b == f64::INFINITY {
+                (v.log_r(), (b - v.log_p).min(0.0))
+            } else {
+                (-log_add_exp(0.0, -d), -log_add_exp(0.0, d))
+            }
         })
-        .collect();
-    (log_r, log_1m_r)
+        .unzip()
 }
 
 /// One missing entry of the training data and the predicted probability that it is one.
