@@ -313,8 +313,6 @@ def pydt_mcmc(
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
-    em_steps: int = 10,
-    n_candidates: int = 3,
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],
