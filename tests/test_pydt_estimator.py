@@ -344,3 +344,10 @@ def test_the_default_mcmc_starts_from_average_linkage():
     assert prior.log_joint_ != est.log_joint_
     with pytest.raises(rt.InvalidParameterError, match="init"):
         rt.PitmanYorDiffusionTree(init="ward").fit(X)
+
+
+def test_columns_on_very_different_scales_are_warned_about():
+    X = np.random.default_rng(12).normal(size=(15, 3)) * [1.0, 1.0, 1e3]
+    with pytest.warns(rt.DataScaleWarning, match="Standardize the columns") as seen:
+        rt.PitmanYorDiffusionTree(n_iter=5, random_state=0).fit(X)
+    assert seen[0].filename == __file__

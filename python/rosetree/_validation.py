@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from .exceptions import InvalidDataError, InvalidDataTypeError, InvalidParameterError
+from .exceptions import (
+    DataScaleWarning,
+    InvalidDataError,
+    InvalidDataTypeError,
+    InvalidParameterError,
+)
 
 __all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse", "mixing_args"]
 
@@ -277,3 +283,25 @@ def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
             raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
         out[name] = float(value)
     return out
+
+
+#: Columns whose variances differ by more than this factor get a DataScaleWarning.
+SCALE_SPREAD = 1e4
+
+
+def warn_column_scales(variances: np.ndarray, who: str, stacklevel: int) -> None:
+    """Warn when the varying columns' variances differ by more than :data:`SCALE_SPREAD`.
+
+    For a model (``who``) that compares the columns on one scale; the warning is a
+    :class:`~rosetree.DataScaleWarning`.
+    """
+    varying = variances[np.isfinite(variances) & (variances > 0)]
+    if varying.size and varying.max() > SCALE_SPREAD * varying.min():
+        warnings.warn(
+            f"the columns' variances range from {varying.min():.3g} to {varying.max():.3g}: "
+            f"{who} compares all columns on one scale, so the widest decide the tree. "
+            "Standardize the columns (e.g. sklearn.preprocessing.StandardScaler) unless "
+            "their scales are meant",
+            DataScaleWarning,
+            stacklevel=stacklevel + 1,
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,10 +20,10 @@ from ._validation import (
     check_seed,
     feature_names,
     set_feature_names,
+    warn_column_scales,
 )
 from .config import BetaBernoulli, NormalGamma
 from .exceptions import (
-    DataScaleWarning,
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
@@ -76,10 +75,6 @@ def _auto_lambda(X: np.ndarray) -> np.ndarray:
     return np.where(ok, var, 1.0)
 
 
-#: Columns whose variances differ by more than this factor get a DataScaleWarning.
-_SCALE_SPREAD = 1e4
-
-
 def _auto_rate(X: np.ndarray) -> np.ndarray:
     """``Lambda="auto"``: one rate for every column, the mean of their variances.
 
@@ -93,15 +88,7 @@ def _auto_rate(X: np.ndarray) -> np.ndarray:
     """
     var, ok = _column_variances(X)
     varying = var[ok]
-    if varying.size and varying.max() > _SCALE_SPREAD * varying.min():
-        warnings.warn(
-            f"the columns' variances range from {varying.min():.3g} to {varying.max():.3g}: "
-            'with Lambda="auto" (one rate for all) the widest columns decide the tree. '
-            "Standardize the columns (e.g. sklearn.preprocessing.StandardScaler) unless "
-            "their scales are meant, or give Lambda per column",
-            DataScaleWarning,
-            stacklevel=3,
-        )
+    warn_column_scales(varying, 'the coalescent with Lambda="auto" (one rate)', stacklevel=3)
     return np.array(float(varying.mean()) if varying.size else 1.0)
 
 

@@ -30,6 +30,7 @@ from ._validation import (
     check_seed,
     feature_names,
     set_feature_names,
+    warn_column_scales,
 )
 from .coalescent import tree_from_nested
 from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError, NumericalError
@@ -648,6 +649,10 @@ class PitmanYorDiffusionTree(ParamsMixin):
         X = check_array(X, allow_nan=probit, min_rows=2)
         if probit:
             _check_binary(X)
+        else:
+            with np.errstate(all="ignore"):
+                variances = np.var(X, axis=0)
+            warn_column_scales(variances, "the diffusion tree (one sigma2)", stacklevel=2)
         alpha, beta = check_real(self.alpha, "alpha"), check_real(self.beta, "beta")
         c, sigma2 = check_real(self.c, "c"), check_real(self.sigma2, "sigma2")
         n_iter = check_count(self.n_iter, "n_iter")
