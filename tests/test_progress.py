@@ -32,17 +32,17 @@ def test_a_long_greedy_rose_tree_reports_progress_and_stops_on_ctrl_c(ctrl_c, ca
 
 
 def test_coalescent_smc_reports_its_merges_and_the_end(capsys):
-    # 480 rows: about 2 s on an idle core, so progress lines (one a second) must appear.
+    # 480 rows under the paper's model (no noise, Lambda = 1): about 2.5 s on one core, so
+    # progress lines (one a second) must appear (the default model's fit takes about 1 s).
     X = np.random.default_rng(2).normal(size=(480, 3))
-    est = rt.KingmanCoalescent(
-        inference="smc-priorpost", n_particles=10, random_state=0, verbose=True
-    ).fit(X)
+    paper = dict(inference="smc-priorpost", n_particles=10, random_state=0, noise=0.0, Lambda=1.0)
+    est = rt.KingmanCoalescent(**paper, verbose=True).fit(X)
     err = capsys.readouterr().err
     rows = _progress(err, "coalescent SMC", "sampling merges")
     assert all(total == 479 and 0 <= done < total for done, total, _ in rows)
     assert re.search(r"coalescent SMC: done in \d+\.\d s", err)
     # The same fit in silence: progress never changes the result.
-    quiet = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=10, random_state=0)
+    quiet = rt.KingmanCoalescent(**paper)
     assert quiet.fit(X).log_marginal_ == est.log_marginal_
     assert capsys.readouterr().err == ""
 
