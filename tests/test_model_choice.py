@@ -229,3 +229,29 @@ def test_data_errors_after_constant_columns_name_the_data_column():
     ):
         rt.BayesianRoseTree(model=rt.NormalInverseWishart()).fit(X)
     assert e.value.column == 2
+
+
+def test_the_chosen_model_is_not_fitted_twice(monkeypatch):
+    X = _mixture("ng", seed=2)
+    calls = []
+    original = rt.BayesianRoseTree._fit_core
+
+    def counting(self, data, model, *args, **kwargs):
+        calls.append((type(model).__name__, data.shape[0]))
+        return original(self, data, model, *args, **kwargs)
+
+    monkeypatch.setattr(rt.BayesianRoseTree, "_fit_core", counting)
+    est = rt.BayesianRoseTree().fit(X)
+    assert calls == [("NormalGamma", 150), ("NormalInverseWishart", 150)]
+    alone = original(est, X, est.model_, 0.5, 1.0, **_plain_options())
+    assert est.tree_.to_nested() == rt.RoseTree(alone.tree()).to_nested()
+
+
+def _plain_options():
+    return {
+        "binary": False,
+        "merge_rule": "likelihood_ratio",
+        "contract": False,
+        "n_jobs": None,
+        "approx": None,
+    }

@@ -344,21 +344,27 @@ class BayesianRoseTree(ParamsMixin):
         """The fit of the columns that the model takes (constant ones left out)."""
         gamma, dp_alpha = float(self.gamma), float(self.dp_alpha)
         self.model_selection_: dict[str, Any] | None = None
+        # Fits the choice made on all rows, by candidate: the chosen one is not fitted twice.
+        chosen_fits: dict[int, Any] = {}
+
+        def candidate_log_evidence(candidate: ClusterModel, rows: Any) -> float:
+            fit = self._fit_core(rows, candidate, gamma, dp_alpha, **options)
+            if rows is X:
+                chosen_fits[id(candidate)] = fit
+            return float(fit.tree().log_evidence)
+
         if isinstance(spec, AutoModel):
             model, self.model_selection_ = choose_model(
-                spec,
-                X,
-                lambda m, rows: (
-                    self._fit_core(rows, m, gamma, dp_alpha, **options).tree().log_evidence
-                ),
-                self._seed(),
+                spec, X, candidate_log_evidence, self._seed()
             )
         else:
             model = spec
         model._check_data(X, stacklevel=3)
 
-        def fit_brt(model: ClusterModel, gamma: float, dp_alpha: float) -> Any:
-            return self._fit_core(X, model, gamma, dp_alpha, **options, verbose=verbose)
+        def fit_brt(model: ClusterModel, g: float, a: float) -> Any:
+            if (g, a) == (gamma, dp_alpha) and id(model) in chosen_fits:
+                return chosen_fits[id(model)]
+            return self._fit_core(X, model, g, a, **options, verbose=verbose)
 
         def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
             return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
