@@ -430,3 +430,15 @@ def test_n_clusters_groups_the_children_of_a_multiway_node():
     labels, rule = cli._n_clusters(tree, 4)
     np.testing.assert_array_equal(labels, [0, 1, 2, 3])
     assert rule == "at most 4, lowest cut of the heights"
+
+
+def test_data_errors_give_the_line_and_column_of_the_file(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b,c\n0,1,1\n1,0.5,0\n0,1,1\n")
+    assert main(["fit", str(data), "--model", "bernoulli"]) == 2
+    err = capsys.readouterr().err
+    assert "(line 3 of the file, column 'b')" in err
+    assert "use --model auto, normal-gamma or gaussian" in err
+    data.write_text("0,1,1\n1,0.5,0\n0,1,1\n")
+    assert main(["fit", str(data), "--model", "bernoulli", "--no-header"]) == 2
+    assert "(line 2 of the file, column '1')" in capsys.readouterr().err

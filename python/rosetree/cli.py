@@ -707,7 +707,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _csv_position(exc: Exception, columns: list[str] | None, header: bool) -> str:
+    """Where in the CSV file a data error lies, for the error message.
+
+    Its line (1-based, the header counted) and its column's name; empty when the error
+    names no entry or no file was read.
+    """
+    row, column = getattr(exc, "row", None), getattr(exc, "column", None)
+    if columns is None or (row is None and column is None):
+        return ""
+    parts = []
+    if row is not None:
+        parts.append(f"line {row + 1 + header} of the file")
+    if column is not None and 0 <= column < len(columns):
+        parts.append(f"column {columns[column]!r}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _run(args: argparse.Namespace) -> int:
+    columns: list[str] | None = None  # the data file's columns, once read
     try:
         for option in ("newick", "json", "labels_out"):
             path = getattr(args, option)
@@ -731,7 +749,7 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr if args.labels_out == "-" else sys.stdout,
             )
         else:
-            X, names, _ = read_csv(args.data, args.labels, args.ignore, not args.no_header)
+            X, names, columns = read_csv(args.data, args.labels, args.ignore, not args.no_header)
             if names is not None and (args.newick or args.json):
                 counts = collections.Counter(names)
                 repeated = next((n for n in names if counts[n] > 1), None)
@@ -746,7 +764,10 @@ def _run(args: argparse.Namespace) -> int:
         raise
     except (RoseTreeError, ValueError, OSError) as exc:
         flag = _flag_of(args.family, exc)
-        print(f"rosetree: error: {flag}{exc}", file=sys.stderr)
+        where = _csv_position(exc, columns, not getattr(args, "no_header", False))
+        if "beta-Bernoulli model takes" in str(exc):
+            where += "; for real-valued columns use --model auto, normal-gamma or gaussian"
+        print(f"rosetree: error: {flag}{exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rosetree: interrupted", file=sys.stderr)
