@@ -94,7 +94,8 @@ def _check_shape(shape: tuple[int, int], min_rows: int, name: str) -> None:
     """Enough rows and at least one column (messages as scikit-learn's, which its checks match)."""
     n, d = shape
     if n < min_rows:
-        raise InvalidDataError(f"{name} needs at least {min_rows} rows, got n_samples = {n}")
+        rows = "one row" if min_rows == 1 else f"{min_rows} rows"
+        raise InvalidDataError(f"{name} needs at least {rows}, got n_samples = {n}")
     if d == 0:
         raise InvalidDataError(
             f"{name} has 0 feature(s) (shape={tuple(shape)}) while a minimum of 1 is required."
