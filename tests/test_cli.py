@@ -442,3 +442,16 @@ def test_data_errors_give_the_line_and_column_of_the_file(tmp_path, capsys):
     data.write_text("0,1,1\n1,0.5,0\n0,1,1\n")
     assert main(["fit", str(data), "--model", "bernoulli", "--no-header"]) == 2
     assert "(line 2 of the file, column '1')" in capsys.readouterr().err
+
+
+def test_standardize_scales_the_columns_before_fitting(tmp_path, capsys):
+    import rosetree as rt
+
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(0, 1, (6, 2)), rng.normal(5, 1, (6, 2))]) * [1.0, 1e4]
+    data = write_csv(tmp_path / "d.csv", X)
+    argv = ["fit", data, "--family", "coalescent", "--quiet", "--standardize"]
+    assert main(argv) == 0
+    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    est = rt.KingmanCoalescent().fit(Z)
+    assert f"ln p(x, pi) = {est.log_joint_:.4f}" in capsys.readouterr().out

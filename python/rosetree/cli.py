@@ -655,6 +655,13 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--ignore", metavar="COL", nargs="*", default=[], help="columns to leave out of the data"
     )
+    fit.add_argument(
+        "--standardize",
+        action="store_true",
+        help="centre every column and scale it to unit variance before fitting (the coalescent "
+        "and the diffusion tree compare columns on one scale; the rose tree's default priors "
+        "are set per column and need it less)",
+    )
     _common_args(fit)
     brt = _brt_args(fit)
     brt.add_argument(
@@ -707,6 +714,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _standardize(X: np.ndarray) -> np.ndarray:
+    """Columns centred and scaled to unit variance over their observed entries.
+
+    A column without variance is only centred.
+    """
+    with np.errstate(all="ignore"):
+        mean, sd = np.nanmean(X, axis=0), np.nanstd(X, axis=0)
+    return (X - np.nan_to_num(mean)) / np.where(np.isfinite(sd) & (sd > 0), sd, 1.0)
+
+
 def _csv_position(exc: Exception, columns: list[str] | None, header: bool) -> str:
     """Where in the CSV file a data error lies, for the error message.
 
@@ -750,6 +767,8 @@ def _run(args: argparse.Namespace) -> int:
             )
         else:
             X, names, columns = read_csv(args.data, args.labels, args.ignore, not args.no_header)
+            if args.standardize:
+                X = _standardize(X)
             if names is not None and (args.newick or args.json):
                 counts = collections.Counter(names)
                 repeated = next((n for n in names if counts[n] > 1), None)
