@@ -328,7 +328,6 @@ def test_the_diffusion_tree_reports_progress_unless_quiet(tmp_path, capfd, blobs
             ["--family", "coalescent", "--llr-threshold", "1", "--n-clusters", "2"],
             "two rules for the flat clusters",
         ),
-        (["--family", "pydt", "--labels-out", "x.csv"], "give --n-clusters K"),
         (["--restarts", "2"], "--restarts applies to --learn"),
         (["--learn", "--seed", "2"], "--seed applies to --learn --restarts K"),
         (["--family", "pydt", "--n-clusters", "0"], "--n-clusters must be at least 1"),
@@ -455,3 +454,16 @@ def test_standardize_scales_the_columns_before_fitting(tmp_path, capsys):
     Z = (X - X.mean(axis=0)) / X.std(axis=0)
     est = rt.KingmanCoalescent().fit(Z)
     assert f"ln p(x, pi) = {est.log_joint_:.4f}" in capsys.readouterr().out
+
+
+def test_the_diffusion_tree_writes_its_own_flat_clusters(tmp_path, capsys, blobs):
+    import rosetree as rt
+
+    X, _, data = blobs
+    lab = tmp_path / "l.csv"
+    argv = ["fit", data, "--labels", "name", "--family", "pydt", "--quiet", "--seed", "1"]
+    assert main([*argv, "--labels-out", str(lab)]) == 0
+    est = rt.PitmanYorDiffusionTree(random_state=1).fit(X)
+    assert "(r >= 0.5 cut under the DP prior)" in capsys.readouterr().out
+    written = [int(r.split(",")[1]) for r in lab.read_text().splitlines()[1:]]
+    assert written == est.labels_.tolist()

@@ -351,3 +351,16 @@ def test_columns_on_very_different_scales_are_warned_about():
     with pytest.warns(rt.DataScaleWarning, match="Standardize the columns") as seen:
         rt.PitmanYorDiffusionTree(n_iter=5, random_state=0).fit(X)
     assert seen[0].filename == __file__
+
+
+def test_flat_clusters_are_the_dp_cut_of_the_tree():
+    rng = np.random.default_rng(13)
+    truth = np.repeat([0, 1, 2], 12)
+    centres = np.array([[0.0, 0.0], [9.0, 0.0], [0.0, 9.0]])
+    X = centres[truth] + rng.normal(size=(36, 2))
+    X = np.column_stack([X, np.ones(36)])  # a constant column says nothing
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    np.testing.assert_array_equal(est.labels_, truth)
+    assert est.n_clusters_ == 3
+    rose = rt.evaluate_tree(X[:, :2], est.tree_, model=rt.NormalGamma(), mixing="dp")
+    np.testing.assert_array_equal(est.labels_, rose.cut(0.5))

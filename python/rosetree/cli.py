@@ -275,11 +275,6 @@ def _check_options(args: argparse.Namespace) -> None:
             raise ValueError(
                 "--llr-threshold and --n-clusters are two rules for the flat clusters; give one"
             )
-    elif args.labels_out is not None and args.n_clusters is None:
-        raise ValueError(
-            "--labels-out: the diffusion tree has no flat clusters of its own; give "
-            "--n-clusters K for the lowest cut of its heights with at most K clusters"
-        )
 
 
 def _estimator(
@@ -341,7 +336,7 @@ def _flat_clusters(est: Any, family: str, n_clusters: int | None) -> tuple[np.nd
         if est.flat_clusters == "dp":
             return est.labels_, f"r >= {est.cut_threshold:g} cut under the DP prior"
         return est.labels_, f"split log likelihood ratio > {est.llr_threshold:g}"
-    return None
+    return est.labels_, "r >= 0.5 cut under the DP prior"
 
 
 def _summary(est: Any, family: str) -> tuple[str, dict[str, Any]]:

@@ -425,6 +425,31 @@ _EM_CANDIDATES = 1
 _TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
 
 
+def _dp_labels(X: np.ndarray, tree: Tree, probit: bool) -> np.ndarray:
+    """Flat clusters of a fitted tree by Bayesian model comparison at each node.
+
+    The tree is evaluated as a Bayesian hierarchical clustering under the
+    Dirichlet-process prior over its consistent partitions (concentration 1), with
+    :class:`~rosetree.NormalGamma` clusters (:class:`~rosetree.BetaBernoulli` for the
+    probit likelihood's binary data), and cut where a node's posterior probability of being
+    one cluster reaches one half, descending from the root: the rule of the rose tree's and
+    the coalescent's default ``labels_``. Constant columns say nothing about clusters and
+    are left out.
+    """
+    from .config import BetaBernoulli, NormalGamma
+    from .functions import evaluate_tree
+
+    if probit:
+        data, model = X, BetaBernoulli()
+    else:
+        varying = np.ptp(X, axis=0) > 0
+        if not varying.any():
+            return np.zeros(X.shape[0], dtype=np.int64)
+        data, model = X[:, varying], NormalGamma()
+    rose = evaluate_tree(data, tree.to_nested(), model=model, mixing="dp", dp_alpha=1.0)
+    return np.asarray(rose.cut(0.5), dtype=np.int64)
+
+
 def _linkage_start(X: np.ndarray) -> Any:
     """MCMC's first tree: average linkage with its heights read as divergence times.
 
@@ -545,6 +570,13 @@ class PitmanYorDiffusionTree(ParamsMixin):
         factors (the binary ``X``, not the sampler's latent values).
     alpha_, beta_, c_, sigma2_ : float
         The hyperparameters that go with ``tree_``.
+    labels_ : ndarray of shape (n_samples,)
+        Flat clusters of ``tree_`` by Bayesian model comparison at each node (the
+        Dirichlet-process cut of the rose tree's and the coalescent's default ``labels_``,
+        with Normal-Gamma clusters; beta-Bernoulli under the probit likelihood), numbered by
+        their first row.
+    n_clusters_ : int
+        The number of distinct ``labels_``.
     samples_ : list of Tree
         The trees the predictive density averages over: the kept MCMC samples, or the K
         best EM trees (best first).
@@ -733,6 +765,8 @@ class PitmanYorDiffusionTree(ParamsMixin):
         self.tree_ = self.samples_[best]
         self.alpha_, self.beta_, self.c_, self.sigma2_ = map(float, samples[best][1:5])
         self.log_joint_ = float(samples[best][5])
+        self.labels_ = _dp_labels(X, self.tree_, probit)
+        self.n_clusters_ = int(self.labels_.max()) + 1
         self.n_features_in_ = X.shape[1]
         set_feature_names(self, names)
         self._X = X
