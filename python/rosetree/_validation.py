@@ -236,6 +236,19 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def check_cut_threshold(value: Any) -> float:
+    """``cut_threshold``: a number in [0, 1] (a posterior probability to cut at)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.number))
+        or not 0 <= value <= 1
+    ):
+        raise InvalidParameterError(
+            f"cut_threshold must be a number in [0, 1], got {value!r}", "cut_threshold"
+        )
+    return float(value)
+
+
 def check_flag(value: Any, name: str) -> bool:
     """``True`` or ``False`` (NumPy's too), or InvalidParameterError naming the parameter."""
     if not isinstance(value, (bool, np.bool_)):

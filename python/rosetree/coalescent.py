@@ -14,6 +14,7 @@ from ._validation import (
     check_array,
     check_choice,
     check_count,
+    check_cut_threshold,
     check_flag,
     check_n_jobs,
     check_new_rows,
@@ -445,11 +446,7 @@ class KingmanCoalescent(ParamsMixin):
             raise InvalidParameterError(
                 f"dp_alpha must be a finite number > 0, got {alpha!r}", "dp_alpha"
             )
-        t = self.cut_threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
-            raise InvalidParameterError(
-                f"cut_threshold must be a number in [0, 1], got {t!r}", "cut_threshold"
-            )
+        t = check_cut_threshold(self.cut_threshold)
         if likelihood == "multinomial":
             observed = np.where(np.isnan(X), -1.0, X)
             self._n_categories = [max(int(c.max()) + 1, 2) for c in observed.T]

@@ -13,6 +13,7 @@ from ._validation import (
     check_array,
     check_choice,
     check_csr,
+    check_cut_threshold,
     check_flag,
     check_n_jobs,
     check_new_rows,
@@ -406,11 +407,7 @@ class BayesianRoseTree(ParamsMixin):
             raise InvalidParameterError(
                 f"n_clusters must be None or a positive integer, got {k!r}", "n_clusters"
             )
-        t = self.cut_threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float, np.number)) or not 0 <= t <= 1:
-            raise InvalidParameterError(
-                f"cut_threshold must be a number in [0, 1], got {t!r}", "cut_threshold"
-            )
+        check_cut_threshold(self.cut_threshold)
 
     def _flat_nodes(self, tree: RoseTree) -> list[int]:
         """The nodes of the flat clusters chosen by the estimator's parameters."""
