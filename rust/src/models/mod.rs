@@ -14,6 +14,7 @@ mod bernoulli;
 mod gaussian;
 mod multinomial;
 mod normal_gamma;
+mod spec;
 
 pub mod messages;
 
@@ -21,6 +22,7 @@ pub use bernoulli::{BernoulliQuery, BernoulliStats, BetaBernoulli, DEFAULT_PRIOR
 pub use gaussian::{DEFAULT_KAPPA0, GaussianQuery, GaussianStats, NormalInverseWishart};
 pub use multinomial::{CountQuery, CountStats, DirichletMultinomial};
 pub use normal_gamma::{ColumnMoments, NormalGamma, NormalGammaQuery, NormalGammaStats};
+pub use spec::{Conjugate, ModelSpec, Psi0};
 
 /// A cluster model with sufficient statistics: the only code that knows a distribution.
 ///

@@ -120,16 +120,7 @@ impl TrainingData {
                 indices,
                 data,
                 n_cols,
-            } => {
-                if matches!(spec, ModelSpec::Callback(_)) {
-                    return Err(RoseTreeError::param(
-                        "model",
-                        "a Python cluster model needs dense training data",
-                    )
-                    .into());
-                }
-                build_model_csr(spec, indptr, indices, data, *n_cols)
-            }
+            } => build_model_csr(spec, indptr, indices, data, *n_cols),
         }
     }
 

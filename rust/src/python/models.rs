@@ -5,26 +5,9 @@ use ndarray::ArrayView2;
 use pyo3::prelude::*;
 
 use crate::error::RoseTreeError;
-use crate::models::{
-    BetaBernoulli, ColumnMoments, DEFAULT_KAPPA0, DirichletMultinomial, NormalGamma,
-    NormalInverseWishart,
-};
+use crate::models::{Conjugate, ModelSpec as CoreSpec, Psi0};
 
-/// The built-in conjugate families, listed once: the variant of [`AnyModel`] (and of a
-/// fit's predictor), the Rust model type and the family's name. Calls `$callback!` with the
-/// bracketed `$args` followed by the list; adding a family is one line here, its
-/// specification constructor and its arms in [`build_model`] and `resolved_model`.
-macro_rules! conjugate_families {
-    ($callback:ident, $($args:tt)*) => {
-        $callback! { [$($args)*]
-            Bernoulli: $crate::models::BetaBernoulli = "bernoulli";
-            Gaussian: $crate::models::NormalInverseWishart = "normal_inverse_wishart";
-            Counts: $crate::models::DirichletMultinomial = "dirichlet_multinomial";
-            NormalGamma: $crate::models::NormalGamma = "normal_gamma";
-        }
-    };
-}
-pub(crate) use conjugate_families;
+pub(crate) use crate::conjugate_families;
 
 macro_rules! any_model {
     ([] $($variant:ident: $model:ty = $name:literal;)*) => {
@@ -56,40 +39,29 @@ macro_rules! with_model {
 }
 pub(crate) use with_model;
 
-/// A cluster model's hyperparameters as Python gives them (`None` where the model's
-/// data-driven default applies). Built once by the `ModelSpec` constructors; the data it is
-/// applied to resolves the defaults and checks the lengths ([`build_model`]).
-#[derive(Debug)]
+/// A cluster model as Python gives it: a conjugate family's hyperparameters (`None` where
+/// the model's data-driven default applies; the core's [`CoreSpec`]), or a model written in
+/// Python. The data it is applied to resolves the defaults ([`build_model`]).
 pub(crate) enum ModelSpec {
-    BetaBernoulli {
-        alpha: Option<Vec<f64>>,
-        beta: Option<Vec<f64>>,
-    },
-    NormalInverseWishart {
-        mu0: Option<Vec<f64>>,
-        kappa0: Option<f64>,
-        nu0: Option<f64>,
-        psi0: Option<Psi0>,
-    },
-    NormalGamma {
-        m0: Option<Vec<f64>>,
-        kappa0: Option<f64>,
-        a0: Option<f64>,
-        b0: Option<Vec<f64>>,
-    },
-    DirichletMultinomial {
-        alpha: Vec<f64>,
-        coefficient: bool,
-    },
+    Conjugate(CoreSpec),
     Callback(Py<PyAny>),
 }
 
-/// The scale matrix of a Normal–inverse-Wishart prior: a full matrix (row-major) or its
-/// diagonal.
-#[derive(Debug, Clone)]
-pub(crate) enum Psi0 {
-    Full(Vec<f64>),
-    Diagonal(Vec<f64>),
+impl std::fmt::Debug for ModelSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Conjugate(spec) => spec.fmt(f),
+            Self::Callback(_) => f.write_str("Callback(...)"),
+        }
+    }
+}
+
+impl From<CoreSpec> for PyModelSpec {
+    fn from(spec: CoreSpec) -> Self {
+        Self {
+            spec: ModelSpec::Conjugate(spec),
+        }
+    }
 }
 
 /// A typed cluster-model specification crossing from Python: each `rosetree` model
@@ -111,7 +83,7 @@ impl PyModelSpec {
     #[staticmethod]
     #[pyo3(signature = (alpha=None, beta=None))]
     fn beta_bernoulli(alpha: Option<Vec<f64>>, beta: Option<Vec<f64>>) -> Self {
-        ModelSpec::BetaBernoulli { alpha, beta }.into()
+        CoreSpec::BetaBernoulli { alpha, beta }.into()
     }
 
     /// Gaussian clusters under a Normal–inverse-Wishart prior; `psi0` row-major, or
@@ -137,7 +109,7 @@ impl PyModelSpec {
             (None, Some(diagonal)) => Some(Psi0::Diagonal(diagonal)),
             (None, None) => None,
         };
-        Ok(ModelSpec::NormalInverseWishart {
+        Ok(CoreSpec::NormalInverseWishart {
             mu0,
             kappa0,
             nu0,
@@ -155,14 +127,14 @@ impl PyModelSpec {
         a0: Option<f64>,
         b0: Option<Vec<f64>>,
     ) -> Self {
-        ModelSpec::NormalGamma { m0, kappa0, a0, b0 }.into()
+        CoreSpec::NormalGamma { m0, kappa0, a0, b0 }.into()
     }
 
     /// Dirichlet–multinomial rows of counts.
     #[staticmethod]
     #[pyo3(signature = (alpha, multinomial_coefficient=false))]
     fn dirichlet_multinomial(alpha: Vec<f64>, multinomial_coefficient: bool) -> Self {
-        ModelSpec::DirichletMultinomial {
+        CoreSpec::DirichletMultinomial {
             alpha,
             coefficient: multinomial_coefficient,
         }
@@ -172,7 +144,9 @@ impl PyModelSpec {
     /// A model implemented in Python: `object.log_marginal(X)` for every cluster.
     #[staticmethod]
     fn callback(object: Py<PyAny>) -> Self {
-        ModelSpec::Callback(object).into()
+        Self {
+            spec: ModelSpec::Callback(object),
+        }
     }
 
     fn __repr__(&self) -> String {
@@ -183,115 +157,29 @@ impl PyModelSpec {
     }
 }
 
-/// Builds the model described by `spec` for data `x` (whose shape fixes the dimension, and
-/// whose values give the data-driven defaults of the Normal–inverse-Wishart prior).
-pub(crate) fn build_model(spec: &ModelSpec, x: ArrayView2<'_, f64>) -> PyResult<AnyModel> {
-    let d = x.ncols();
-    Ok(match spec {
-        ModelSpec::BetaBernoulli { alpha, beta } => {
-            bernoulli(alpha, beta, d, || ColumnMoments::dense(x))?
-        }
-        ModelSpec::DirichletMultinomial { alpha, coefficient } => {
-            AnyModel::Counts(DirichletMultinomial::new(alpha, d, *coefficient)?)
-        }
-        ModelSpec::NormalInverseWishart {
-            mu0,
-            kappa0,
-            nu0,
-            psi0,
-        } => {
-            let kappa0 = kappa0.unwrap_or(DEFAULT_KAPPA0);
-            let nu0 = nu0.unwrap_or(d as f64 + 2.0);
-            if let Some(mu0) = mu0.as_ref().filter(|m| m.len() != d) {
-                return Err(RoseTreeError::param(
-                    "mu0",
-                    format!("expected {d} values (one per feature), got {}", mu0.len()),
-                )
-                .into());
-            }
-            // Only the data-driven parts of the default prior need the data.
-            let defaults = || NormalInverseWishart::from_data(x, Some(kappa0), Some(nu0));
-            let model = match psi0 {
-                None => match mu0 {
-                    Some(mu0) => defaults()?.with_mu0(mu0.clone())?,
-                    None => defaults()?,
-                },
-                Some(psi0) => {
-                    let mu0 = match mu0 {
-                        Some(mu0) => mu0.clone(),
-                        None => defaults()?.mu0().to_vec(),
-                    };
-                    match psi0 {
-                        Psi0::Diagonal(diag) => {
-                            NormalInverseWishart::new_diagonal(mu0, kappa0, nu0, diag.clone())?
-                        }
-                        Psi0::Full(full) => {
-                            NormalInverseWishart::new(mu0, kappa0, nu0, full.clone())?
-                        }
-                    }
+impl From<Conjugate> for AnyModel {
+    fn from(model: Conjugate) -> Self {
+        macro_rules! arms {
+            ([] $($variant:ident: $t:ty = $name:literal;)*) => {
+                match model {
+                    $(Conjugate::$variant(m) => Self::$variant(m),)*
                 }
             };
-            AnyModel::Gaussian(model)
         }
-        ModelSpec::NormalGamma { m0, kappa0, a0, b0 } => {
-            normal_gamma(m0, *kappa0, *a0, b0, d, || ColumnMoments::dense(x))?
-        }
+        conjugate_families!(arms,)
+    }
+}
+
+/// Builds the model described by `spec` for data `x` (whose shape fixes the dimension, and
+/// whose values give the data-driven defaults).
+pub(crate) fn build_model(spec: &ModelSpec, x: ArrayView2<'_, f64>) -> PyResult<AnyModel> {
+    Ok(match spec {
+        ModelSpec::Conjugate(spec) => spec.build(x)?.into(),
         ModelSpec::Callback(object) => AnyModel::Callback(super::callback::CallbackModel::new(
             Python::attach(|py| object.clone_ref(py)),
             x.to_owned(),
         )),
     })
-}
-
-/// The beta–Bernoulli model of `spec` for `d` features; `moments` (of the data) is computed
-/// only when `alpha` or `beta` is left to its data-driven default.
-fn bernoulli(
-    alpha: &Option<Vec<f64>>,
-    beta: &Option<Vec<f64>>,
-    d: usize,
-    moments: impl FnOnce() -> crate::Result<ColumnMoments>,
-) -> PyResult<AnyModel> {
-    let model = match (alpha, beta) {
-        (Some(alpha), Some(beta)) => BetaBernoulli::new(alpha, beta, d)?,
-        (alpha, beta) => {
-            let moments = moments()?;
-            if moments.count.len() != d {
-                return Err(RoseTreeError::param("X", format!("expected {d} columns")).into());
-            }
-            BetaBernoulli::from_frequencies(&moments, alpha.as_deref(), beta.as_deref())?
-        }
-    };
-    Ok(AnyModel::Bernoulli(model))
-}
-
-/// The Normal–Gamma model of `spec` for `d` features; `moments` (of the data) is computed
-/// only when `m0` or `b0` is left to its data-driven default.
-fn normal_gamma(
-    m0: &Option<Vec<f64>>,
-    kappa0: Option<f64>,
-    a0: Option<f64>,
-    b0: &Option<Vec<f64>>,
-    d: usize,
-    moments: impl FnOnce() -> crate::Result<ColumnMoments>,
-) -> PyResult<AnyModel> {
-    let model = match (m0, b0) {
-        (Some(m0), Some(b0)) => {
-            let kappa0 = kappa0.unwrap_or(NormalGamma::DEFAULT_KAPPA0);
-            NormalGamma::new(m0, kappa0, a0.unwrap_or(NormalGamma::DEFAULT_A0), b0, d)?
-        }
-        (m0, b0) => {
-            let moments = moments()?;
-            if !moments.count.is_empty() && moments.count.iter().all(|&c| c == 0) {
-                return Err(RoseTreeError::param(
-                    "X",
-                    "needs observed values to derive the default Normal-Gamma prior (give m0 and b0)",
-                )
-                .into());
-            }
-            NormalGamma::with_defaults(&moments, m0.clone(), kappa0, a0, b0.clone())?
-        }
-    };
-    Ok(AnyModel::NormalGamma(model))
 }
 
 /// As [`build_model`] for data given as a CSR matrix with `n_cols` columns: the moments
@@ -303,13 +191,12 @@ pub(crate) fn build_model_csr(
     data: &[f64],
     n_cols: usize,
 ) -> PyResult<AnyModel> {
-    let moments = || ColumnMoments::csr(indptr, indices, data, n_cols);
     match spec {
-        ModelSpec::BetaBernoulli { alpha, beta } => bernoulli(alpha, beta, n_cols, moments),
-        ModelSpec::NormalGamma { m0, kappa0, a0, b0 } => {
-            normal_gamma(m0, *kappa0, *a0, b0, n_cols, moments)
-        }
-        // The other models' defaults do not look at the data, only at its shape.
-        spec => build_model(spec, ndarray::Array2::<f64>::zeros((0, n_cols)).view()),
+        ModelSpec::Conjugate(spec) => Ok(spec.build_csr(indptr, indices, data, n_cols)?.into()),
+        ModelSpec::Callback(_) => Err(RoseTreeError::param(
+            "model",
+            "a Python cluster model needs dense training data",
+        )
+        .into()),
     }
 }
