@@ -1,0 +1,326 @@
+//! Fitting the three families, and the fitted model they share: a tree over the data rows
+//! with its score, read into caller buffers.
+
+use std::ffi::c_char;
+
+use ndarray::ArrayView2;
+use rosetree::brt::{self, Predictor};
+use rosetree::coalescent::{self, CoalescentFit};
+use rosetree::models::ClusterModel;
+use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian};
+use rosetree::parallel::Threads;
+use rosetree::pydt::mcmc::{self, McmcConfig, Sample, Start};
+use rosetree::{RoseTree, Tree};
+
+use crate::buffer;
+use crate::data::RtData;
+use crate::error::{Error, Result, RtStatus, guard};
+use crate::handle::{self, Handle};
+use crate::models::RtModel;
+use crate::params::{RtBrtParams, RtCoalescentParams, RtPydtParams};
+
+macro_rules! brt_fit {
+    ([] $($variant:ident: $model:ty = $name:literal;)*) => {
+        /// A fitted rose tree with what prediction needs: the model and every node's
+        /// statistics (no data rows).
+        pub(crate) enum BrtFit {
+            $($variant(Predictor<$model>),)*
+        }
+
+        impl BrtFit {
+            fn new(model: rosetree::models::Conjugate, params: &RtBrtParams, x: ArrayView2<'_, f64>) -> Result<Self> {
+                let params = params.params.check()?;
+                Ok(match model {
+                    $(rosetree::models::Conjugate::$variant(mut m) => {
+                        m.prepare(x.nrows() + 1);
+                        let leaves = m.leaf_stats_all(x)?;
+                        let tree = brt::fit_stats(&m, &params, leaves.clone(), &|| false)?;
+                        Self::$variant(Predictor::new(m, tree, leaves)?)
+                    })*
+                })
+            }
+
+            fn tree(&self) -> &RoseTree {
+                match self {
+                    $(Self::$variant(p) => p.tree(),)*
+                }
+            }
+
+            fn n_features(&self) -> usize {
+                match self {
+                    $(Self::$variant(p) => p.model().n_features(),)*
+                }
+            }
+
+            fn log_predictive(&self, x: ArrayView2<'_, f64>) -> Result<Vec<f64>> {
+                let threads = Threads::new(None)?;
+                Ok(match self {
+                    $(Self::$variant(p) => {
+                        let rows = p.model().leaf_stats_all(x)?;
+                        p.log_predictive(&rows, &threads, &|| false)?
+                    })*
+                })
+            }
+        }
+    };
+}
+rosetree::conjugate_families!(brt_fit,);
+
+/// A fitted model of one of the three families.
+pub struct RtFit(Fitted);
+
+enum Fitted {
+    /// Bayesian rose tree (or BHC).
+    Brt(Box<BrtFit>),
+    /// Kingman's coalescent.
+    Coalescent(CoalescentFit),
+    /// The best kept state of a diffusion-tree chain.
+    Pydt(Sample),
+}
+
+impl Handle for RtFit {
+    const NAME: &'static str = "rt_fit";
+}
+
+impl RtFit {
+    fn tree(&self) -> &Tree {
+        match &self.0 {
+            Fitted::Brt(fit) => fit.tree().tree(),
+            Fitted::Coalescent(fit) => &fit.tree,
+            Fitted::Pydt(sample) => &sample.tree,
+        }
+    }
+
+    fn rose_tree(&self, what: &str) -> Result<&BrtFit> {
+        match &self.0 {
+            Fitted::Brt(fit) => Ok(fit),
+            _ => Err(Error::new(
+                RtStatus::InvalidHandle,
+                format!("{what} needs a rose tree (a fit of rt_brt_fit)"),
+            )),
+        }
+    }
+}
+
+/// Fits a Bayesian rose tree (or, with binary options, Bayesian hierarchical clustering)
+/// to `data` under `model` by the greedy search (BRT §4), into a new fit in `*out`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_brt_fit(
+    model: *const RtModel,
+    params: *const RtBrtParams,
+    data: *const RtData,
+    out: *mut *mut RtFit,
+) -> RtStatus {
+    guard(|| {
+        let spec = &handle::get(model, "model")?.spec;
+        let params = handle::get(params, "params")?;
+        let x = handle::get(data, "data")?.x.view();
+        let fit = BrtFit::new(spec.build(x)?, params, x)?;
+        handle::emit(out, "out", RtFit(Fitted::Brt(Box::new(fit))))
+    })
+}
+
+/// Fits a coalescent tree to `data` under Brownian diffusion (Teh, Daumé & Roy 2007) by
+/// the greedy search of `params`, into a new fit in `*out`. NaN entries are missing values,
+/// integrated out.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_coalescent_fit(
+    params: *const RtCoalescentParams,
+    data: *const RtData,
+    out: *mut *mut RtFit,
+) -> RtStatus {
+    guard(|| {
+        let params = handle::get(params, "params")?;
+        let x = handle::get(data, "data")?.x.view();
+        let model =
+            BrownianDiffusion::isotropic(params.lambda, x.ncols())?.with_noise(params.noise)?;
+        let valid = params.params.check()?;
+        let fit = if x.iter().any(|v| v.is_nan()) {
+            coalescent::fit(&MaskedBrownian::new(model)?, &valid, x)?
+        } else {
+            coalescent::fit(&model, &valid, x)?
+        };
+        handle::emit(out, "out", RtFit(Fitted::Coalescent(fit)))
+    })
+}
+
+/// Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
+/// the random seed `seed`; the fit is the kept state (after the burn-in) with the highest
+/// log joint, the first of equals.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_pydt_fit(
+    params: *const RtPydtParams,
+    data: *const RtData,
+    seed: u64,
+    out: *mut *mut RtFit,
+) -> RtStatus {
+    guard(|| {
+        let params = handle::get(params, "params")?;
+        let x = handle::get(data, "data")?.x.view();
+        let start = Start {
+            tree: None,
+            params: params.pydt()?,
+            sigma2: params.sigma2,
+        };
+        let config = McmcConfig {
+            n_iter: params.n_iter,
+            burn_in: params.burn_in,
+            ..McmcConfig::default()
+        };
+        let result = mcmc::run(x, start, &config, seed, &|| false, &mut |_, _| {})?;
+        let mut best = result.last;
+        if let Some(first) = result.samples.first() {
+            best = first.clone();
+            for sample in &result.samples[1..] {
+                if sample.log_joint > best.log_joint {
+                    best = sample.clone();
+                }
+            }
+        }
+        handle::emit(out, "out", RtFit(Fitted::Pydt(best)))
+    })
+}
+
+/// The number of leaves (data rows) and of nodes of the fitted tree.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_size(
+    fit: *const RtFit,
+    n_leaves: *mut usize,
+    n_nodes: *mut usize,
+) -> RtStatus {
+    guard(|| {
+        let tree = handle::get(fit, "fit")?.tree();
+        buffer::scalar(tree.n_leaves(), n_leaves, "n_leaves")?;
+        buffer::scalar(tree.nodes().len(), n_nodes, "n_nodes")
+    })
+}
+
+/// The fit's score: for a rose tree the log evidence `ln p(D | T)` (BRT eq 1.5); for the
+/// coalescent `ln p(x, π)` (eq 7 of Teh et al.); for the diffusion tree
+/// `ln p(X, T, t | α, β, c, σ²)` of the chain's last state.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_score(fit: *const RtFit, score: *mut f64) -> RtStatus {
+    guard(|| {
+        let value = match &handle::get(fit, "fit")?.0 {
+            Fitted::Brt(fit) => fit.tree().log_evidence(),
+            Fitted::Coalescent(fit) => fit.log_joint,
+            Fitted::Pydt(sample) => sample.log_joint,
+        };
+        buffer::scalar(value, score, "score")
+    })
+}
+
+/// Each node's parent id into `parents` (`n_nodes` values; −1 at the root).
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_parents(fit: *const RtFit, parents: *mut i64, len: usize) -> RtStatus {
+    guard(|| {
+        let tree = handle::get(fit, "fit")?.tree();
+        let ids: Vec<i64> = tree
+            .nodes()
+            .iter()
+            .map(|node| node.parent.map_or(-1, |p| p as i64))
+            .collect();
+        buffer::output(&ids, parents, len, "parents")
+    })
+}
+
+/// Each node's height into `heights` (`n_nodes` values): for a rose tree
+/// `−max ln r` along the path from the root (the heights of its SciPy linkage); for the
+/// coalescent the coalescence times (≤ 0, leaves at 0); for the diffusion tree the
+/// divergence times (in `[0, 1]`, leaves at 1).
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_heights(fit: *const RtFit, heights: *mut f64, len: usize) -> RtStatus {
+    guard(|| {
+        let tree = handle::get(fit, "fit")?.tree();
+        let values = tree
+            .heights()
+            .ok_or_else(|| Error::new(RtStatus::Internal, "the fitted tree has no heights"))?;
+        buffer::output(values, heights, len, "heights")
+    })
+}
+
+/// The tree in Newick format, leaves named by row index, into `buf` of `len` bytes
+/// (snprintf-style: `*needed`, when not null, receives the size with the terminator;
+/// `buf` may be null with `len` 0 to ask for it).
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_newick(
+    fit: *const RtFit,
+    buf: *mut c_char,
+    len: usize,
+    needed: *mut usize,
+) -> RtStatus {
+    guard(|| {
+        let newick = handle::get(fit, "fit")?.tree().to_newick(None);
+        buffer::text(&newick, buf, len, needed)
+    })
+}
+
+/// Flat clusters of a rose tree by Heller & Ghahramani's top-down cut: descending from the
+/// root, a node whose posterior merge probability `r_T ≥ threshold` (BRT eq 1.26) is one
+/// cluster. Writes each row's label (`0..K−1`, numbered by first row) into `labels`
+/// (`n_leaves` values) and `K` into `*n_clusters` when it is not null.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_cut(
+    fit: *const RtFit,
+    threshold: f64,
+    labels: *mut i64,
+    len: usize,
+    n_clusters: *mut usize,
+) -> RtStatus {
+    guard(|| {
+        let rose = handle::get(fit, "fit")?.rose_tree("rt_fit_cut")?.tree();
+        let nodes = rose.cut(threshold)?;
+        let values: Vec<i64> = rose
+            .tree()
+            .labels(&nodes)?
+            .into_iter()
+            .map(|l| l as i64)
+            .collect();
+        buffer::output(&values, labels, len, "labels")?;
+        if !n_clusters.is_null() {
+            buffer::scalar(nodes.len(), n_clusters, "n_clusters")?;
+        }
+        Ok(())
+    })
+}
+
+/// The log predictive density `ln p(x | D, T)` of each row of `data` under a fitted rose
+/// tree (BRT eq 1.25), into `out` (one value per row).
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_score_samples(
+    fit: *const RtFit,
+    data: *const RtData,
+    out: *mut f64,
+    len: usize,
+) -> RtStatus {
+    guard(|| {
+        let fit = handle::get(fit, "fit")?.rose_tree("rt_fit_score_samples")?;
+        let x = handle::get(data, "data")?.x.view();
+        if x.ncols() != fit.n_features() {
+            return Err(Error::new(
+                RtStatus::ShapeMismatch,
+                format!(
+                    "`data` has {} columns; the tree was fitted to {}",
+                    x.ncols(),
+                    fit.n_features()
+                ),
+            ));
+        }
+        if len != x.nrows() {
+            return Err(Error::new(
+                RtStatus::BufferSize,
+                format!(
+                    "`out` must have {} elements, got a length of {len}",
+                    x.nrows()
+                ),
+            ));
+        }
+        buffer::output(&fit.log_predictive(x)?, out, len, "out")
+    })
+}
+
+/// Releases `fit`.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_free(fit: *mut RtFit) -> RtStatus {
+    guard(|| handle::release(fit, "fit"))
+}
