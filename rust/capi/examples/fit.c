@@ -1,5 +1,6 @@
 /* Fits one of rosetree's families to a CSV file of numbers and prints the tree in Newick
- * format and its score (and, for rose trees, the flat clusters of the cut at 0.5).
+ * format and its score (and, for rose trees, the flat clusters of the cut at 0.5 and the
+ * log predictive density of each row).
  *
  *   fit brt|bhc|coalescent|pydt FILE.csv [SEED]
  *
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
     const char *family = argc > 1 ? argv[1] : "";
     size_t n_rows = 0, n_cols = 0, n_leaves = 0, n_nodes = 0, needed = 0, k = 0, i;
     unsigned long long seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 0;
-    double *x = NULL, score = 0.0;
+    double *x = NULL, *log_predictive = NULL, score = 0.0;
     char *newick = NULL;
     int64_t *labels = NULL;
     rt_data *data = NULL;
@@ -143,6 +144,10 @@ int main(int argc, char **argv) {
         CHECK(rt_fit_cut(fit, 0.5, labels, n_leaves, &k));
         printf("clusters %zu\nlabels", k);
         for (i = 0; i < n_leaves; i++) printf(" %lld", (long long)labels[i]);
+        if (!(log_predictive = malloc(n_rows * sizeof *log_predictive))) goto done;
+        CHECK(rt_fit_score_samples(fit, data, log_predictive, n_rows));
+        printf("\nlog_predictive");
+        for (i = 0; i < n_rows; i++) printf(" %.17g", log_predictive[i]);
         printf("\n");
     }
 
@@ -150,6 +155,7 @@ done:
     free(x);
     free(newick);
     free(labels);
+    free(log_predictive);
     rt_fit_free(fit);
     rt_pydt_params_free(pydt);
     rt_coalescent_params_free(coalescent);

@@ -79,6 +79,13 @@ class Fit {
         return {leaves, nodes};
     }
 
+    std::vector<double> score_samples(const rt_data *data, size_t n_rows) const {
+        std::vector<double> values(n_rows);
+        check(rt_fit_score_samples(fit_.get(), data, values.data(), values.size()),
+              "rt_fit_score_samples");
+        return values;
+    }
+
     std::vector<int64_t> cut(double threshold, size_t *n_clusters) const {
         std::vector<int64_t> labels(size().first);
         check(rt_fit_cut(fit_.get(), threshold, labels.data(), labels.size(), n_clusters),
@@ -170,6 +177,11 @@ int main(int argc, char **argv) try {
         const std::vector<int64_t> labels = fit.cut(0.5, &k);
         std::cout << "clusters " << k << "\nlabels";
         for (int64_t label : labels) std::cout << ' ' << label;
+        std::cout << "\nlog_predictive";
+        for (double value : fit.score_samples(data.get(), n_rows)) {
+            std::snprintf(score, sizeof score, " %.17g", value);
+            std::cout << score;
+        }
         std::cout << "\n";
     }
     return 0;

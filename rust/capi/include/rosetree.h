@@ -111,8 +111,9 @@ enum rt_status rt_coalescent_fit(const struct rt_coalescent_params *params,
                                  const struct rt_data *data,
                                  struct rt_fit **out);
 
-// Samples a Pitman–Yor diffusion tree for `data` by MCMC from a draw of the prior, with
-// the random seed `seed`; the fit is the chain's last state.
+// Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
+// the random seed `seed`; the fit is the kept state (after the burn-in) with the highest
+// log joint, the first of equals.
 enum rt_status rt_pydt_fit(const struct rt_pydt_params *params,
                            const struct rt_data *data,
                            uint64_t seed,
@@ -247,7 +248,7 @@ enum rt_status rt_pydt_params_new(double alpha,
                                   double sigma2,
                                   struct rt_pydt_params **out);
 
-// Sets the number of sweeps and how many of the first are discarded (`burn_in ≤ n_iter`).
+// Sets the number of sweeps and how many of the first are discarded (`burn_in < n_iter`).
 enum rt_status rt_pydt_params_set_iterations(struct rt_pydt_params *params,
                                              size_t n_iter,
                                              size_t burn_in);

@@ -140,8 +140,39 @@ pub extern "C" fn rt_coalescent_fit(
         } else {
             coalescent::fit(&model, &valid, x)?
         };
+        refuse_infinite(&fit)?;
         handle::emit(out, "out", RtFit(Fitted::Coalescent(fit)))
     })
+}
+
+/// A coalescent fit whose log joint is not finite: without observation noise, rows equal
+/// on the columns observed in both merge at the leaves' time with infinite density.
+fn refuse_infinite(fit: &CoalescentFit) -> Result<()> {
+    if fit.log_joint.is_finite() {
+        return Ok(());
+    }
+    let tree = &fit.tree;
+    let heights = tree.heights().unwrap_or_default();
+    let at_zero = (tree.n_leaves()..tree.nodes().len()).find(|&v| heights.get(v) == Some(&0.0));
+    match at_zero {
+        Some(v) if fit.log_joint == f64::INFINITY => {
+            let mut rows = tree.leaves_of(v);
+            rows.sort_unstable();
+            Err(Error::new(
+                RtStatus::InvalidData,
+                format!(
+                    "invalid data in row {}: rows {} and {} are equal (on the columns observed \
+                     in both), which have infinite density under Brownian diffusion without \
+                     observation noise; give the model noise (rt_coalescent_params_set_noise)",
+                    rows[1], rows[0], rows[1]
+                ),
+            ))
+        }
+        _ => Err(Error::new(
+            RtStatus::Numerical,
+            format!("the tree's log joint is {}", fit.log_joint),
+        )),
+    }
 }
 
 /// Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
