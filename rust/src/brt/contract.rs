@@ -5,8 +5,8 @@
 //! marginal likelihood is recomputed: only `u`'s child count and child products change, and
 //! the new `ln p` is propagated up the path to the root.
 
-use super::merge::Summary;
 use super::mixing::Mixing;
+use super::mixing::Summary;
 use super::score::{Score, log_add_exp_score};
 use crate::brt::RoseTree;
 

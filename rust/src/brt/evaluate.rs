@@ -1,8 +1,8 @@
 //! `ln p(D | T)` of a given tree (eq 1.5), bottom-up.
 
 use super::RoseTree;
-use super::merge::Summary;
 use super::mixing::Mixing;
+use super::mixing::Summary;
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
 use crate::tree::Topology;

@@ -4,7 +4,8 @@
 //! ([`best_merge`]), which depends on the two trees alone; merging builds the new root by
 //! join, absorb or collapse.
 
-use super::merge::{MergeOp, MergeRule, Summary, best_merge, merged_summary};
+use super::merge::{MergeOp, MergeRule, best_merge, merged_summary};
+use super::mixing::Summary;
 use super::mixing::{Mixing, PriorTable};
 use super::score::Score;
 use crate::agglomerate::{Linkage, agglomerate};

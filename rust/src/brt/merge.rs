@@ -1,9 +1,8 @@
 //! The four merges of greedy rose-tree construction (BRT §1.4, Figure 1.5) and their
 //! likelihood-ratio score (eq 1.23), or the merged node's posterior merge probability.
 
-use super::NodeValues;
-use super::mixing::{NodePriors, node_log_p};
-use super::score::{Score, ln_softplus, log_add_exp_pair, log_add_exp_score};
+use super::mixing::{NodePriors, Summary};
+use super::score::{Score, log_add_exp_pair, log_add_exp_score};
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
 /// tie-breaking preference of `CONVENTIONS.md`.
@@ -43,94 +42,6 @@ pub enum MergeRule {
     /// (join, absorb, collapse) is still the one with the highest likelihood ratio, and the
     /// pair is ranked by `r` of the node that operation makes.
     Posterior,
-}
-
-/// The cached numbers of one tree that a merge needs, so that scoring a candidate costs one
-/// cluster marginal likelihood and a handful of additions.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Summary {
-    /// Leaves below the root.
-    pub n_leaves: usize,
-    /// Children of the root; `0` for a leaf.
-    pub n_children: usize,
-    /// `ln f(leaves(T))`.
-    pub log_f: f64,
-    /// `ln p(leaves(T) | T)`.
-    pub log_p: f64,
-    /// `ln π_T` (`0` for a leaf).
-    pub log_pi: f64,
-    /// `ln(1 − π_T)` (`−∞` for a leaf).
-    pub log_1m_pi: f64,
-    /// `Σ_children ln p(T_c)`.
-    pub sum_log_p_children: f64,
-    /// `ln d_T` (DP mixing only).
-    pub log_d: f64,
-    /// `Σ_children ln d_c` (DP mixing only).
-    pub sum_log_d_children: f64,
-    /// `ln[ln p(T) − ln(1 − π_T) − Σ_children ln p(T_c)]`: the logarithm of what the
-    /// "one cluster" term adds to the "split" term, `ln ln(1 + e^{u − v})` with
-    /// `u = ln π_T + ln f`, `v = ln(1 − π_T) + Σ ln p(T_c)`. A double holding `ln p(T)` loses
-    /// this excess entirely when the cluster is implausible; an absorb or collapse that
-    /// dissolves this root needs it to be ranked exactly (see [`Score`]). `−∞` for a leaf.
-    pub log_excess: f64,
-}
-
-impl Summary {
-    /// The summary of a single data item with `ln f({x}) = log_f` (π = 1 at a leaf).
-    pub fn leaf(log_f: f64, mixing: &impl NodePriors) -> Self {
-        Self {
-            n_leaves: 1,
-            n_children: 0,
-            log_f,
-            log_p: log_f,
-            log_pi: 0.0,
-            log_1m_pi: f64::NEG_INFINITY,
-            sum_log_p_children: 0.0,
-            log_d: mixing.leaf_log_d(),
-            sum_log_d_children: 0.0,
-            log_excess: f64::NEG_INFINITY,
-        }
-    }
-
-    /// The summary of an internal node from its children's totals.
-    #[inline]
-    pub fn internal(
-        mixing: &impl NodePriors,
-        n_leaves: usize,
-        n_children: usize,
-        log_f: f64,
-        sum_log_p_children: f64,
-        sum_log_d_children: f64,
-    ) -> Self {
-        let prior = mixing.node_prior(n_children, n_leaves, sum_log_d_children);
-        let (u, v) = (prior.log_pi + log_f, prior.log_1m_pi + sum_log_p_children);
-        Self {
-            n_leaves,
-            n_children,
-            log_f,
-            log_p: node_log_p(&prior, log_f, sum_log_p_children),
-            log_pi: prior.log_pi,
-            log_1m_pi: prior.log_1m_pi,
-            sum_log_p_children,
-            log_d: prior.log_d,
-            sum_log_d_children,
-            log_excess: ln_softplus(u - v),
-        }
-    }
-
-    /// The rose-tree quantities of a node with this summary.
-    pub fn values(&self) -> NodeValues {
-        NodeValues {
-            log_f: self.log_f,
-            log_p: self.log_p,
-            log_pi: self.log_pi,
-            log_1m_pi: self.log_1m_pi,
-        }
-    }
-
-    fn is_internal(&self) -> bool {
-        self.n_children > 0
-    }
 }
 
 /// One way of merging `a` and `b`: the merged root's child count and child totals.

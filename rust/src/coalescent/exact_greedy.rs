@@ -46,8 +46,8 @@
 //! the ids), so the tree is the same for any number of threads. `interrupt` is polled before
 //! every block.
 
-use super::greedy::CoalescentFit;
 use super::kingman::pair_rate;
+use super::merges::CoalescentFit;
 use super::merges::Merges;
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;

@@ -30,21 +30,12 @@
 //! This implementation keeps the fixed key (the pair's best time given its own subtrees)
 //! and merges at `min(t_{i−1}, t*_{lr})`, which is what makes the search `O(n²)`.
 
+pub use super::merges::CoalescentFit;
 use super::merges::Merges;
 use crate::agglomerate::{Linkage, agglomerate};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
-use crate::tree::Tree;
-
-/// A tree found by a coalescent search, with its `ln p(x, π)` (Teh et al. eq 7).
-#[derive(Debug, Clone)]
-pub struct CoalescentFit {
-    /// The timed binary tree: leaves at time 0, coalescence times `≤ 0` as heights.
-    pub tree: Tree,
-    /// `ln p(x, π)` of the tree with the true rates `C(n − i + 1, 2)` in the prior.
-    pub log_joint: f64,
-}
 
 /// The search state: the merges so far, seen by the engine through [`Linkage`].
 struct Rate1<'a, M: MessageModel>(Merges<'a, M>);

@@ -2,11 +2,19 @@
 //! at their own times, the merges so far, and the two parts of `ln p(x, π)` (Teh, Daumé &
 //! Roy 2007, eq 7) accumulated merge by merge.
 
-use super::greedy::CoalescentFit;
 use super::kingman::pair_rate;
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::tree::{Topology, Tree};
+
+/// A tree found by a coalescent search, with its `ln p(x, π)` (Teh et al. eq 7).
+#[derive(Debug, Clone)]
+pub struct CoalescentFit {
+    /// The timed binary tree: leaves at time 0, coalescence times `≤ 0` as heights.
+    pub tree: Tree,
+    /// `ln p(x, π)` of the tree with the true rates `C(n − i + 1, 2)` in the prior.
+    pub log_joint: f64,
+}
 
 /// A partial coalescent tree built from the leaves upwards, indexed by cluster id (leaves
 /// `0..n`, the `k`-th merge `n + k`).

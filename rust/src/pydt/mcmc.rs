@@ -80,13 +80,38 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp1, Gamma, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-pub use super::probit::Likelihood;
 use super::slice::slice_sample;
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap, sample_tree};
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
 use crate::tree::Tree;
 use crate::tree::arena::{Arena, Attachment, NodeId};
+
+/// How the data of a chain are observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Likelihood {
+    /// The data are the leaf locations (eq 10).
+    #[default]
+    Gaussian,
+    /// The data are binary, the signs of the leaf locations (see [`super::probit`]).
+    Probit,
+}
+
+impl std::str::FromStr for Likelihood {
+    type Err = RoseTreeError;
+
+    /// `"gaussian"` or `"probit"`.
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "gaussian" => Ok(Self::Gaussian),
+            "probit" => Ok(Self::Probit),
+            other => Err(RoseTreeError::param(
+                "likelihood",
+                format!("must be 'gaussian' or 'probit', got {other:?}"),
+            )),
+        }
+    }
+}
 
 /// How many times a subtree's new position is drawn by rejection before the exact
 /// sequential draw takes over (see the [module docs](self)).

@@ -138,36 +138,11 @@ use rand::Rng;
 use rand_distr::{Exp1, StandardNormal};
 
 use super::mcmc::Chain;
+pub use super::mcmc::Likelihood;
 use super::{PydtParams, check_diffusion_tree, check_sigma2};
 use crate::error::{Result, RoseTreeError};
 use crate::tree::Tree;
 use crate::tree::arena::{Arena, NodeId};
-
-/// How the data of a chain are observed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Likelihood {
-    /// The data are the leaf locations (eq 10).
-    #[default]
-    Gaussian,
-    /// The data are binary, the signs of the leaf locations (see the [module docs](self)).
-    Probit,
-}
-
-impl std::str::FromStr for Likelihood {
-    type Err = RoseTreeError;
-
-    /// `"gaussian"` or `"probit"`.
-    fn from_str(name: &str) -> Result<Self> {
-        match name {
-            "gaussian" => Ok(Self::Gaussian),
-            "probit" => Ok(Self::Probit),
-            other => Err(RoseTreeError::param(
-                "likelihood",
-                format!("must be 'gaussian' or 'probit', got {other:?}"),
-            )),
-        }
-    }
-}
 
 /// Checks that every entry of `x` is 0, 1 or `NaN` (missing).
 ///
