@@ -28,6 +28,12 @@ static void expect_message(const char *needle, int line) {
     }
 }
 
+/* An interrupt callback that counts its calls in `*context` and stops the fit at once. */
+static bool stop(void *context) {
+    ++*(int *)context;
+    return true;
+}
+
 #define EXPECT(call, want) expect((call), (want), #call, __LINE__)
 #define MESSAGE(needle) expect_message((needle), __LINE__)
 #define NUL RT_STATUS_NULL_HANDLE
@@ -51,6 +57,9 @@ static void every_call(rt_data *data, rt_model *model, rt_brt_params *brt,
     EXPECT(rt_coalescent_params_set_inference(coal, RT_COALESCENT_INFERENCE_GREEDY_RATE1), want);
     EXPECT(rt_coalescent_params_set_n_threads(coal, 1), want);
     EXPECT(rt_pydt_params_set_iterations(pydt, 4, 2), want);
+    EXPECT(rt_brt_params_set_interrupt(brt, NULL, NULL), want);
+    EXPECT(rt_coalescent_params_set_interrupt(coal, NULL, NULL), want);
+    EXPECT(rt_pydt_params_set_interrupt(pydt, NULL, NULL), want);
     EXPECT(rt_brt_fit(model, brt, data, &made), want);
     EXPECT(rt_coalescent_fit(coal, data, &made), want);
     EXPECT(rt_pydt_fit(pydt, data, 1, &made), want);
@@ -166,6 +175,32 @@ int main(void) {
     if (made) {
         fprintf(stderr, "a fit was made from bad input\n");
         failures++;
+    }
+
+    /* An interrupt callback stops every family's fit; cleared, the fits run again. */
+    {
+        static double many[4000];
+        int calls = 0, i;
+        rt_data *big = NULL;
+        for (i = 0; i < 4000; i++) many[i] = (double)((i * 7919 + i / 2) % 5 == 0);
+        EXPECT(rt_data_new(many, 2000, 2, &big), RT_STATUS_OK);
+        EXPECT(rt_brt_params_set_interrupt(brt, stop, &calls), RT_STATUS_OK);
+        EXPECT(rt_brt_fit(model, brt, big, &made), RT_STATUS_INTERRUPTED);
+        MESSAGE("interrupted");
+        EXPECT(rt_coalescent_params_set_interrupt(coal, stop, &calls), RT_STATUS_OK);
+        EXPECT(rt_coalescent_params_set_noise(coal, 0.1), RT_STATUS_OK);
+        EXPECT(rt_coalescent_fit(coal, big, &made), RT_STATUS_INTERRUPTED);
+        EXPECT(rt_pydt_params_set_interrupt(pydt, stop, &calls), RT_STATUS_OK);
+        EXPECT(rt_pydt_fit(pydt, big, 1, &made), RT_STATUS_INTERRUPTED);
+        checks++;
+        if (calls < 3 || made) {
+            fprintf(stderr, "interrupt called %d times; fit %p\n", calls, (void *)made);
+            failures++;
+        }
+        EXPECT(rt_brt_params_set_interrupt(brt, NULL, NULL), RT_STATUS_OK);
+        EXPECT(rt_brt_fit(model, brt, data, &made), RT_STATUS_OK);
+        EXPECT(rt_fit_free(made), RT_STATUS_OK);
+        EXPECT(rt_data_free(big), RT_STATUS_OK);
     }
 
     /* Freed handles: every call, a second free included, is refused. */

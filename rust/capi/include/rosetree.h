@@ -30,6 +30,8 @@ typedef enum rt_status {
   RT_STATUS_BUFFER_SIZE = 7,
   // A failure inside the library (a bug: please report it with the message).
   RT_STATUS_INTERNAL = 8,
+  // The fit's interrupt callback asked it to stop (`rt_interrupt_fn`).
+  RT_STATUS_INTERRUPTED = 9,
 } rt_status;
 
 // How a rose tree's mixing proportion `π_T` is set (BRT eq 1.7 and §2.2).
@@ -72,6 +74,11 @@ typedef struct rt_model rt_model;
 // Options of `rt_pydt_fit`: the Pitman–Yor diffusion tree's `α`, `β`, `c`, the
 // Brownian variance `σ²` per unit time (all fixed), and the length of the chain.
 typedef struct rt_pydt_params rt_pydt_params;
+
+// A function the fits call now and then (about every 50 ms of work, from the thread that
+// called the fit) with the `context` it was set with; a nonzero return stops the fit with
+// `RT_STATUS_INTERRUPTED`.
+typedef bool (*rt_interrupt_fn)(void *context);
 
 #ifdef __cplusplus
 extern "C" {
@@ -160,6 +167,22 @@ enum rt_status rt_fit_score_samples(const struct rt_fit *fit,
 
 // Releases `fit`.
 enum rt_status rt_fit_free(struct rt_fit *fit);
+
+// Sets (or, with a null `callback`, clears) the interrupt callback of rose-tree fits.
+enum rt_status rt_brt_params_set_interrupt(struct rt_brt_params *params,
+                                           rt_interrupt_fn callback,
+                                           void *context);
+
+// Sets (or, with a null `callback`, clears) the interrupt callback of coalescent fits.
+enum rt_status rt_coalescent_params_set_interrupt(struct rt_coalescent_params *params,
+                                                  rt_interrupt_fn callback,
+                                                  void *context);
+
+// Sets (or, with a null `callback`, clears) the interrupt callback of diffusion-tree
+// fits, polled between MCMC moves.
+enum rt_status rt_pydt_params_set_interrupt(struct rt_pydt_params *params,
+                                            rt_interrupt_fn callback,
+                                            void *context);
 
 // Independent beta–Bernoulli features for 0/1 data (BRT §3): pseudo-counts `alpha` of
 // ones and `beta` of zeros, each defaulting to the empirical-Bayes choice from the data's

@@ -30,6 +30,8 @@ pub enum RtStatus {
     BufferSize = 7,
     /// A failure inside the library (a bug: please report it with the message).
     Internal = 8,
+    /// The fit's interrupt callback asked it to stop (`rt_interrupt_fn`).
+    Interrupted = 9,
 }
 
 /// An error on its way out: the status and the message for `rt_last_error`.
@@ -65,8 +67,9 @@ impl From<RoseTreeError> for Error {
             RoseTreeError::ShapeMismatch { .. } => RtStatus::ShapeMismatch,
             RoseTreeError::InvalidData { .. } => RtStatus::InvalidData,
             RoseTreeError::Numerical(_) => RtStatus::Numerical,
-            // Neither can happen here: no call takes an interrupt or a callback model.
-            RoseTreeError::Interrupted | RoseTreeError::Callback(_) => RtStatus::Internal,
+            RoseTreeError::Interrupted => RtStatus::Interrupted,
+            // Cannot happen here: no model of the C interface calls back.
+            RoseTreeError::Callback(_) => RtStatus::Internal,
         };
         Self::new(status, err.to_string())
     }

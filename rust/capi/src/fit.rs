@@ -7,7 +7,7 @@ use ndarray::ArrayView2;
 use rosetree::brt::{self, Predictor};
 use rosetree::coalescent::{self, CoalescentFit};
 use rosetree::models::ClusterModel;
-use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian};
+use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian, MessageModel};
 use rosetree::parallel::Threads;
 use rosetree::pydt::mcmc::{self, McmcConfig, Sample, Start};
 use rosetree::{RoseTree, Tree};
@@ -16,6 +16,7 @@ use crate::buffer;
 use crate::data::RtData;
 use crate::error::{Error, Result, RtStatus, guard};
 use crate::handle::{self, Handle};
+use crate::interrupt::Interrupt;
 use crate::models::RtModel;
 use crate::params::{RtBrtParams, RtCoalescentParams, RtPydtParams};
 
@@ -28,13 +29,14 @@ macro_rules! brt_fit {
         }
 
         impl BrtFit {
-            fn new(model: rosetree::models::Conjugate, params: &RtBrtParams, x: ArrayView2<'_, f64>) -> Result<Self> {
-                let params = params.params.check()?;
+            fn new(model: rosetree::models::Conjugate, options: &RtBrtParams, x: ArrayView2<'_, f64>) -> Result<Self> {
+                let params = options.params.check()?;
+                let interrupt = || Interrupt::poll(options.interrupt);
                 Ok(match model {
                     $(rosetree::models::Conjugate::$variant(mut m) => {
                         m.prepare(x.nrows() + 1);
                         let leaves = m.leaf_stats_all(x)?;
-                        let tree = brt::fit_stats(&m, &params, leaves.clone(), &|| false)?;
+                        let tree = brt::fit_stats(&m, &params, leaves.clone(), &interrupt)?;
                         Self::$variant(Predictor::new(m, tree, leaves)?)
                     })*
                 })
@@ -135,10 +137,12 @@ pub extern "C" fn rt_coalescent_fit(
         let model =
             BrownianDiffusion::isotropic(params.lambda, x.ncols())?.with_noise(params.noise)?;
         let valid = params.params.check()?;
+        let interrupt = || Interrupt::poll(params.interrupt);
         let fit = if x.iter().any(|v| v.is_nan()) {
-            coalescent::fit(&MaskedBrownian::new(model)?, &valid, x)?
+            let model = MaskedBrownian::new(model)?;
+            coalescent::fit_leaves(&model, &valid, model.leaf_messages(x)?, &interrupt)?
         } else {
-            coalescent::fit(&model, &valid, x)?
+            coalescent::fit_leaves(&model, &valid, model.leaf_messages(x)?, &interrupt)?
         };
         refuse_infinite(&fit)?;
         handle::emit(out, "out", RtFit(Fitted::Coalescent(fit)))
@@ -198,7 +202,8 @@ pub extern "C" fn rt_pydt_fit(
             burn_in: params.burn_in,
             ..McmcConfig::default()
         };
-        let result = mcmc::run(x, start, &config, seed, &|| false, &mut |_, _| {})?;
+        let interrupt = || Interrupt::poll(params.interrupt);
+        let result = mcmc::run(x, start, &config, seed, &interrupt, &mut |_, _| {})?;
         let mut best = result.last;
         if let Some(first) = result.samples.first() {
             best = first.clone();

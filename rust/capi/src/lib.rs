@@ -33,11 +33,13 @@ mod data;
 mod error;
 mod fit;
 mod handle;
+mod interrupt;
 mod models;
 mod params;
 
 pub use data::*;
 pub use error::*;
 pub use fit::*;
+pub use interrupt::*;
 pub use models::*;
 pub use params::*;

@@ -8,6 +8,7 @@ use rosetree::pydt::PydtParams;
 
 use crate::error::{Error, Result, RtStatus, guard};
 use crate::handle::{self, Handle};
+use crate::interrupt::Interrupt;
 
 /// How a rose tree's mixing proportion `π_T` is set (BRT eq 1.7 and §2.2).
 #[repr(C)]
@@ -24,6 +25,7 @@ pub enum RtMixing {
 /// Options of `rt_brt_fit`.
 pub struct RtBrtParams {
     pub(crate) params: BrtParams,
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 impl Handle for RtBrtParams {
@@ -36,7 +38,8 @@ impl Handle for RtBrtParams {
 pub extern "C" fn rt_brt_params_new(out: *mut *mut RtBrtParams) -> RtStatus {
     guard(|| {
         let params = BrtParams::new(Mixing::Brt { gamma: 0.5 });
-        handle::emit(out, "out", RtBrtParams { params })
+        let interrupt = None;
+        handle::emit(out, "out", RtBrtParams { params, interrupt })
     })
 }
 
@@ -110,6 +113,7 @@ pub struct RtCoalescentParams {
     pub(crate) lambda: f64,
     pub(crate) noise: f64,
     pub(crate) params: CoalescentParams,
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 impl Handle for RtCoalescentParams {
@@ -128,6 +132,7 @@ pub extern "C" fn rt_coalescent_params_new(
             lambda,
             noise: 0.0,
             params: CoalescentParams::new(),
+            interrupt: None,
         };
         handle::emit(out, "out", params)
     })
@@ -199,6 +204,7 @@ pub struct RtPydtParams {
     pub(crate) sigma2: f64,
     pub(crate) n_iter: usize,
     pub(crate) burn_in: usize,
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 impl RtPydtParams {
@@ -230,6 +236,7 @@ pub extern "C" fn rt_pydt_params_new(
             sigma2,
             n_iter: 100,
             burn_in: 50,
+            interrupt: None,
         };
         handle::emit(out, "out", params)
     })
