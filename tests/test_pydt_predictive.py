@@ -163,3 +163,35 @@ def test_estimator_averages_the_trees_of_its_samples():
         per_tree.append(comp.sum(axis=1))
     np.testing.assert_allclose(np.exp(est.score_samples(Y)), np.mean(per_tree, axis=0), rtol=1e-10)
     assert est.score(Y) == pytest.approx(np.mean(np.log(np.mean(per_tree, axis=0))))
+
+
+def _standardized_binary() -> np.ndarray:
+    B = (np.random.default_rng(0).random((60, 5)) < 0.5).astype(float)
+    return (B - B.mean(axis=0)) / B.std(axis=0)
+
+
+def test_divergence_times_that_round_to_one_keep_a_positive_variance():
+    """Equal rows diverge just before t = 1; with a small divergence rate the new point's
+    divergence time on their branches rounds to 1, and the component keeps the variance
+    sigma2 (1 - t) computed from tau = -ln(1 - t), never 0: the density stays finite."""
+    X = _standardized_binary()
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    alpha, beta, c, sigma2 = est.sample_hyperparameters_[0]
+    log_w, means, variances, where = predictive_components(
+        X, est.samples_[0], alpha, beta, c, sigma2
+    )
+    assert np.any(where[:, 1] == 1.0)  # the case: times that round to 1
+    assert np.all(variances > 0)
+    np.testing.assert_allclose(np.exp(np.logaddexp.reduce(log_w)), 1.0, rtol=1e-12)
+    assert np.all(np.isfinite(_mixture_log_density(X, log_w, means, variances)))
+
+
+def test_standardized_binary_data_score_finitely():
+    """Standardized 0/1 columns have many equal rows; the default fit scores them finitely."""
+    X = _standardized_binary()
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    assert np.all(np.isfinite(est.score_samples(X)))
+    equal = np.array([[0.0, 1.0], [0.0, 1.0]])
+    assert np.all(
+        np.isfinite(rt.PitmanYorDiffusionTree(random_state=0).fit(equal).score_samples(equal))
+    )

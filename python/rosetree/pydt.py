@@ -307,26 +307,32 @@ def predictive_components(
     def ln_w(m: int) -> float:
         return float(gammaln(m - beta) - gammaln(m + 1 + alpha))
 
+    # Times near 1 are kept as their distance to 1, r = 1 − t = e^{−τ}: a branch's length
+    # is a difference of r's, and a divergence time drawn on a leaf's branch close to 1
+    # keeps a positive distance to it (1 − t from a rounded t would be 0, and the
+    # component a point mass).
     tau = np.full(tree.n_nodes, np.inf)  # tau = -ln(1 - t); the leaves (t = 1) at infinity
     tau[n:] = -np.log1p(-h[n:])
+    r = np.exp(-tau)  # 1 - t: 0 at the leaves
     # Upward messages (in units of sigma2): the data below each node, at the node.
     up_mean = np.zeros((tree.n_nodes, d))
     up_var = np.zeros(tree.n_nodes)
     up_mean[:n] = X
     for b in tree.internal_nodes:
-        msgs = [(up_mean[k], up_var[k] + (h[k] - h[b])) for k in children[b]]
+        msgs = [(up_mean[k], up_var[k] + (r[b] - r[k])) for k in children[b]]
         up_mean[b], up_var[b] = _product(msgs)
     # Outside messages: at each node's parent, from everything but the node's subtree
     # (for the root: the origin, a point mass at 0 at t = 0).
     out_mean = np.zeros((tree.n_nodes, d))
     out_var = np.zeros(tree.n_nodes)
     top = np.zeros(tree.n_nodes)  # time of the parent (0 for the root)
+    r_top = np.ones(tree.n_nodes)  # 1 - top
     ln_reach = np.zeros(tree.n_nodes)  # log P(the new point reaches the top of the branch)
     for b in reversed(tree.internal_nodes):
-        above = (out_mean[b], out_var[b] + (h[b] - top[b]))
-        msgs = [(up_mean[k], up_var[k] + (h[k] - h[b])) for k in children[b]]
+        above = (out_mean[b], out_var[b] + (r_top[b] - r[b]))
+        msgs = [(up_mean[k], up_var[k] + (r[b] - r[k])) for k in children[b]]
         rate = c * np.exp(ln_w(int(sizes[b])))
-        survive = -rate * (tau[b] - (-np.log1p(-top[b])))
+        survive = -rate * (tau[b] - (-np.log(r_top[b])))
         # Everything but child i: the products of the messages before and after it.
         before = [above]
         for msg in msgs[:-1]:
@@ -338,37 +344,38 @@ def predictive_components(
             if i < len(msgs) - 1:
                 after = _gauss_product(*after, *msgs[i])
             out_mean[k], out_var[k] = rest
-            top[k] = h[b]
+            top[k], r_top[k] = h[b], r[b]
             ln_reach[k] = ln_reach[b] + survive + np.log(sizes[k] - beta) - np.log(sizes[b] + alpha)
     log_w: list[float] = []
     means: list[np.ndarray] = []
     variances: list[float] = []
     where: list[tuple[int, float]] = []
     for u in range(tree.n_nodes):
-        tau_top = -np.log1p(-top[u])
+        tau_top = -np.log(r_top[u])
         rate = c * np.exp(ln_w(int(sizes[u])))
         p_div = -np.expm1(-rate * (tau[u] - tau_top))
         if p_div > 0.0:
             q = (np.arange(n_points) + 0.5) / n_points
             taus = tau_top - np.log1p(-q * p_div) / rate
-            for t in -np.expm1(-taus):
-                below = (up_mean[u], up_var[u] + (h[u] - t))
-                above = (out_mean[u], out_var[u] + (t - top[u]))
+            for tau_t in taus:
+                r_t = np.exp(-tau_t)  # 1 - t, positive even where t rounds to 1
+                below = (up_mean[u], up_var[u] + (r_t - r[u]))
+                above = (out_mean[u], out_var[u] + (r_top[u] - r_t))
                 m, v = _product([below, above])
                 log_w.append(ln_reach[u] + np.log(p_div / n_points))
                 means.append(m)
-                variances.append(v + (1.0 - t))
-                where.append((u, t))
+                variances.append(v + r_t)
+                where.append((u, -np.expm1(-tau_t)))
         if u >= n:
             k = len(children[u])
             new = alpha + k * beta
             if new > 0.0:
                 survive = -rate * (tau[u] - tau_top)
-                above = (out_mean[u], out_var[u] + (h[u] - top[u]))
+                above = (out_mean[u], out_var[u] + (r_top[u] - r[u]))
                 m, v = _gauss_product(up_mean[u], up_var[u], *above)
                 log_w.append(ln_reach[u] + survive + np.log(new) - np.log(sizes[u] + alpha))
                 means.append(m)
-                variances.append(v + (1.0 - h[u]))
+                variances.append(v + r[u])
                 where.append((u, h[u]))
     return (
         np.asarray(log_w),
