@@ -364,3 +364,52 @@ def test_flat_clusters_are_the_dp_cut_of_the_tree():
     assert est.n_clusters_ == 3
     rose = rt.evaluate_tree(X[:, :2], est.tree_, model=rt.NormalGamma(), mixing="dp")
     np.testing.assert_array_equal(est.labels_, rose.cut(0.5))
+
+
+def test_predict_proba_is_the_normal_gamma_cluster_posterior_of_labels():
+    """P(c | x) ∝ n_c Π_j t(x_j | D_c), the Student-t predictives of the Normal-Gamma
+    clusters that chose labels_ (prior from the training columns that vary), computed
+    here feature by feature; a constant column is left out."""
+    from scipy import special, stats
+
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0.0], [5.0, 5.0], [0.0, 6.0]])
+    y = np.repeat([0, 1, 2], 8)
+    X = np.hstack([centres[y] + rng.normal(scale=0.5, size=(24, 2)), np.full((24, 1), 2.0)])
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    new = np.array([[0.2, -0.1, 2.0], [4.8, 5.3, 9.0], [0.1, 5.5, 2.0], [2.5, 3.0, 2.0]])
+    proba = est.predict_proba(new)
+    assert proba.shape == (4, est.n_clusters_)
+    Xv = X[:, :2]
+    var = Xv.var(axis=0, ddof=1)
+    m0, kappa0, a0 = Xv.mean(axis=0), 1.0, 5.0
+    b0 = 0.2 * a0 * (var + 1e-6 * var.mean())
+    terms = np.empty((4, est.n_clusters_))
+    for k in range(est.n_clusters_):
+        D = Xv[est.labels_ == k]
+        n = len(D)
+        kn, an = kappa0 + n, a0 + n / 2
+        mean = D.mean(axis=0)
+        mun = (kappa0 * m0 + n * mean) / kn
+        bn = b0 + ((D - mean) ** 2).sum(axis=0) / 2 + kappa0 * n * (mean - m0) ** 2 / (2 * kn)
+        scale = np.sqrt(bn * (kn + 1) / (an * kn))
+        terms[:, k] = np.log(n) + stats.t.logpdf(new[:, :2], 2 * an, mun, scale).sum(axis=1)
+    expected = np.exp(terms - special.logsumexp(terms, axis=1, keepdims=True))
+    np.testing.assert_allclose(proba, expected, rtol=1e-9, atol=1e-300)
+    np.testing.assert_array_equal(est.predict(new), np.argmax(expected, axis=1))
+    # Training rows mostly go back to their own cluster.
+    assert np.mean(est.predict(X) == est.labels_) >= 0.9
+
+
+def test_predict_with_constant_data_and_after_pickling():
+    X = np.full((5, 2), 1.5)
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(X)
+    np.testing.assert_array_equal(est.predict_proba(X[:2]), np.ones((2, 1)))
+    Y = np.random.default_rng(0).normal(size=(20, 3))
+    est = rt.PitmanYorDiffusionTree(random_state=0).fit(Y)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict_proba(Y), est.predict_proba(Y))
+    with pytest.raises(rt.NotFittedError):
+        rt.PitmanYorDiffusionTree().predict(Y)
+    with pytest.raises(rt.InvalidDataError):
+        est.predict(Y[:, :2])

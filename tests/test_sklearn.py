@@ -37,7 +37,9 @@ PROBA_IS_CLASSIFIER = (
 
 
 def _expected_failures(estimator):
-    if isinstance(estimator, (rt.BayesianRoseTree, rt.KingmanCoalescent)):
+    if isinstance(
+        estimator, (rt.BayesianRoseTree, rt.KingmanCoalescent, rt.PitmanYorDiffusionTree)
+    ):
         return {
             "check_estimators_unfitted": NOT_FITTED,
             "check_estimator_sparse_array": PROBA_IS_CLASSIFIER,

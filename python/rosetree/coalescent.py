@@ -10,6 +10,7 @@ import numpy as np
 from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ParamsMixin
+from ._flat import FlatClusters
 from ._validation import (
     check_array,
     check_choice,
@@ -31,7 +32,6 @@ from .exceptions import (
     NotFittedError,
     NumericalError,
 )
-from .functions import evaluate_tree
 from .tree import Tree
 
 _LIKELIHOODS = ("brownian", "multinomial")
@@ -456,27 +456,16 @@ class KingmanCoalescent(ParamsMixin):
             self._cluster_center = np.nanmean(np.where(np.isnan(X).all(axis=0), 0.0, X), axis=0)
             self._cluster_scale = np.sqrt(_auto_lambda(X))
         data = self._cluster_data(X)
-        self._cluster_model = model
-        self.cluster_tree_ = evaluate_tree(
-            data, self.tree_.to_nested(), model=model, mixing="dp", dp_alpha=float(alpha)
-        )
         if rule == "dp":
-            nodes = self.cluster_tree_.cut_nodes(float(t))
-            self.labels_ = self.cluster_tree_.labels_of(nodes)
+            flat = FlatClusters.cut(data, self.tree_, model, float(alpha), float(t))
         else:
-            self.labels_ = self.cluster_labels()
-        self.n_clusters_ = int(self.labels_.max()) + 1
-        # The cluster tree's node of each label (the node whose leaves are that cluster).
-        by_leaves = {
-            frozenset(self.cluster_tree_.leaves(v)): v for v in range(self.cluster_tree_.n_nodes)
-        }
-        self.cluster_nodes_ = np.asarray(
-            [
-                by_leaves[frozenset(np.flatnonzero(self.labels_ == k).tolist())]
-                for k in range(self.n_clusters_)
-            ],
-            dtype=np.int64,
-        )
+            labels = self.cluster_labels()
+            flat = FlatClusters.of_labels(data, self.tree_, model, labels, float(alpha))
+        self._flat = flat
+        self.cluster_tree_ = flat.tree
+        self.labels_ = flat.labels
+        self.n_clusters_ = flat.n_clusters
+        self.cluster_nodes_ = flat.nodes
 
     def predict_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
@@ -504,17 +493,9 @@ class KingmanCoalescent(ParamsMixin):
                 raise InvalidDataError(
                     f"X has {X[r, c]} in row {r}, column {c}: not a category", int(r), int(c)
                 )
-        # (built here: the core's fit state does not pickle, and costs O(n d) to rebuild)
-        fit = _core.brt_fit_for_tree(
-            self._cluster_data(self._X), self._cluster_model._spec(), self.cluster_tree_._core
+        return self._flat.predict_proba(
+            self._cluster_data(self._X), self._cluster_data(X), check_n_jobs(self.n_jobs)
         )
-        _, proba = fit.predict(
-            self._cluster_data(X),
-            responsibilities=True,
-            clusters=[int(v) for v in self.cluster_nodes_],
-            n_jobs=check_n_jobs(self.n_jobs),
-        )
-        return np.asarray(proba)
 
     def predict(self, X: Any) -> np.ndarray:
         """The flat cluster (label of :attr:`labels_`) each new row most probably joins.

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _core
 from ._base import ParamsMixin
+from ._flat import FlatClusters
 from ._validation import (
     check_array,
     check_choice,
@@ -432,7 +433,7 @@ _EM_CANDIDATES = 1
 _TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
 
 
-def _dp_labels(X: np.ndarray, tree: Tree, probit: bool) -> np.ndarray:
+def _flat_clusters(X: np.ndarray, tree: Tree, probit: bool) -> tuple[FlatClusters | None, Any]:
     """Flat clusters of a fitted tree by Bayesian model comparison at each node.
 
     The tree is evaluated as a Bayesian hierarchical clustering under the
@@ -441,20 +442,17 @@ def _dp_labels(X: np.ndarray, tree: Tree, probit: bool) -> np.ndarray:
     probit likelihood's binary data), and cut where a node's posterior probability of being
     one cluster reaches one half, descending from the root: the rule of the rose tree's and
     the coalescent's default ``labels_``. Constant columns say nothing about clusters and
-    are left out.
+    are left out. Returns the clusters (``None`` when every column is constant: one
+    cluster) and the columns they read (a boolean mask, or ``slice(None)``).
     """
     from .config import BetaBernoulli, NormalGamma
-    from .functions import evaluate_tree
 
     if probit:
-        data, model = X, BetaBernoulli()
-    else:
-        varying = np.ptp(X, axis=0) > 0
-        if not varying.any():
-            return np.zeros(X.shape[0], dtype=np.int64)
-        data, model = X[:, varying], NormalGamma()
-    rose = evaluate_tree(data, tree.to_nested(), model=model, mixing="dp", dp_alpha=1.0)
-    return np.asarray(rose.cut(0.5), dtype=np.int64)
+        return FlatClusters.cut(X, tree, BetaBernoulli()), slice(None)
+    varying = np.ptp(X, axis=0) > 0
+    if not varying.any():
+        return None, varying
+    return FlatClusters.cut(X[:, varying], tree, NormalGamma()), varying
 
 
 def _linkage_start(X: np.ndarray) -> Any:
@@ -772,7 +770,11 @@ class PitmanYorDiffusionTree(ParamsMixin):
         self.tree_ = self.samples_[best]
         self.alpha_, self.beta_, self.c_, self.sigma2_ = map(float, samples[best][1:5])
         self.log_joint_ = float(samples[best][5])
-        self.labels_ = _dp_labels(X, self.tree_, probit)
+        self._flat, self._flat_columns = _flat_clusters(X, self.tree_, probit)
+        if self._flat is None:
+            self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
+        else:
+            self.labels_ = self._flat.labels
         self.n_clusters_ = int(self.labels_.max()) + 1
         self.n_features_in_ = X.shape[1]
         set_feature_names(self, names)
@@ -782,6 +784,40 @@ class PitmanYorDiffusionTree(ParamsMixin):
     def _check_fitted(self) -> None:
         if not hasattr(self, "tree_"):
             raise NotFittedError("call fit before using the fitted tree")
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
+
+        :math:`P(c \mid x) \propto n_c f(x \mid D_c)`, with :math:`n_c` the training rows in
+        cluster :math:`c` and :math:`f(x \mid D_c)` the posterior predictive of the cluster
+        model that chose :attr:`labels_` (Normal-Gamma over the columns that vary in the
+        training data; beta-Bernoulli for the probit likelihood), as
+        :meth:`BayesianRoseTree.predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+            New rows (NaN entries marginalised under the probit likelihood).
+
+        Returns
+        -------
+        proba : ndarray of shape (n_new, n_clusters_)
+            Column ``k`` is the cluster labelled ``k``; rows sum to one.
+        """
+        self._check_fitted()
+        probit = self.likelihood == "probit"
+        X = check_new_rows(self, X, allow_nan=probit)
+        if self._flat is None:
+            return np.ones((X.shape[0], 1))
+        columns = self._flat_columns
+        return self._flat.predict_proba(self._X[:, columns], X[:, columns])
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
+
+        The column of largest :meth:`predict_proba` (the lowest label on a tie).
+        """
+        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
 
     def score_samples(self, X: Any) -> np.ndarray:
         r"""Log predictive density of each row of ``X`` (§5.3).
