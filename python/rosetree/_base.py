@@ -10,7 +10,9 @@ import dataclasses
 import inspect
 from typing import Any
 
-from .exceptions import InvalidParameterError
+import numpy as np
+
+from .exceptions import InvalidParameterError, NotFittedError
 
 
 def _nested_params(value: Any) -> dict[str, Any] | None:
@@ -130,3 +132,67 @@ class ParamsMixin:
             target_tags=TargetTags(required=False),
             input_tags=InputTags(sparse=self._accepts_sparse, allow_nan=self._accepts_nan),
         )
+
+
+class ClusterEstimator(ParamsMixin):
+    """What the three families' estimators share once fitted.
+
+    The fitted check, flat clusters of new rows by their most probable cluster, and the
+    mean predictive score.
+
+    Subclasses define ``fit`` (setting ``labels_``), ``score_samples`` and
+    ``predict_proba``, and name in ``_fitted_attribute`` the attribute that ``fit`` sets.
+    """
+
+    _fitted_attribute = "tree_"
+
+    # Declared for type checkers; subclasses implement them.
+    def fit(self, X: Any, y: Any = None) -> Any:
+        raise NotImplementedError
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, self._fitted_attribute):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
+                "using it."
+            )
+
+    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
+        """Fit to ``X`` and return the flat clusters ``labels_``."""
+        return np.asarray(self.fit(X).labels_)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
+
+        The column of largest :meth:`predict_proba` (the lowest label on a tie).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_rows,)
+        """
+        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_rows, n_features)
+        y : ignored
+
+        Returns
+        -------
+        float
+            The mean of :meth:`score_samples`, as in scikit-learn's mixture models.
+        """
+        return float(np.mean(self.score_samples(X)))

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _coalescent_hyper as _hyper
 from . import _core
-from ._base import ParamsMixin
+from ._base import ClusterEstimator
 from ._flat import FlatClusters
 from ._validation import (
     check_array,
@@ -29,7 +29,6 @@ from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
     InvalidTreeError,
-    NotFittedError,
     NumericalError,
 )
 from .tree import Tree
@@ -133,7 +132,7 @@ def _wrap(structure: Any) -> Tree:
     return tree
 
 
-class KingmanCoalescent(ParamsMixin):
+class KingmanCoalescent(ClusterEstimator):
     r"""Bayesian hierarchical clustering with Kingman's coalescent prior on the tree.
 
     The tree is a draw from Kingman's n-coalescent: leaves at time 0, coalescence times
@@ -497,13 +496,6 @@ class KingmanCoalescent(ParamsMixin):
             self._cluster_data(self._X), self._cluster_data(X), check_n_jobs(self.n_jobs)
         )
 
-    def predict(self, X: Any) -> np.ndarray:
-        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
-
-        The column of largest :meth:`predict_proba` (the lowest label on a tie).
-        """
-        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
-
     def _infer(self, X: np.ndarray, options: dict[str, Any]) -> _Fitted:
         """The configured inference under the hyperparameters in ``options``."""
         if self.inference in _SMC:
@@ -695,10 +687,6 @@ class KingmanCoalescent(ParamsMixin):
             )
         return out
 
-    def score(self, X: Any, y: Any = None) -> float:
-        """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
-        return float(np.mean(self.score_samples(X)))
-
     def attach_proba(self, X: Any) -> np.ndarray:
         """Where each new row would join ``tree_``: probabilities per branch.
 
@@ -834,14 +822,6 @@ class KingmanCoalescent(ParamsMixin):
             log_pdf = np.where(var > 0, log_pdf, np.where(values == mean, np.inf, -np.inf))
             terms.append(w + log_pdf)
         return float(_logsumexp_rows(np.vstack(terms)).sum())
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit to ``X`` and return the flat clusters ``labels_``."""
-        return self.fit(X).labels_
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "tree_"):
-            raise NotFittedError("call fit before using the fitted tree")
 
 
 class _Fitted(NamedTuple):

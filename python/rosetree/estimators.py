@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._base import ParamsMixin
+from ._base import ClusterEstimator
 from ._selection import choose_model, constant_columns, data_kind, warn_constant
 from ._validation import (
     check_array,
@@ -25,7 +25,7 @@ from ._validation import (
     set_feature_names,
 )
 from .config import AutoModel, ClusterModel, NormalGamma, resolve_model
-from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError
+from .exceptions import InvalidDataError, InvalidParameterError
 from .learning import learn_hyperparameters
 from .tree import RoseTree
 
@@ -50,7 +50,7 @@ def check_merge_rule(rule: Any) -> str:
     return check_choice(rule, "merge_rule", _MERGE_RULES)
 
 
-class BayesianRoseTree(ParamsMixin):
+class BayesianRoseTree(ClusterEstimator):
     r"""Greedy Bayesian rose tree (Blundell, Teh & Heller 2010), or BHC with ``binary=True``.
 
     The tree is a mixture over the partitions of the data consistent with it (BRT eq 1.4),
@@ -442,17 +442,8 @@ class BayesianRoseTree(ParamsMixin):
             return None
         return exact_below, min(_APPROX_SAMPLE, exact_below), self._seed()
 
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        """Fit and return :attr:`labels_`."""
-        return self.fit(X).labels_
-
     # ------------------------------------------------------------------ prediction
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "_fit"):
-            raise NotFittedError(
-                f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
-                "using it for prediction."
-            )
+    _fitted_attribute = "_fit"
 
     def __getstate__(self) -> dict[str, Any]:
         # The fit lives in Rust; a pickle keeps its training data and rebuilds it.
@@ -525,21 +516,6 @@ class BayesianRoseTree(ParamsMixin):
         log_p, _ = self._predict_core(X, responsibilities=False)
         return np.asarray(log_p)
 
-    def score(self, X: Any, y: Any = None) -> float:
-        r"""Mean log predictive probability of the rows of ``X`` (eq 1.25).
-
-        Parameters
-        ----------
-        X : array_like of shape (n_rows, n_features)
-        y : ignored
-
-        Returns
-        -------
-        float
-            The mean of :meth:`score_samples`, as in scikit-learn's mixture models.
-        """
-        return float(np.mean(self.score_samples(X)))
-
     def predict_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
 
@@ -570,21 +546,6 @@ class BayesianRoseTree(ParamsMixin):
         X = self._check_new_rows(X)
         _, proba = self._predict_core(X, responsibilities=True, clusters=self.cluster_nodes_)
         return np.asarray(proba)
-
-    def predict(self, X: Any) -> np.ndarray:
-        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
-
-        The column of largest :meth:`predict_proba` (the lowest label on a tie).
-
-        Parameters
-        ----------
-        X : array_like of shape (n_rows, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_rows,)
-        """
-        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
 
     def predict_node_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each cluster of the tree given each new row.

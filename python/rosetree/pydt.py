@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._base import ParamsMixin
+from ._base import ClusterEstimator
 from ._flat import FlatClusters
 from ._validation import (
     check_array,
@@ -34,7 +34,7 @@ from ._validation import (
     warn_column_scales,
 )
 from .coalescent import tree_from_nested
-from .exceptions import InvalidDataError, InvalidParameterError, NotFittedError, NumericalError
+from .exceptions import InvalidDataError, InvalidParameterError, NumericalError
 from .tree import Tree
 
 __all__ = ["PitmanYorDiffusionTree", "pydt_log_likelihood", "pydt_log_prior", "sample_pydt"]
@@ -481,7 +481,7 @@ def _linkage_start(X: np.ndarray) -> Any:
     return Tree(n, internal, times)._structure
 
 
-class PitmanYorDiffusionTree(ParamsMixin):
+class PitmanYorDiffusionTree(ClusterEstimator):
     r"""Density modelling and hierarchical clustering with the Pitman–Yor diffusion tree.
 
     The rows of ``X`` are the leaves of a tree drawn from the Pitman–Yor diffusion tree
@@ -781,10 +781,6 @@ class PitmanYorDiffusionTree(ParamsMixin):
         self._X = X
         return self
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "tree_"):
-            raise NotFittedError("call fit before using the fitted tree")
-
     def predict_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
 
@@ -811,13 +807,6 @@ class PitmanYorDiffusionTree(ParamsMixin):
             return np.ones((X.shape[0], 1))
         columns = self._flat_columns
         return self._flat.predict_proba(self._X[:, columns], X[:, columns])
-
-    def predict(self, X: Any) -> np.ndarray:
-        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
-
-        The column of largest :meth:`predict_proba` (the lowest label on a tie).
-        """
-        return np.asarray(np.argmax(self.predict_proba(X), axis=1), dtype=np.int64)
 
     def score_samples(self, X: Any) -> np.ndarray:
         r"""Log predictive density of each row of ``X`` (§5.3).
@@ -868,10 +857,6 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 "(data or fitted variances too extreme); rescale the data"
             )
         return out
-
-    def score(self, X: Any, y: Any = None) -> float:
-        """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
-        return float(np.mean(self.score_samples(X)))
 
 
 def _probit_log_joint(
