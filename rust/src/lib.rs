@@ -4,8 +4,9 @@
 //! & Heller 2010) and their binary special case, Bayesian hierarchical clustering (Heller &
 //! Ghahramani 2005), over conjugate cluster models kept as sufficient statistics.
 //!
-//! The crate is a plain Rust library; the Python package `rosetree` is built from it with the
-//! `python` feature.
+//! The crate is a plain Rust library with no Python in it. The Python package's extension
+//! module is the crate `rosetree-python` (`rust/python`) and the C interface the crate
+//! `rosetree-capi` (`rust/capi`), both thin layers over this one.
 //!
 //! How it is put together:
 //!
@@ -49,8 +50,6 @@ pub mod progress;
 pub mod pydt;
 pub mod tree;
 
-#[cfg(feature = "python")]
-mod python;
 #[cfg(test)]
 mod test_util;
 

@@ -9,16 +9,18 @@ use ndarray::{Array2, ArrayView2, Axis, concatenate, s};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
+use crate::errors::PyResult;
+
 use super::callback::CallbackModel;
 use super::models::{
     AnyModel, ModelSpec, PyModelSpec, build_model, build_model_csr, conjugate_families,
 };
 use super::run_interruptible;
 use super::tree::PyRoseTree;
-use crate::brt::{Predictor, RoseTree};
-use crate::error::RoseTreeError;
-use crate::models::{ClusterModel, RowQueries};
-use crate::parallel::Threads;
+use rosetree::brt::{Predictor, RoseTree};
+use rosetree::error::RoseTreeError;
+use rosetree::models::{ClusterModel, RowQueries};
+use rosetree::parallel::Threads;
 
 /// Training data as Python passes it: a dense array, or a CSR matrix as
 /// `(indptr, indices, data, n_cols)`.
@@ -135,7 +137,7 @@ impl TrainingData {
                 .iter()
                 .enumerate()
                 .map(|(r, (cols, span))| m.leaf_stats_sparse(cols, &data[span.clone()], r))
-                .collect::<crate::Result<Vec<_>>>()?),
+                .collect::<rosetree::Result<Vec<_>>>()?),
         }
     }
 
@@ -296,7 +298,7 @@ fn callback_predictor(
     object: &Py<PyAny>,
     tree: &RoseTree,
     extra: ArrayView2<'_, f64>,
-) -> crate::Result<(Predictor<CallbackModel>, usize)> {
+) -> rosetree::Result<(Predictor<CallbackModel>, usize)> {
     let TrainingData::Dense(train) = training else {
         unreachable!("a Python model is only fitted to dense data");
     };
@@ -304,7 +306,7 @@ fn callback_predictor(
     let model = CallbackModel::new(Python::attach(|py| object.clone_ref(py)), data);
     let leaves = (0..train.nrows())
         .map(|i| model.leaf_stats(train.row(i), i))
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<rosetree::Result<Vec<_>>>()?;
     Ok((Predictor::new(model, tree.clone(), leaves)?, train.nrows()))
 }
 
@@ -318,7 +320,7 @@ fn predict_with<M: RowQueries>(
     clusters: Option<&[usize]>,
     threads: &Threads,
     interrupt: &dyn Fn() -> bool,
-) -> crate::Result<(Vec<f64>, Option<Array2<f64>>)> {
+) -> rosetree::Result<(Vec<f64>, Option<Array2<f64>>)> {
     if let Some(clusters) = clusters {
         let (log_p, resp) = p.flat_responsibilities(clusters, rows, threads, interrupt)?;
         Ok((log_p, Some(resp)))
@@ -336,7 +338,7 @@ fn row_stats<M: ClusterModel>(
     m: &M,
     x: ArrayView2<'_, f64>,
     offset: usize,
-) -> crate::Result<Vec<M::Stats>> {
+) -> rosetree::Result<Vec<M::Stats>> {
     x.rows()
         .into_iter()
         .enumerate()
@@ -420,7 +422,7 @@ impl PyBrtFit {
                     .iter()
                     .zip(filled.rows())
                     .map(|(&r, row)| Ok((r, p.model().leaf_stats(row, r)?)))
-                    .collect::<crate::Result<Vec<_>>>()?;
+                    .collect::<rosetree::Result<Vec<_>>>()?;
                 p.log_predictive_missing(&filled, &threads, interrupt)
             }, object, tree => {
                 let (p, offset) = callback_predictor(&training, object, tree, filled.view())?;
@@ -429,7 +431,7 @@ impl PyBrtFit {
                     .zip(filled.rows())
                     .enumerate()
                     .map(|(k, (&r, row))| Ok((r, p.model().leaf_stats(row, offset + k)?)))
-                    .collect::<crate::Result<Vec<_>>>()?;
+                    .collect::<rosetree::Result<Vec<_>>>()?;
                 p.log_predictive_missing(&filled, &threads, interrupt)
             })
         })

@@ -1,4 +1,6 @@
-//! The `rosetree._core` extension module. Each function converts its arguments, computes
+//! The `rosetree._core` extension module, built by maturin over the core crate `rosetree`:
+//! typed model specifications and options, fitted state, trees. Each function converts its
+//! arguments, computes
 //! the leaf statistics while attached (NumPy memory is only read then), detaches for the
 //! search, and converts the result back.
 
@@ -21,12 +23,14 @@ use ndarray::ArrayView2;
 use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
 
-use crate::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
-use crate::error::RoseTreeError;
-use crate::models::ClusterModel;
-use crate::progress::{self, Progress};
-use crate::tree::Topology;
+use crate::errors::PyResult;
+
 use models::{AnyModel, PyModelSpec, build_model, with_model, with_model_arms};
+use rosetree::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
+use rosetree::error::RoseTreeError;
+use rosetree::models::ClusterModel;
+use rosetree::progress::{self, Progress};
+use rosetree::tree::Topology;
 use tree::{PyRoseTree, PyTree};
 
 pub(crate) fn parse_mixing(mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Mixing> {
@@ -109,7 +113,7 @@ impl PyBrtParams {
 fn prepared_leaves<M: ClusterModel>(
     m: &mut M,
     x: ArrayView2<'_, f64>,
-) -> crate::Result<Vec<M::Stats>> {
+) -> rosetree::Result<Vec<M::Stats>> {
     m.prepare(x.nrows());
     m.leaf_stats_all(x)
 }
@@ -140,7 +144,7 @@ pub(crate) fn progress_line(line: &str) {
 /// The work's error; `KeyboardInterrupt` on Ctrl-C; a panic of the worker as an error.
 fn run_interruptible<T: Send + 'static>(
     py: Python<'_>,
-    work: impl FnOnce(&dyn Fn() -> bool) -> crate::Result<T> + Send + 'static,
+    work: impl FnOnce(&dyn Fn() -> bool) -> rosetree::Result<T> + Send + 'static,
 ) -> PyResult<T> {
     run_watched(py, None, work)
 }
@@ -154,7 +158,7 @@ fn run_interruptible<T: Send + 'static>(
 fn run_watched<T: Send + 'static>(
     py: Python<'_>,
     label: Option<&str>,
-    work: impl FnOnce(&dyn Fn() -> bool) -> crate::Result<T> + Send + 'static,
+    work: impl FnOnce(&dyn Fn() -> bool) -> rosetree::Result<T> + Send + 'static,
 ) -> PyResult<T> {
     let cancel = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::channel();
@@ -209,7 +213,8 @@ fn run_watched<T: Send + 'static>(
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(pyo3::panic::PanicException::new_err(
                     "the rosetree worker thread panicked",
-                ));
+                )
+                .into());
             }
         }
     }
@@ -334,7 +339,7 @@ fn excess_bits(optimal: Vec<f64>, found: Vec<f64>, l: usize) -> f64 {
 
 /// The compiled core of rosetree.
 #[pymodule(gil_used = false)]
-fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _core(m: &Bound<'_, PyModule>) -> pyo3::PyResult<()> {
     m.add_class::<PyRoseTree>()?;
     m.add_class::<PyTree>()?;
     m.add_class::<PyModelSpec>()?;

@@ -5,14 +5,16 @@
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
+use crate::errors::PyResult;
+
 use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
-use crate::error::RoseTreeError;
-use crate::pydt::mcmc::{
+use rosetree::error::RoseTreeError;
+use rosetree::pydt::mcmc::{
     self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start,
 };
-use crate::pydt::probit::{self, EpConfig};
-use crate::pydt::{self, PydtParams};
+use rosetree::pydt::probit::{self, EpConfig};
+use rosetree::pydt::{self, PydtParams};
 
 /// `learn` as `(alpha, beta, c, sigma2)` flags.
 pub(super) fn learn_flags(learn: (bool, bool, bool, bool)) -> Learn {
@@ -100,7 +102,7 @@ fn py_sample(s: mcmc::Sample) -> PySample {
     )
 }
 
-/// Runs the MCMC sampler of `crate::pydt::mcmc` from `tree` (or a prior draw) and returns
+/// Runs the MCMC sampler of `rosetree::pydt::mcmc` from `tree` (or a prior draw) and returns
 /// `(samples, trace, last, proposals, accepted)`: the kept states, one trace row per sweep
 /// `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`, and the last state.
 /// `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate (or `a`, `b`) of the

@@ -5,8 +5,8 @@ use ndarray::{Array2, ArrayView1, Axis};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 
-use crate::error::{Result, RoseTreeError};
-use crate::models::{ClusterModel, RowQueries};
+use rosetree::error::{Result, RoseTreeError};
+use rosetree::models::{ClusterModel, RowQueries};
 
 /// Calls `object.log_marginal(X[rows])` for every cluster. The statistics of a cluster are
 /// its sorted row indices; the data are copied once, so no NumPy memory is read while the

@@ -6,8 +6,10 @@ use ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::prelude::*;
 
-use crate::brt::{NodeValues, RoseTree};
-use crate::tree::{Topology, Tree};
+use crate::errors::PyResult;
+
+use rosetree::brt::{NodeValues, RoseTree};
+use rosetree::tree::{Topology, Tree};
 
 /// A tree with optional heights, shared by every model family. `rosetree.Tree` wraps it.
 #[pyclass(frozen, module = "rosetree._core", name = "Tree")]
@@ -102,7 +104,7 @@ impl PyTree {
     /// The data rows below `node`, in increasing order.
     fn leaves_of(&self, node: usize) -> PyResult<Vec<usize>> {
         if node >= self.inner.nodes().len() {
-            return Err(crate::RoseTreeError::param(
+            return Err(rosetree::RoseTreeError::param(
                 "node",
                 format!(
                     "node {node} is not in the tree (0 .. {})",
@@ -273,7 +275,7 @@ impl PyRoseTree {
 
     /// `ln w_S` of every node (eq 1.25).
     fn log_cluster_weights<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        crate::brt::log_cluster_weights(&self.inner).into_pyarray(py)
+        rosetree::brt::log_cluster_weights(&self.inner).into_pyarray(py)
     }
 
     /// Cluster nodes of the top-down cut `r ≥ threshold`.
@@ -284,7 +286,7 @@ impl PyRoseTree {
     /// The same tree with its mixture quantities recomputed under another mixing rule.
     fn remix(&self, mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Self> {
         let mixing = super::parse_mixing(mixing, gamma, dp_alpha)?;
-        Ok(crate::brt::remix(&self.inner, &mixing).into())
+        Ok(rosetree::brt::remix(&self.inner, &mixing).into())
     }
 
     /// Cluster nodes of the most probable tree-consistent partition.

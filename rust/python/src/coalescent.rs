@@ -9,17 +9,19 @@ use ndarray::{Array2, Array3};
 use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::prelude::*;
 
+use crate::errors::PyResult;
+
 use super::tree::PyTree;
 use super::{run_interruptible, run_watched};
-use crate::coalescent::predict::Predictor;
-use crate::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
-use crate::coalescent::{self, CoalescentParams, Inference};
-use crate::error::{Result, RoseTreeError};
-use crate::models::messages::{
+use rosetree::coalescent::predict::Predictor;
+use rosetree::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
+use rosetree::coalescent::{self, CoalescentParams, Inference};
+use rosetree::error::{Result, RoseTreeError};
+use rosetree::models::messages::{
     BrownianDiffusion, MaskedBrownian, MessageModel, MultinomialMutation, Root,
     subtree_log_evidence_from_leaves,
 };
-use crate::parallel::Threads;
+use rosetree::parallel::Threads;
 
 /// The message models the bindings can build.
 enum AnyMessageModel {

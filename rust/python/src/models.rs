@@ -4,10 +4,12 @@
 use ndarray::ArrayView2;
 use pyo3::prelude::*;
 
-use crate::error::RoseTreeError;
-use crate::models::{Conjugate, ModelSpec as CoreSpec, Psi0};
+use crate::errors::PyResult;
 
-pub(crate) use crate::conjugate_families;
+use rosetree::error::RoseTreeError;
+use rosetree::models::{Conjugate, ModelSpec as CoreSpec, Psi0};
+
+pub(crate) use rosetree::conjugate_families;
 
 macro_rules! any_model {
     ([] $($variant:ident: $model:ty = $name:literal;)*) => {
@@ -23,8 +25,8 @@ conjugate_families!(any_model,);
 macro_rules! with_model_arms {
     ([$model:expr, $m:ident, $body:expr] $($variant:ident: $t:ty = $name:literal;)*) => {
         match $model {
-            $($crate::python::models::AnyModel::$variant(mut $m) => $body,)*
-            $crate::python::models::AnyModel::Callback(mut $m) => $body,
+            $($crate::models::AnyModel::$variant(mut $m) => $body,)*
+            $crate::models::AnyModel::Callback(mut $m) => $body,
         }
     };
 }
@@ -34,7 +36,7 @@ pub(crate) use with_model_arms;
 /// monomorphised once per family (callers import `with_model_arms` too).
 macro_rules! with_model {
     ($model:expr, $m:ident => $body:expr) => {
-        $crate::python::models::conjugate_families!(with_model_arms, $model, $m, $body)
+        $crate::models::conjugate_families!(with_model_arms, $model, $m, $body)
     };
 }
 pub(crate) use with_model;

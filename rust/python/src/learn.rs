@@ -3,16 +3,18 @@
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
+
+use crate::errors::PyResult;
 use pyo3::types::PyDict;
 
 use super::models::{AnyModel, PyModelSpec, build_model, conjugate_families};
 use super::{parse_mixing, prepared_leaves};
-use crate::brt;
-use crate::error::RoseTreeError;
-use crate::models::Differentiable;
-use crate::tree::Topology;
+use rosetree::brt;
+use rosetree::error::RoseTreeError;
+use rosetree::models::Differentiable;
+use rosetree::tree::Topology;
 
-fn not_differentiable() -> PyErr {
+fn not_differentiable() -> crate::errors::Error {
     RoseTreeError::param(
         "model",
         "hyperparameter learning needs a built-in model (BetaBernoulli, NormalInverseWishart, \

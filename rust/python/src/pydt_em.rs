@@ -3,16 +3,18 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
+use crate::errors::PyResult;
+
 use super::pydt::{hyperpriors, learn_flags};
 use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
-use crate::pydt::PydtParams;
-use crate::pydt::em::{self, EmConfig};
+use rosetree::pydt::PydtParams;
+use rosetree::pydt::em::{self, EmConfig};
 
 /// One kept tree: `(tree, alpha, beta, c, sigma2, log_joint)`.
 type PyBest = (PyTree, f64, f64, f64, f64, f64);
 
-/// Runs the greedy Bayesian EM search of `crate::pydt::em` from `tree` (or a tree built by
+/// Runs the greedy Bayesian EM search of `rosetree::pydt::em` from `tree` (or a tree built by
 /// sequential attachment) and returns `(best, trace)`: the `k_best` best distinct trees,
 /// best first, as `(tree, alpha, beta, c, sigma2, log_joint)` (`log_joint` is exactly
 /// `pydt_log_prior + pydt_log_likelihood`), and the objective after the initial tree's EM
