@@ -139,19 +139,18 @@ def test_workers_restarted_mid_fit_do_not_change_the_tree(client, monkeypatch):
     X = hierarchical(1600, seed=3)
     kw = dict(model=rt.BetaBernoulli(), chunk_rows=400, random_state=2, **SMALL)
     ref = rtd.BayesianRoseTree(**kw).fit(X)
-    build_groups = rtd.BayesianRoseTree._build_groups
+    submit_part = rtd.BayesianRoseTree._submit_part
     restarts = []
 
-    def restart_then_build(self, client, routed, *args):
-        # The routed rows are in the workers' memory now: lose them all, once.
+    def restart_then_submit(self, client, *args):
+        # The rows routed to the groups are in the workers' memory now: lose them, once.
         if not restarts:
             workers = list(client.scheduler_info()["workers"])
-            client.wait_for_workers(2)
             client.restart_workers(workers)
             restarts.append(workers)
-        return build_groups(self, client, routed, *args)
+        return submit_part(self, client, *args)
 
-    monkeypatch.setattr(rtd.BayesianRoseTree, "_build_groups", restart_then_build)
+    monkeypatch.setattr(rtd.BayesianRoseTree, "_submit_part", restart_then_submit)
     again = rtd.BayesianRoseTree(**kw).fit(X)
     assert restarts
     assert again.tree_.children == ref.tree_.children

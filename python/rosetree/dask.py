@@ -1,7 +1,7 @@
 r"""Rose trees of data sets larger than one machine, fitted and used on Dask.
 
 Install with ``pip install "bayesian-rosetree[dask]"``. :class:`BayesianRoseTree` here takes
-a :class:`dask.array.Array`, a :class:`dask.dataframe.DataFrame` or an in-memory array (which
+a ``dask.array.Array``, a ``dask.dataframe.DataFrame`` or an in-memory array (which
 it cuts into chunks) and fits on the workers of a ``dask.distributed`` cluster:
 
 1. **The top of the tree on the client**, from a sample of at most ``sample_size`` rows with
@@ -170,14 +170,37 @@ def _merge_samples(size: int, *samples: tuple[np.ndarray, ...]) -> tuple[np.ndar
     return keys[take], ids[take], rows[take]
 
 
+def _in_row_order(sample: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A sample ``(keys, ids, rows)`` sorted by row."""
+    keys, ids, rows = sample
+    order = np.argsort(ids)
+    return keys[order], ids[order], np.ascontiguousarray(rows[order])
+
+
+def _split(
+    sample: tuple[np.ndarray, ...], model: ClusterModel, params: dict[str, Any]
+) -> tuple[list[list[int]], list[int], list[np.ndarray]]:
+    """The split of a group by its sample.
+
+    Returns the sample tree's children lists, its groups (``brt_top_clusters``) and their
+    statistics.
+    """
+    _, _, rows = _in_row_order(sample)
+    spec = model._spec()
+    tree = _core.fit_brt(rows, spec, _core.BrtParams(**params)).tree()
+    groups = _core.brt_top_clusters(tree)
+    return tree.tree().children(), groups, list(_core.brt_node_stats(rows, spec, tree, groups))
+
+
 def _route(
     piece: tuple[np.ndarray, np.ndarray],
     model: ClusterModel,
-    group_stats: list[np.ndarray],
+    split: tuple[Any, Any, list[np.ndarray]],
     chunks: _Chunks,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The rows of a piece by group: each row to the group of highest predictive."""
     ids, rows = piece
+    group_stats = split[2]
     try:
         log_pred = _core.brt_cluster_log_predictive(rows, model._spec(), group_stats)
     except RoseTreeError as exc:
@@ -270,6 +293,27 @@ def _predict_block(
     if what == "score":
         return log_p
     return np.exp(terms - log_p[:, None])
+
+
+class _Node:
+    """A group of rows while the fit is split.
+
+    It holds its pieces (futures of ``(ids, rows)``) and what it becomes: a part
+    (``part``), or a split into ``children``, by ``split`` (the sample tree's ``(children
+    lists, groups, statistics)``) or into ``blocks``.
+    """
+
+    def __init__(self, pieces: list[Any], count: int, depth: int, seed: int) -> None:
+        self.pieces = pieces
+        self.count = count
+        self.depth = depth
+        self.seed = seed
+        self.part: tuple[Any, Any] | None = None
+        self.split: Any = None
+        self.blocks = False
+        self.routed: list[Any] = []
+        self.lengths: list[Any] = []
+        self.children: list[_Node | None] = []
 
 
 # ---------------------------------------------------------------------- the input
@@ -365,6 +409,9 @@ class BayesianRoseTree(ParamsMixin):
         again): the client's work is bounded by it, whatever the size of the data.
     part_rows : int, default=20000
         Largest part fitted by one task; larger groups are split again.
+    split_sample : int, default=4000
+        Rows sampled (at most ``sample_size``) to split a group of more than
+        ``part_rows`` rows; the sample is fitted on a worker.
     chunk_rows : int, default=100000
         Rows per chunk when ``X`` is an in-memory array.
     random_state : int, default=None
@@ -418,6 +465,7 @@ class BayesianRoseTree(ParamsMixin):
         exact_below: int = 4000,
         sample_size: int = 20000,
         part_rows: int = 20000,
+        split_sample: int = 4000,
         chunk_rows: int = 100_000,
         random_state: int | None = None,
         flat_clusters: str = "dp",
@@ -434,6 +482,7 @@ class BayesianRoseTree(ParamsMixin):
         self.exact_below = exact_below
         self.sample_size = sample_size
         self.part_rows = part_rows
+        self.split_sample = split_sample
         self.chunk_rows = chunk_rows
         self.random_state = random_state
         self.flat_clusters = flat_clusters
@@ -465,7 +514,7 @@ class BayesianRoseTree(ParamsMixin):
         check_flag(self.approximate, "approximate")
         check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))
         check_cut_threshold(self.cut_threshold)
-        for name in ("exact_below", "sample_size", "part_rows", "chunk_rows"):
+        for name in ("exact_below", "sample_size", "part_rows", "split_sample", "chunk_rows"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
                 raise InvalidParameterError(
@@ -560,9 +609,15 @@ class BayesianRoseTree(ParamsMixin):
             pieces = pieces_of(keep)
         self.model_ = _resolved(local.model_, sample)
         model = self.model_
+        root = _Node(pieces, n, 0, seed)
+        if n > self.part_rows:
+            top = local.tree_._core
+            groups = _core.brt_top_clusters(top)
+            stats = list(_core.brt_node_stats(sample, model._spec(), top, groups))
+            root.split = (top.tree().children(), groups, stats)
+        self._expand(client, root, model, chunks)
         parts: list[tuple[Any, Any]] = []
-        top = local.tree_._core if n > self.part_rows else None
-        shape = self._build(client, pieces, n, 0, seed, model, chunks, parts, (sample, top))
+        shape = self._shape(root, parts)
         fits = client.gather([f for f, _ in parts])
         n_parts = len(fits)
         top_nodes: list[list[int]] = []
@@ -594,99 +649,108 @@ class BayesianRoseTree(ParamsMixin):
         self._keep = keep
         return self
 
-    def _sample(
-        self, client: Any, pieces: list[Any], seed: int, size: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows of smallest key among ``pieces``, in row order, reduced on the workers."""
+    def _sample_future(self, client: Any, pieces: list[Any], seed: int, size: int) -> Any:
+        """A future of the rows of smallest key among ``pieces``, reduced on the workers."""
         level = [client.submit(_sample_piece, p, seed, size, pure=True) for p in pieces]
         while len(level) > 1:
             level = [
                 client.submit(_merge_samples, size, *level[i : i + _MERGE_FAN_IN], pure=True)
                 for i in range(0, len(level), _MERGE_FAN_IN)
             ]
-        keys, ids, rows = level[0].result()
-        order = np.argsort(ids)
-        return keys[order], ids[order], np.ascontiguousarray(rows[order])
+        return level[0]
 
-    def _build(
-        self,
-        client: Any,
-        pieces: list[Any],
-        count: int,
-        depth: int,
-        seed: int,
-        model: ClusterModel,
-        chunks: _Chunks,
-        parts: list[tuple[Any, Any]],
-        sampled: tuple[np.ndarray, Any] | None = None,
-    ) -> Any:
-        """The shape of the tree of the rows in ``pieces``: a part index, or a list of shapes.
+    def _sample(
+        self, client: Any, pieces: list[Any], seed: int, size: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of smallest key among ``pieces``, in row order, on the client."""
+        return _in_row_order(self._sample_future(client, pieces, seed, size).result())
 
-        Parts are submitted as they are found (their fits run while the client goes on);
-        ``parts`` collects ``(fit future, rows future)``.
+    def _expand(self, client: Any, root: _Node, model: ClusterModel, chunks: _Chunks) -> None:
+        """Splits ``root`` into parts, level by level, each part's fit submitted as found.
+
+        Within a level every group is sampled, split (on a worker) and routed at once;
+        the client waits only for the level's row counts, which decide the next level.
         """
-        if count <= self.part_rows or depth >= _MAX_DEPTH:
-            rows = client.submit(
-                _gather_part, *pieces, key=f"rosetree-rows-{tokenize([p.key for p in pieces])}"
-            )
-            fit = client.submit(
-                _fit_part,
-                rows,
-                model,
-                self._params(seed, count),
-                chunks,
-                pure=True,
-                key=f"rosetree-part-{tokenize(rows.key, seed)}",
-            )
-            parts.append((fit, rows))
-            return len(parts) - 1
-        spec = model._spec()
-        if sampled is not None and sampled[1] is not None:
-            sample, top = sampled
-        else:
-            _, _, sample = self._sample(client, pieces, seed, int(self.sample_size))
-            params = _core.BrtParams(**self._params(seed, len(sample)))
-            top = _core.fit_brt(sample, spec, params).tree()
-        groups = _core.brt_top_clusters(top)
-        stats = list(_core.brt_node_stats(sample, spec, top, groups))
-        routed = [client.submit(_route, p, model, stats, chunks, pure=True) for p in pieces]
-        counts = np.asarray(client.gather([client.submit(_lengths, r) for r in routed]))
-        totals = counts.sum(axis=0)
-        if np.count_nonzero(totals) < 2:
-            # The sample's groups do not separate these rows (they look alike): blocks.
-            n_blocks = max(2, math.ceil(count / self.part_rows))
-            routed = [client.submit(_split_blocks, p, seed, n_blocks, pure=True) for p in pieces]
-            counts = np.asarray(client.gather([client.submit(_lengths, r) for r in routed]))
-            shapes = self._build_groups(client, routed, counts, depth, seed, model, chunks, parts)
-            kids = [s for s in shapes if s is not None]
-            return kids[0] if len(kids) == 1 else (_balanced(kids) if self.binary else kids)
-        shapes = self._build_groups(client, routed, counts, depth, seed, model, chunks, parts)
-        children = top.tree().children()
-        return _assemble(children, len(children) - 1, dict(zip(groups, shapes, strict=True)))
+        frontier = [root]
+        while frontier:
+            splitting: list[_Node] = []
+            for node in frontier:
+                if node.count <= self.part_rows or node.depth >= _MAX_DEPTH:
+                    self._submit_part(client, node, model, chunks)
+                    continue
+                if node.blocks:
+                    n_blocks = max(2, math.ceil(node.count / self.part_rows))
+                    node.routed = [
+                        client.submit(_split_blocks, p, node.seed, n_blocks, pure=True)
+                        for p in node.pieces
+                    ]
+                else:
+                    if node.split is None:
+                        size = min(int(self.sample_size), int(self.split_sample))
+                        sample = self._sample_future(client, node.pieces, node.seed, size)
+                        params = self._params(node.seed, min(size, node.count))
+                        node.split = client.submit(_split, sample, model, params, pure=True)
+                    node.routed = [
+                        client.submit(_route, p, model, node.split, chunks, pure=True)
+                        for p in node.pieces
+                    ]
+                node.lengths = [client.submit(_lengths, r, pure=True) for r in node.routed]
+                splitting.append(node)
+            counts = client.gather([node.lengths for node in splitting])
+            frontier = []
+            for node, c in zip(splitting, counts, strict=True):
+                c = np.asarray(c, dtype=np.int64)
+                if not node.blocks and np.count_nonzero(c.sum(axis=0)) < 2:
+                    # The sample's groups do not separate these rows (they look alike).
+                    node.blocks, node.split = True, None
+                    frontier.append(node)
+                    continue
+                if not node.blocks and not isinstance(node.split, tuple):
+                    node.split = node.split.result()
+                for g in range(c.shape[1]):
+                    holding = [r for r, k in zip(node.routed, c[:, g], strict=True) if k > 0]
+                    if not holding:
+                        node.children.append(None)
+                        continue
+                    pieces = [client.submit(_take, r, g, pure=True) for r in holding]
+                    child = _Node(
+                        pieces, int(c[:, g].sum()), node.depth + 1, _child_seed(node.seed, g)
+                    )
+                    node.children.append(child)
+                    frontier.append(child)
+                # The children hold what they need; the scheduler keeps the lineage.
+                node.pieces, node.routed, node.lengths = [], [], []
 
-    def _build_groups(
-        self,
-        client: Any,
-        routed: list[Any],
-        counts: np.ndarray,
-        depth: int,
-        seed: int,
-        model: ClusterModel,
-        chunks: _Chunks,
-        parts: list[tuple[Any, Any]],
-    ) -> list[Any]:
-        """The shape of each group of routed pieces (``None`` for an empty group)."""
-        shapes = []
-        for g in range(counts.shape[1]):
-            holding = [r for r, c in zip(routed, counts[:, g], strict=True) if c > 0]
-            if not holding:
-                shapes.append(None)
-                continue
-            group = [client.submit(_take, r, g, pure=True) for r in holding]
-            total = int(counts[:, g].sum())
-            child = _child_seed(seed, g)
-            shapes.append(self._build(client, group, total, depth + 1, child, model, chunks, parts))
-        return shapes
+    def _submit_part(self, client: Any, node: _Node, model: ClusterModel, chunks: _Chunks) -> None:
+        """Submits the fit of the part ``node``: its rows together, then one task."""
+        keys = [p.key for p in node.pieces]
+        rows = client.submit(_gather_part, *node.pieces, key=f"rosetree-rows-{tokenize(keys)}")
+        fit = client.submit(
+            _fit_part,
+            rows,
+            model,
+            self._params(node.seed, node.count),
+            chunks,
+            pure=True,
+            key=f"rosetree-part-{tokenize(rows.key, node.seed)}",
+        )
+        node.part = (fit, rows)
+        node.pieces = []
+
+    def _shape(self, node: _Node, parts: list[tuple[Any, Any]]) -> Any:
+        """The shape of ``node``'s tree: a part index, or a list of shapes.
+
+        Parts are numbered in this depth-first order, the same for any timing.
+        """
+        if node.part is not None:
+            parts.append(node.part)
+            return len(parts) - 1
+        kids = [None if c is None else self._shape(c, parts) for c in node.children]
+        if node.blocks:
+            kids = [k for k in kids if k is not None]
+            return kids[0] if len(kids) == 1 else (_balanced(kids) if self.binary else kids)
+        children, groups, _ = node.split
+        return _assemble(children, len(children) - 1, dict(zip(groups, kids, strict=True)))
 
     def _cluster_stats(
         self,
