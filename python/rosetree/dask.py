@@ -170,6 +170,22 @@ def _merge_samples(size: int, *samples: tuple[np.ndarray, ...]) -> tuple[np.ndar
     return keys[take], ids[take], rows[take]
 
 
+def _worker_params(params: dict[str, Any]) -> Any:
+    """``_core.BrtParams`` of ``params`` with as many threads as this worker has.
+
+    A worker runs one task per thread, so a fit that took every core of the machine (the
+    core's default) would oversubscribe it. The tree does not depend on the thread count.
+    """
+    threads = None
+    try:
+        from distributed import get_worker
+
+        threads = int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        pass
+    return _core.BrtParams(**params, n_jobs=threads)
+
+
 def _in_row_order(sample: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A sample ``(keys, ids, rows)`` sorted by row."""
     keys, ids, rows = sample
@@ -187,7 +203,7 @@ def _split(
     """
     _, _, rows = _in_row_order(sample)
     spec = model._spec()
-    tree = _core.fit_brt(rows, spec, _core.BrtParams(**params)).tree()
+    tree = _core.fit_brt(rows, spec, _worker_params(params)).tree()
     groups = _core.brt_top_clusters(tree)
     return tree.tree().children(), groups, list(_core.brt_node_stats(rows, spec, tree, groups))
 
@@ -250,7 +266,7 @@ def _fit_part(
     try:
         if len(ids) == 1:
             return None, ids, _core.brt_node_stats(rows, spec, None, [0])[0], 1
-        tree = _core.fit_brt(rows, spec, _core.BrtParams(**params)).tree()
+        tree = _core.fit_brt(rows, spec, _worker_params(params)).tree()
         n_nodes = len(tree.tree().children())
         stats = _core.brt_node_stats(rows, spec, tree, [n_nodes - 1])[0]
     except RoseTreeError as exc:
