@@ -297,3 +297,19 @@ def test_models_without_statistics_and_bad_options_are_refused(client):
         rtd.BayesianRoseTree(part_rows=1).fit(hierarchical(50))
     with pytest.raises(rt.NotFittedError):
         rtd.BayesianRoseTree().predict(hierarchical(5))
+
+
+def test_constant_columns_are_left_out_as_on_one_machine(client):
+    X = hierarchical(1200, d=8, seed=13) * 2 + np.random.default_rng(2).normal(size=(1200, 8))
+    X[:, 5] = 3.0
+    with pytest.warns(rt.DegenerateModelWarning, match="constant column"):
+        est = rtd.BayesianRoseTree(model=rt.NormalGamma(), chunk_rows=300, **SMALL).fit(X)
+    np.testing.assert_array_equal(est.constant_features_, [5])
+    assert est.n_parts_ > 1
+    kept = np.delete(X, 5, axis=1)
+    assert est.log_evidence_ == pytest.approx(
+        rt.log_evidence(kept, est.tree_, model=est.model_), rel=1e-9, abs=0
+    )
+    # Prediction takes rows with every column, as fitted.
+    predicted = est.predict(X[:200]).compute()
+    assert np.mean(predicted == est.labels_[:200].compute()) > 0.9

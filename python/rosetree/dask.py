@@ -425,9 +425,10 @@ class BayesianRoseTree(ParamsMixin):
         again): the client's work is bounded by it, whatever the size of the data.
     part_rows : int, default=20000
         Largest part fitted by one task; larger groups are split again.
-    split_sample : int, default=4000
+    split_sample : int, default=1000
         Rows sampled (at most ``sample_size``) to split a group of more than
-        ``part_rows`` rows; the sample is fitted on a worker.
+        ``part_rows`` rows, as the single-machine approximate search samples; the sample
+        is fitted on a worker.
     chunk_rows : int, default=100000
         Rows per chunk when ``X`` is an in-memory array.
     random_state : int, default=None
@@ -481,7 +482,7 @@ class BayesianRoseTree(ParamsMixin):
         exact_below: int = 4000,
         sample_size: int = 20000,
         part_rows: int = 20000,
-        split_sample: int = 4000,
+        split_sample: int = 1000,
         chunk_rows: int = 100_000,
         random_state: int | None = None,
         flat_clusters: str = "dp",
