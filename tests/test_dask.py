@@ -111,6 +111,7 @@ def test_score_samples_is_the_flat_clusters_predictive(client):
             ratio = est.model_.log_marginal(np.vstack([rows, x])) - est.model_.log_marginal(rows)
             terms.append(np.log(len(rows) / len(X)) + ratio)
         assert value == pytest.approx(np.logaddexp.reduce(terms), rel=1e-9)
+    assert est.score(new) == pytest.approx(np.mean(got), rel=1e-12)
 
 
 def test_same_seed_same_tree_for_any_chunking_and_workers(client):

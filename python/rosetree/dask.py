@@ -885,6 +885,20 @@ class BayesianRoseTree(ParamsMixin):
         """
         return self._map(X, "score")
 
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean of :meth:`score_samples` over the rows of ``X``, reduced on the workers.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array_like
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        return float(self.score_samples(X).mean().compute())
+
     def fit_predict(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
         """Fit and return :attr:`labels_`."""
         return self.fit(X, client=client).labels_
