@@ -39,7 +39,14 @@ import numpy as np
 
 from . import _core
 from ._base import ParamsMixin
-from ._validation import check_choice, check_cut_threshold, check_flag, check_seed, mixing_args
+from ._validation import (
+    check_choice,
+    check_cut_threshold,
+    check_flag,
+    check_int,
+    check_seed,
+    mixing_args,
+)
 from .config import (
     AutoModel,
     BetaBernoulli,
@@ -533,10 +540,7 @@ class BayesianRoseTree(ParamsMixin):
         check_cut_threshold(self.cut_threshold)
         for name in ("exact_below", "sample_size", "part_rows", "split_sample", "chunk_rows"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
-                raise InvalidParameterError(
-                    f"{name} must be an integer of at least 2, got {value!r}", name
-                )
+            check_int(value, name, low=2)
         model = self.model
         if isinstance(model, ClusterModel):
             resolve_model(model)

@@ -19,6 +19,7 @@ from ._validation import (
     check_new_rows,
     check_seed,
     feature_names,
+    is_int,
     is_sparse,
     mixing_args,
     naming_columns,
@@ -403,7 +404,7 @@ class BayesianRoseTree(ClusterEstimator):
     def _check_flat_args(self) -> None:
         check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))
         k = self.n_clusters
-        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
+        if k is not None and (not is_int(k) or k < 1):
             raise InvalidParameterError(
                 f"n_clusters must be None or a positive integer, got {k!r}", "n_clusters"
             )
@@ -427,7 +428,7 @@ class BayesianRoseTree(ClusterEstimator):
         # value fails the fit that sets it, not a later one with approximate=True.
         approximate = check_flag(self.approximate, "approximate")
         exact_below = self.exact_below
-        if isinstance(exact_below, bool) or not isinstance(exact_below, (int, np.integer)):
+        if not is_int(exact_below):
             raise InvalidParameterError(
                 f"exact_below must be an integer, got {exact_below!r}", "exact_below"
             )

@@ -30,6 +30,7 @@ from ._validation import (
     check_real,
     check_seed,
     feature_names,
+    is_int,
     set_feature_names,
     warn_column_scales,
 )
@@ -714,7 +715,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             common["likelihood"] = "probit"
         if self.inference == "mcmc":
             burn_in = n_iter // 2 if self.burn_in is None else self.burn_in
-            if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)):
+            if not is_int(burn_in):
                 raise InvalidParameterError(
                     f"burn_in must be None or an integer, got {self.burn_in!r}", "burn_in"
                 )
