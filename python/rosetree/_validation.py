@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ._choices import MIXINGS as _MIXINGS
 from .exceptions import (
     DataScaleWarning,
     InvalidDataError,
@@ -20,8 +21,6 @@ __all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse", 
 
 #: More threads than this is a mistake, not a configuration (each one is an OS thread).
 MAX_JOBS = 1024
-
-_MIXINGS = ("brt", "gamma", "dp")
 
 
 def _frame_values(frame: Any, name: str) -> np.ndarray:

@@ -10,6 +10,10 @@ import numpy as np
 from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ClusterEstimator
+from ._choices import COALESCENT_FLAT_CLUSTERS as _FLAT_CLUSTERS
+from ._choices import COALESCENT_INFERENCES as _INFERENCES
+from ._choices import COALESCENT_LIKELIHOODS as _LIKELIHOODS
+from ._choices import COALESCENT_SMC as _SMC
 from ._flat import FlatClusters
 from ._validation import (
     check_array,
@@ -35,10 +39,6 @@ from .exceptions import (
     NumericalError,
 )
 from .tree import Tree
-
-_LIKELIHOODS = ("brownian", "multinomial")
-_SMC = ("smc-priorprior", "smc-priorpost", "smc-postpost")
-_INFERENCES = ("greedy-rate1", "greedy-maxprob", "greedy-minduration", *_SMC)
 
 
 def _lambda(Lambda: Any) -> np.ndarray:
@@ -438,7 +438,7 @@ class KingmanCoalescent(ClusterEstimator):
 
     def _set_flat_clusters(self, X: np.ndarray, likelihood: str) -> None:
         """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``."""
-        rule = check_choice(self.flat_clusters, "flat_clusters", ("dp", "llr"))
+        rule = check_choice(self.flat_clusters, "flat_clusters", _FLAT_CLUSTERS)
         alpha = check_positive(self.dp_alpha, "dp_alpha")
         t = check_cut_threshold(self.cut_threshold)
         if likelihood == "multinomial":

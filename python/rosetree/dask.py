@@ -39,6 +39,7 @@ import numpy as np
 
 from . import _core
 from ._base import ParamsMixin
+from ._choices import ROSE_FLAT_CLUSTERS
 from ._validation import (
     check_choice,
     check_cut_threshold,
@@ -536,7 +537,7 @@ class BayesianRoseTree(ParamsMixin):
         check_merge_rule(self.merge_rule)
         check_flag(self.binary, "binary")
         check_flag(self.approximate, "approximate")
-        check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))
+        check_choice(self.flat_clusters, "flat_clusters", ROSE_FLAT_CLUSTERS)
         check_cut_threshold(self.cut_threshold)
         for name in ("exact_below", "sample_size", "part_rows", "split_sample", "chunk_rows"):
             value = getattr(self, name)

@@ -8,6 +8,8 @@ import numpy as np
 
 from . import _core
 from ._base import ClusterEstimator
+from ._choices import MERGE_RULES as _MERGE_RULES
+from ._choices import ROSE_FLAT_CLUSTERS as _FLAT_CLUSTERS
 from ._selection import choose_model, constant_columns, data_kind, warn_constant
 from ._validation import (
     check_array,
@@ -32,7 +34,7 @@ from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
 
-_MERGE_RULES = ("likelihood_ratio", "posterior")
+
 #: Rows sampled to find the top-level clusters of a part in the approximate search.
 _APPROX_SAMPLE = 1000
 
@@ -402,7 +404,7 @@ class BayesianRoseTree(ClusterEstimator):
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
 
     def _check_flat_args(self) -> None:
-        check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))
+        check_choice(self.flat_clusters, "flat_clusters", _FLAT_CLUSTERS)
         k = self.n_clusters
         if k is not None and (not is_int(k) or k < 1):
             raise InvalidParameterError(

@@ -20,6 +20,8 @@ import numpy as np
 
 from . import _core
 from ._base import ClusterEstimator
+from ._choices import PYDT_INFERENCES as _INFERENCES
+from ._choices import PYDT_LIKELIHOODS as _LIKELIHOODS
 from ._flat import FlatClusters
 from ._validation import (
     check_array,
@@ -416,8 +418,7 @@ def _mixture_log_density_rows(
 
 
 # ---------------------------------------------------------------------------- estimator
-_LIKELIHOODS = ("gaussian", "probit")
-_INFERENCES = ("greedy-em", "mcmc")
+
 _HYPERPARAMETERS = ("alpha", "beta", "c", "sigma2")
 _PRIOR_DEFAULTS: dict[str, tuple[float, float]] = {
     "alpha": (1.0, 1.0),
