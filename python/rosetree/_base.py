@@ -168,7 +168,7 @@ class ClusterEstimator(ParamsMixin):
         return np.asarray(self.fit(X).labels_)
 
     def predict(self, X: Any) -> np.ndarray:
-        """The flat cluster (label of :attr:`labels_`) each new row most probably joins.
+        """The flat cluster (label of ``labels_``) each new row most probably joins.
 
         The column of largest :meth:`predict_proba` (the lowest label on a tie).
 

@@ -41,6 +41,7 @@ import numpy as np
 from scipy import stats
 
 from . import _core
+from ._validation import is_real
 from .exceptions import InvalidParameterError
 
 #: Golden-section search: the half-width of the bracket on ln(rate) around the current rate,
@@ -89,7 +90,7 @@ def _pair(prior: Any, what: str) -> tuple[float, Any]:
         a, b = prior
     except (TypeError, ValueError):
         raise _bad(f"must be a pair {what}, got {prior!r}") from None
-    if isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)):
+    if not is_real(a):
         raise _bad(f"must be a pair {what} with a number first, got {a!r}")
     if not np.isfinite(a):
         raise _bad(f"must be a pair {what} with a finite number first, got {a!r}")

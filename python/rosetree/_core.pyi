@@ -12,7 +12,11 @@ __all__ = [
     "RoseTree",
     "Tree",
     "__version__",
+    "brt_cluster_log_predictive",
     "brt_fit_for_tree",
+    "brt_node_stats",
+    "brt_stitch",
+    "brt_top_clusters",
     "coalescent_contrasts",
     "coalescent_feature_log_likelihoods",
     "coalescent_log_joint",
@@ -328,3 +332,24 @@ def pydt_probit_ep(
     max_iter: int = 200,
     tol: float = 1e-10,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]: ...
+
+# Fitting in parts (rosetree.dask): statistics travel as float64 arrays in the model's
+# encoding; the model's hyperparameters must all be given.
+def brt_node_stats(
+    x: npt.NDArray[np.float64], model: ModelSpec, tree: RoseTree | None, nodes: list[int]
+) -> list[npt.NDArray[np.float64]]: ...
+def brt_cluster_log_predictive(
+    x: npt.NDArray[np.float64], model: ModelSpec, stats: list[npt.NDArray[np.float64]]
+) -> npt.NDArray[np.float64]: ...
+def brt_top_clusters(tree: RoseTree) -> list[int]: ...
+def brt_stitch(
+    model: ModelSpec,
+    n_features: int,
+    n_rows: int,
+    parts: list[tuple[RoseTree | None, list[int], npt.NDArray[np.float64]]],
+    top: list[list[int]],
+    *,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+) -> tuple[RoseTree, list[npt.NDArray[np.float64]]]: ...

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ._choices import MIXINGS as _MIXINGS
 from .exceptions import (
     DataScaleWarning,
     InvalidDataError,
@@ -20,8 +21,6 @@ __all__ = ["MAX_JOBS", "check_array", "check_csr", "check_n_jobs", "is_sparse", 
 
 #: More threads than this is a mistake, not a configuration (each one is an OS thread).
 MAX_JOBS = 1024
-
-_MIXINGS = ("brt", "gamma", "dp")
 
 
 def _frame_values(frame: Any, name: str) -> np.ndarray:
@@ -200,9 +199,46 @@ def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndar
     return X
 
 
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer, Python's or NumPy's (booleans are not)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_real(value: Any) -> bool:
+    """Whether ``value`` is a real number, Python's or NumPy's (booleans are not)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def check_int(value: Any, name: str, *, low: int = 1, cap: bool = False) -> int:
+    """An integer of at least ``low``, or InvalidParameterError naming it.
+
+    With ``cap``, values beyond a machine word mean "no limit" and become ``2**63 - 1``;
+    without, they are refused.
+    """
+    if not is_int(value) or value < low:
+        what = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            low, f"an integer >= {low}"
+        )
+        raise InvalidParameterError(f"{name} must be {what}, got {value!r}", name)
+    if value > 2**63 - 1:
+        if not cap:
+            raise InvalidParameterError(f"{name} must be below 2**63, got {value!r}", name)
+        return 2**63 - 1
+    return int(value)
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A finite number > 0, or InvalidParameterError naming it."""
+    if not is_real(value) or not (np.isfinite(value) and value > 0):
+        raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}", name)
+    return float(value)
+
+
 def check_real(value: Any, name: str) -> float:
     """A real number (NumPy scalars included), or InvalidParameterError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_real(value):
         raise InvalidParameterError(f"{name} must be a real number, got {value!r}", name)
     return float(value)
 
@@ -238,11 +274,7 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
 
 def check_cut_threshold(value: Any) -> float:
     """``cut_threshold``: a number in [0, 1] (a posterior probability to cut at)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, np.number))
-        or not 0 <= value <= 1
-    ):
+    if not is_real(value) or not 0 <= value <= 1:
         raise InvalidParameterError(
             f"cut_threshold must be a number in [0, 1], got {value!r}", "cut_threshold"
         )
@@ -258,18 +290,14 @@ def check_flag(value: Any, name: str) -> bool:
 
 def check_count(value: Any, name: str) -> int:
     """A positive integer that fits a machine word, or InvalidParameterError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}", name)
-    if value > 2**63 - 1:
-        raise InvalidParameterError(f"{name} must be below 2**63, got {value!r}", name)
-    return int(value)
+    return check_int(value, name)
 
 
 def check_n_jobs(n_jobs: Any) -> int | None:
     """Map scikit-learn's ``n_jobs`` to a thread count (``None``: every core)."""
     if n_jobs is None or n_jobs == -1:
         return None
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
+    if not is_int(n_jobs) or n_jobs < 1:
         raise InvalidParameterError(
             f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}", "n_jobs"
         )
@@ -281,7 +309,7 @@ def check_n_jobs(n_jobs: Any) -> int | None:
 def check_seed(random_state: Any) -> int:
     """The seed of ``random_state`` (``None`` means 0), an integer in [0, 2**64)."""
     seed = 0 if random_state is None else random_state
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
+    if not is_int(seed) or not 0 <= seed < 2**64:
         raise InvalidParameterError(
             f"random_state must be None or an integer in [0, 2**64), got {random_state!r}",
             "random_state",
@@ -293,7 +321,7 @@ def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
     """Keyword arguments of the core functions for a mixing rule, checked for type."""
     out: dict[str, Any] = {"mixing": check_choice(mixing, "mixing", _MIXINGS)}
     for name, value in (("gamma", gamma), ("dp_alpha", dp_alpha)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        if not is_real(value):
             raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
         out[name] = float(value)
     return out

@@ -14,6 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from ._choices import (
+    COALESCENT_INFERENCES,
+    COALESCENT_LIKELIHOODS,
+    COALESCENT_SMC,
+    MIXINGS,
+    PYDT_INFERENCES,
+    PYDT_LIKELIHOODS,
+    ROSE_FLAT_CLUSTERS,
+)
 from ._core import __version__
 from .coalescent import KingmanCoalescent
 from .config import (
@@ -39,11 +48,6 @@ _FAMILIES = {
     "hyperparameters; the model is not translation invariant: centre, and scale, the "
     "columns first)",
 }
-_COALESCENT_LIKELIHOODS = ("brownian", "multinomial")
-_COALESCENT_SMC = ("smc-priorprior", "smc-priorpost", "smc-postpost")
-_COALESCENT_INFERENCES = ("greedy-rate1", "greedy-maxprob", "greedy-minduration", *_COALESCENT_SMC)
-_PYDT_LIKELIHOODS = ("gaussian", "probit")
-_PYDT_INFERENCES = ("greedy-em", "mcmc")
 
 #: Options of some families only, by destination: (flag, families). Their defaults are
 #: None, so that one given for another family is refused rather than ignored; the
@@ -251,9 +255,9 @@ def _check_options(args: argparse.Namespace) -> None:
     likelihoods: tuple[str, ...]
     inferences: tuple[str, ...]
     if family == "coalescent":
-        likelihoods, inferences = _COALESCENT_LIKELIHOODS, _COALESCENT_INFERENCES
+        likelihoods, inferences = COALESCENT_LIKELIHOODS, COALESCENT_INFERENCES
     else:
-        likelihoods, inferences = _PYDT_LIKELIHOODS, _PYDT_INFERENCES
+        likelihoods, inferences = PYDT_LIKELIHOODS, PYDT_INFERENCES
     for flag, value, allowed in (
         ("--likelihood", args.likelihood, likelihoods),
         ("--inference", args.inference, inferences),
@@ -263,13 +267,13 @@ def _check_options(args: argparse.Namespace) -> None:
                 f"{flag} {value} is not one of --family {family}'s: {', '.join(allowed)}"
             )
     if family == "coalescent":
-        if args.inference not in _COALESCENT_SMC:
+        if args.inference not in COALESCENT_SMC:
             inference = args.inference or "greedy-rate1"
             for flag, value in (("--particles", args.particles), ("--seed", args.seed)):
                 if value is not None:
                     raise ValueError(
                         f"{flag} applies to SMC inference (--inference "
-                        f"{', '.join(_COALESCENT_SMC)}), not to {inference}"
+                        f"{', '.join(COALESCENT_SMC)}), not to {inference}"
                     )
         if args.llr_threshold is not None and args.n_clusters is not None:
             raise ValueError(
@@ -452,7 +456,7 @@ def _brt_args(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g = p.add_argument_group("Bayesian rose trees (--family brt)")
     g.add_argument(
         "--mixing",
-        choices=("brt", "gamma", "dp"),
+        choices=MIXINGS,
         default=None,
         help="mixing-proportion rule (default: brt, eq 1.7)",
     )
@@ -481,7 +485,7 @@ def _brt_args(p: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )
     g.add_argument(
         "--flat",
-        choices=("dp", "cut", "map"),
+        choices=ROSE_FLAT_CLUSTERS,
         default=None,
         help="flat clusters: dp = top-down cut r >= --cut-threshold with r under the "
         "Dirichlet-process prior (default), cut = the same with r under --mixing, "
@@ -560,7 +564,7 @@ def _family_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--likelihood",
-        choices=(*_COALESCENT_LIKELIHOODS, *_PYDT_LIKELIHOODS),
+        choices=(*COALESCENT_LIKELIHOODS, *PYDT_LIKELIHOODS),
         default=None,
         help="coalescent: brownian (real values; default) or multinomial (categories 0, 1, "
         "..., empty for missing); pydt: gaussian (real values; default) or probit (0/1, "
@@ -568,7 +572,7 @@ def _family_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--inference",
-        choices=(*_COALESCENT_INFERENCES, *_PYDT_INFERENCES),
+        choices=(*COALESCENT_INFERENCES, *PYDT_INFERENCES),
         default=None,
         help="coalescent: greedy-rate1 (default), greedy-maxprob, greedy-minduration, or "
         "sequential Monte Carlo smc-priorprior, smc-priorpost, smc-postpost; pydt: mcmc "

@@ -10,6 +10,10 @@ import numpy as np
 from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ClusterEstimator
+from ._choices import COALESCENT_FLAT_CLUSTERS as _FLAT_CLUSTERS
+from ._choices import COALESCENT_INFERENCES as _INFERENCES
+from ._choices import COALESCENT_LIKELIHOODS as _LIKELIHOODS
+from ._choices import COALESCENT_SMC as _SMC
 from ._flat import FlatClusters
 from ._validation import (
     check_array,
@@ -19,8 +23,11 @@ from ._validation import (
     check_flag,
     check_n_jobs,
     check_new_rows,
+    check_positive,
     check_seed,
     feature_names,
+    is_int,
+    is_real,
     set_feature_names,
     warn_column_scales,
 )
@@ -32,10 +39,6 @@ from .exceptions import (
     NumericalError,
 )
 from .tree import Tree
-
-_LIKELIHOODS = ("brownian", "multinomial")
-_SMC = ("smc-priorprior", "smc-priorpost", "smc-postpost")
-_INFERENCES = ("greedy-rate1", "greedy-maxprob", "greedy-minduration", *_SMC)
 
 
 def _lambda(Lambda: Any) -> np.ndarray:
@@ -96,7 +99,7 @@ def _noise(noise: Any, likelihood: str) -> float:
     """The observation noise factor: ``None`` is the default (Brownian) or 0 (multinomial)."""
     if noise is None:
         return _DEFAULT_NOISE if likelihood == "brownian" else 0.0
-    if isinstance(noise, bool) or not isinstance(noise, (int, float, np.integer, np.floating)):
+    if not is_real(noise):
         raise InvalidParameterError(f"noise must be a number >= 0, got {noise!r}", "noise")
     value = float(noise)
     if not (np.isfinite(value) and value >= 0):
@@ -114,7 +117,7 @@ def _root(root: Any) -> float | None:
         raise InvalidParameterError(
             f'root must be "flat" or a number s0 >= 0, got {root!r}', "root"
         )
-    if isinstance(root, bool) or not isinstance(root, (int, float, np.integer, np.floating)):
+    if not is_real(root):
         raise InvalidParameterError(
             f'root must be "flat" or a number s0 >= 0, got {root!r}', "root"
         )
@@ -435,16 +438,8 @@ class KingmanCoalescent(ClusterEstimator):
 
     def _set_flat_clusters(self, X: np.ndarray, likelihood: str) -> None:
         """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``."""
-        rule = check_choice(self.flat_clusters, "flat_clusters", ("dp", "llr"))
-        alpha = self.dp_alpha
-        if (
-            isinstance(alpha, bool)
-            or not isinstance(alpha, (int, float, np.number))
-            or not (np.isfinite(alpha) and alpha > 0)
-        ):
-            raise InvalidParameterError(
-                f"dp_alpha must be a finite number > 0, got {alpha!r}", "dp_alpha"
-            )
+        rule = check_choice(self.flat_clusters, "flat_clusters", _FLAT_CLUSTERS)
+        alpha = check_positive(self.dp_alpha, "dp_alpha")
         t = check_cut_threshold(self.cut_threshold)
         if likelihood == "multinomial":
             observed = np.where(np.isnan(X), -1.0, X)
@@ -873,7 +868,7 @@ def _model_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _threshold(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_real(value):
         raise InvalidParameterError(
             f"llr_threshold must be a number, got {value!r}", "llr_threshold"
         )
@@ -960,7 +955,7 @@ def tree_from_nested(tree: Any, n_leaves: int | None = None, *, leaf_time: float
     seen: set[int] = set()
 
     def leaf(v: Any) -> int:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if not is_int(v):
             raise InvalidTreeError(f"leaves must be row indices (int), got {v!r}")
         leaves.append(int(v))
         return int(v)

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _core
-from ._validation import check_flag, real_array
+from ._validation import check_flag, is_int, real_array
 from .exceptions import DegenerateModelWarning, InvalidParameterError, NumericalError
 
 __all__ = [
@@ -588,7 +588,7 @@ class AutoModel:
             for m in self.real:
                 resolve_model(m)
         sample = self.sample
-        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or sample < 2:
+        if not is_int(sample) or sample < 2:
             raise InvalidParameterError(
                 f"sample must be an integer of at least 2, got {sample!r}", "sample"
             )

@@ -8,6 +8,8 @@ import numpy as np
 
 from . import _core
 from ._base import ClusterEstimator
+from ._choices import MERGE_RULES as _MERGE_RULES
+from ._choices import ROSE_FLAT_CLUSTERS as _FLAT_CLUSTERS
 from ._selection import choose_model, constant_columns, data_kind, warn_constant
 from ._validation import (
     check_array,
@@ -19,6 +21,7 @@ from ._validation import (
     check_new_rows,
     check_seed,
     feature_names,
+    is_int,
     is_sparse,
     mixing_args,
     naming_columns,
@@ -31,7 +34,7 @@ from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
 
-_MERGE_RULES = ("likelihood_ratio", "posterior")
+
 #: Rows sampled to find the top-level clusters of a part in the approximate search.
 _APPROX_SAMPLE = 1000
 
@@ -401,9 +404,9 @@ class BayesianRoseTree(ClusterEstimator):
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
 
     def _check_flat_args(self) -> None:
-        check_choice(self.flat_clusters, "flat_clusters", ("dp", "cut", "map"))
+        check_choice(self.flat_clusters, "flat_clusters", _FLAT_CLUSTERS)
         k = self.n_clusters
-        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
+        if k is not None and (not is_int(k) or k < 1):
             raise InvalidParameterError(
                 f"n_clusters must be None or a positive integer, got {k!r}", "n_clusters"
             )
@@ -427,7 +430,7 @@ class BayesianRoseTree(ClusterEstimator):
         # value fails the fit that sets it, not a later one with approximate=True.
         approximate = check_flag(self.approximate, "approximate")
         exact_below = self.exact_below
-        if isinstance(exact_below, bool) or not isinstance(exact_below, (int, np.integer)):
+        if not is_int(exact_below):
             raise InvalidParameterError(
                 f"exact_below must be an integer, got {exact_below!r}", "exact_below"
             )

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_flag, mixing_args, real_array
+from ._validation import check_array, check_flag, check_int, mixing_args, real_array
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, InvalidTreeError, NumericalError
 from .tree import RoseTree, nested_to_internal
@@ -113,10 +113,7 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
             "same length",
             "log_evidence_found",
         )
-    if isinstance(n_items, bool) or not isinstance(n_items, (int, np.integer)) or n_items < 1:
-        raise InvalidParameterError(
-            f"n_items must be a positive integer, got {n_items!r}", "n_items"
-        )
+    check_int(n_items, "n_items")
     value = float(_core.excess_bits(opt.tolist(), got.tolist(), int(n_items)))
     if not np.isfinite(value):
         raise NumericalError(

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_array, real_array
+from ._validation import check_array, is_real, real_array
 from .config import ClusterModel
 from .exceptions import (
     InvalidDataError,
@@ -57,20 +57,14 @@ def _lapack() -> tuple[Any, Any]:
     return _LAPACK
 
 
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, (bool, np.bool_)) and isinstance(
-        value, (int, float, np.integer, np.floating)
-    )
-
-
 def _positive(name: str, value: Any) -> float:
-    if not _is_number(value) or not (math.isfinite(value) and value > 0):
+    if not is_real(value) or not (math.isfinite(value) and value > 0):
         raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}", name)
     return float(value)
 
 
 def _finite(name: str, value: Any) -> float:
-    if not _is_number(value) or not math.isfinite(value):
+    if not is_real(value) or not math.isfinite(value):
         raise InvalidParameterError(f"{name} must be a finite number, got {value!r}", name)
     return float(value)
 

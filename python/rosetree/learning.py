@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_flag, check_seed, mixing_args
+from ._validation import check_array, check_flag, check_int, check_seed, mixing_args
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, NumericalError
 from .tree import RoseTree, nested_to_internal
@@ -268,8 +268,7 @@ def learn_hyperparameters(
             "gamma",
         )
     for name, value, low in (("n_restarts", n_restarts, 0), ("max_iter", max_iter, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}", name)
+        check_int(value, name, low=low)
     if not (isinstance(tol, (int, float)) and tol >= 0):
         raise InvalidParameterError(f"tol must be a number >= 0, got {tol!r}", "tol")
     binary, tie = check_flag(binary, "binary"), check_flag(tie, "tie")

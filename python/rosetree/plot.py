@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._validation import check_choice
+from ._validation import check_choice, is_int
 from .exceptions import InvalidParameterError
 from .tree import Tree
 
@@ -165,7 +165,7 @@ def _marked_nodes(tree: Tree, clusters: Any, threshold: float) -> list[int]:
         )
     marked: list[int] = []
     for v in clusters:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if not is_int(v):
             raise InvalidParameterError(f"clusters must hold node ids (int), got {v!r}", "clusters")
         if not 0 <= int(v) < tree.n_nodes:
             raise InvalidParameterError(

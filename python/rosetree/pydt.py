@@ -20,6 +20,8 @@ import numpy as np
 
 from . import _core
 from ._base import ClusterEstimator
+from ._choices import PYDT_INFERENCES as _INFERENCES
+from ._choices import PYDT_LIKELIHOODS as _LIKELIHOODS
 from ._flat import FlatClusters
 from ._validation import (
     check_array,
@@ -30,6 +32,7 @@ from ._validation import (
     check_real,
     check_seed,
     feature_names,
+    is_int,
     set_feature_names,
     warn_column_scales,
 )
@@ -415,8 +418,7 @@ def _mixture_log_density_rows(
 
 
 # ---------------------------------------------------------------------------- estimator
-_LIKELIHOODS = ("gaussian", "probit")
-_INFERENCES = ("greedy-em", "mcmc")
+
 _HYPERPARAMETERS = ("alpha", "beta", "c", "sigma2")
 _PRIOR_DEFAULTS: dict[str, tuple[float, float]] = {
     "alpha": (1.0, 1.0),
@@ -714,7 +716,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             common["likelihood"] = "probit"
         if self.inference == "mcmc":
             burn_in = n_iter // 2 if self.burn_in is None else self.burn_in
-            if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)):
+            if not is_int(burn_in):
                 raise InvalidParameterError(
                     f"burn_in must be None or an integer, got {self.burn_in!r}", "burn_in"
                 )

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_flag, check_real, mixing_args
+from ._validation import check_flag, check_int, check_real, is_int, is_real, mixing_args
 from .exceptions import InvalidParameterError, InvalidTreeError
 
 __all__ = ["RoseTree", "Tree", "nested_to_internal"]
@@ -66,7 +66,7 @@ class Tree:
         internal: Sequence[Sequence[int]],
         heights: Any = None,
     ) -> None:
-        n_leaves = _nonnegative_int(n_leaves, "n_leaves")
+        n_leaves = check_int(n_leaves, "n_leaves", low=0)
         try:
             if isinstance(internal, (str, bytes)):
                 raise TypeError("a string")
@@ -138,7 +138,7 @@ class Tree:
         Negative ids do not count from the end. Raises :class:`InvalidParameterError` naming
         ``node`` otherwise.
         """
-        if isinstance(node, bool) or not isinstance(node, (int, np.integer)):
+        if not is_int(node):
             raise InvalidParameterError(f"node must be an integer id, got {node!r}", "node")
         if not 0 <= int(node) < self.n_nodes:
             raise InvalidParameterError(
@@ -191,7 +191,7 @@ class Tree:
         """
         if not check_flag(split_multiway, "split_multiway"):
             return self.labels_of(self.max_clusters_nodes(n_clusters))
-        k = min(_count(n_clusters, "n_clusters"), self.n_leaves)
+        k = min(check_int(n_clusters, "n_clusters", cap=True), self.n_leaves)
         groups: list[list[int]] = [[v] for v in self.max_clusters_nodes(k)]
         distances, children = self.distances, self.children
         assert distances is not None  # max_clusters_nodes refuses a tree without heights
@@ -215,7 +215,9 @@ class Tree:
 
     def max_clusters_nodes(self, n_clusters: int) -> list[int]:
         """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""
-        k = min(_count(n_clusters, "n_clusters"), self.n_leaves)  # more clusters than rows
+        k = min(
+            check_int(n_clusters, "n_clusters", cap=True), self.n_leaves
+        )  # more clusters than rows
         return list(self._structure.max_clusters(k))
 
     def labels_of(self, nodes: Sequence[int]) -> np.ndarray:
@@ -468,11 +470,7 @@ class Tree:
         levels (two JSON levels per node); for those, keep the flat arrays (``children``,
         ``log_p``, ...) instead.
         """
-        if indent is not None and (
-            isinstance(indent, bool)
-            or not isinstance(indent, (int, np.integer))
-            or not 0 <= indent <= 64
-        ):
+        if indent is not None and (not is_int(indent) or not 0 <= indent <= 64):
             raise InvalidParameterError(
                 f"indent must be None or an integer from 0 to 64, got {indent!r}", "indent"
             )
@@ -502,9 +500,9 @@ class Tree:
             if labels is None
             else [str(s) for s in self._check_labels(labels)]
         )
-        max_indent = min(_count(max_indent, "max_indent"), 2**20)
+        max_indent = min(check_int(max_indent, "max_indent", cap=True), 2**20)
         if max_leaves is not None:
-            max_leaves = _count(max_leaves, "max_leaves")
+            max_leaves = check_int(max_leaves, "max_leaves", cap=True)
         width = 4 * max_indent
         lines: list[str] = []
         # (node, guides of the innermost levels, levels left out, last child, is the root);
@@ -656,7 +654,7 @@ class RoseTree(Tree):
         """
         return [
             ([self.leaves(c) for c in clusters], float(w))
-            for clusters, w in self._core.partitions(_count(limit, "limit", low=0))
+            for clusters, w in self._core.partitions(check_int(limit, "limit", low=0, cap=True))
         ]
 
     def cut(self, threshold: float = 0.5) -> np.ndarray:
@@ -684,7 +682,7 @@ class RoseTree(Tree):
         Descending from the root, a node whose :math:`r_T` (eq 1.26) is at least
         ``threshold`` is taken as a cluster and not descended into; leaves are always taken.
         """
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)):
+        if not is_real(threshold):
             raise InvalidParameterError(
                 f"threshold must be a number in [0, 1], got {threshold!r}", "threshold"
             )
@@ -754,23 +752,6 @@ def _ids(value: Any) -> Any:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(f"a node's children must be a list, got {value!r}")
     return value
-
-
-def _count(value: Any, name: str, low: int = 1) -> int:
-    """An integer of at least ``low``; values beyond a machine word mean "no limit"."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}", name)
-    return int(min(int(value), 2**63 - 1))
-
-
-def _nonnegative_int(value: Any, name: str) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, np.integer))
-        or not 0 <= value < 2**63
-    ):
-        raise InvalidParameterError(f"{name} must be a non-negative integer, got {value!r}", name)
-    return int(value)
 
 
 def _dumps(obj: Any, indent: int | None) -> str:
@@ -869,7 +850,7 @@ def _newick_tokens(text: str, underscore_is_space: bool) -> list[tuple[str, str]
 
 def _newick_number(value: Any, name: str, low: float | None = None, strict: bool = False) -> float:
     """``value`` as a finite float, at least ``low`` (``strict``: above it)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_real(value):
         raise InvalidParameterError(f"{name} must be a number, got {value!r}", name)
     x = float(value)
     if not math.isfinite(x) or (low is not None and (x <= low if strict else x < low)):
@@ -1037,7 +1018,7 @@ def nested_to_internal(tree: Any, n_leaves: int) -> list[list[int]]:
             if len(t) > 1:
                 return t
             t = t[0]
-        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+        if not is_int(t):
             raise InvalidTreeError(f"leaves must be row indices (int), got {t!r}")
         if not 0 <= int(t) < n_leaves:
             raise InvalidTreeError(f"leaf {t} is not a row of the data (0 .. {n_leaves - 1})")

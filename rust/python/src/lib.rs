@@ -6,6 +6,7 @@
 
 mod callback;
 mod coalescent;
+mod distributed;
 mod errors;
 mod fit;
 mod learn;
@@ -352,6 +353,7 @@ fn _core(m: &Bound<'_, PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
     fit::register(m)?;
+    distributed::register(m)?;
     coalescent::register(m)?;
     pydt::register(m)?;
     pydt_em::register(m)?;

@@ -167,10 +167,10 @@ const MAX_GROUPS: usize = 64;
 
 /// The nodes of a sample tree under which rows are sent: descending from the root, the most
 /// implausible group (lowest `r`, eq 1.26) is replaced by its children while its `r` is
-/// below one half and there are at most [`MAX_GROUPS`] groups. The root's children alone
+/// below one half and there are at most 64 groups. The root's children alone
 /// would be a poor split when the top of the tree is a chain of unlikely merges: each side
 /// is then a mixture of clusters scored as one cluster. Returned in increasing id order.
-fn top_clusters(top: &RoseTree) -> Vec<usize> {
+pub fn top_clusters(top: &RoseTree) -> Vec<usize> {
     let mut groups = vec![top.root()];
     loop {
         let worst = groups

@@ -86,22 +86,49 @@ fn check_finite_log_p(summary: &[Summary]) -> Result<()> {
 /// ```
 pub fn remix(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     let topology = tree.topology();
+    let log_f: Vec<f64> = tree.values().iter().map(|v| v.log_f).collect();
+    annotated(&topology, &summaries(&topology, &log_f, mixing))
+}
+
+/// The tree of `topology` annotated under `mixing`, given `ln f` of every node (leaves first,
+/// then internal nodes in id order): eq 1.5 bottom-up, which needs nothing else, so that
+/// parts of a tree scored apart can be joined exactly (see [`super::stitch()`]).
+///
+/// # Errors
+/// [`RoseTreeError::ShapeMismatch`] unless `log_f` has one value per node;
+/// [`RoseTreeError::Numerical`] where a node's `ln p` is NaN.
+pub fn from_log_f(topology: &Topology, log_f: &[f64], mixing: &Mixing) -> Result<RoseTree> {
+    let n_nodes = topology.n_leaves() + topology.internal().len();
+    if log_f.len() != n_nodes {
+        return Err(RoseTreeError::ShapeMismatch {
+            what: "log_f".into(),
+            expected: format!("{n_nodes} values (one per node)"),
+            found: format!("{} values", log_f.len()),
+        });
+    }
+    let summary = summaries(topology, log_f, mixing);
+    check_finite_log_p(&summary)?;
+    Ok(annotated(topology, &summary))
+}
+
+/// Every node's [`Summary`] from its `ln f`, bottom-up.
+fn summaries(topology: &Topology, log_f: &[f64], mixing: &Mixing) -> Vec<Summary> {
     let n = topology.n_leaves();
-    let mut summary: Vec<Summary> = Vec::with_capacity(tree.nodes().len());
-    for values in &tree.values()[..n] {
-        summary.push(Summary::leaf(values.log_f, mixing));
+    let mut summary: Vec<Summary> = Vec::with_capacity(log_f.len());
+    for &f in &log_f[..n] {
+        summary.push(Summary::leaf(f, mixing));
     }
     for (k, children) in topology.internal().iter().enumerate() {
         summary.push(Summary::internal(
             mixing,
             children.iter().map(|&c| summary[c].n_leaves).sum(),
             children.len(),
-            tree.value(n + k).log_f,
+            log_f[n + k],
             children.iter().map(|&c| summary[c].log_p).sum(),
             children.iter().map(|&c| summary[c].log_d).sum(),
         ));
     }
-    annotated(&topology, &summary)
+    summary
 }
 
 /// The statistics of every node of `topology` (leaves first, then internal nodes in id

@@ -24,10 +24,11 @@ mod params;
 mod predict;
 mod rose_tree;
 mod score;
+mod stitch;
 
-pub use approx::{ApproxParams, approximate};
+pub use approx::{ApproxParams, approximate, top_clusters};
 pub use contract::contract_edges;
-pub use evaluate::{evaluate, node_stats, remix};
+pub use evaluate::{evaluate, from_log_f, node_stats, remix};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;
@@ -37,6 +38,7 @@ pub use params::{BrtParams, ValidBrtParams};
 pub use predict::{MissingEntry, Predictor, log_cluster_weights};
 pub use rose_tree::{MAX_PARTITION_ROWS, NodeValues, Partition, RoseTree};
 pub use score::{Score, SignedLog};
+pub use stitch::{Part, Stitched, stitch};
 
 use ndarray::ArrayView2;
 

@@ -377,6 +377,38 @@ impl BetaBernoulli {
     }
 }
 
+/// `[n, complete, ones…, observed…]`, with the observed counts only where some entry is
+/// missing (`complete = 0`).
+impl super::StatsCodec for BetaBernoulli {
+    fn encode_stats(&self, s: &BernoulliStats) -> Vec<f64> {
+        let mut v = vec![f64::from(s.n), f64::from(u8::from(s.observed.is_none()))];
+        v.extend(s.ones.iter().map(|&k| f64::from(k)));
+        v.extend(s.observed.iter().flatten().map(|&k| f64::from(k)));
+        v
+    }
+
+    fn decode_stats(&self, v: &[f64]) -> Result<BernoulliStats> {
+        let d = self.n_features();
+        let complete = v.get(1) == Some(&1.0);
+        super::check_stats_len(v, if complete { 2 + d } else { 2 + 2 * d })?;
+        let counts = |w: &[f64]| {
+            w.iter()
+                .map(|&k| super::decode_count(k))
+                .collect::<Result<Vec<_>>>()
+        };
+        Ok(BernoulliStats {
+            n: super::decode_count(v[0])?,
+            ones: counts(&v[2..2 + d])?,
+            observed: if complete {
+                None
+            } else {
+                Some(counts(&v[2 + d..])?)
+            },
+            support: None,
+        })
+    }
+}
+
 impl ClusterModel for BetaBernoulli {
     type Stats = BernoulliStats;
 

@@ -906,6 +906,34 @@ fn nonfinite(row: usize, col: usize) -> RoseTreeError {
     )
 }
 
+/// `[n, z̄…, S̃…]` in the whitened coordinates, with the scatter as the full `d × d`
+/// matrix (row-major) whichever form the cluster kept.
+impl super::StatsCodec for NormalInverseWishart {
+    fn encode_stats(&self, s: &GaussianStats) -> Vec<f64> {
+        let d = s.mean.len();
+        let mut v = vec![s.n];
+        v.extend_from_slice(&s.mean);
+        v.extend_from_slice(&full_scatter(&s.scatter, d));
+        v
+    }
+
+    fn decode_stats(&self, v: &[f64]) -> Result<GaussianStats> {
+        let d = self.n_features();
+        super::check_stats_len(v, 1 + d + d * d)?;
+        if !(v[0] >= 1.0 && v[0].fract() == 0.0) {
+            return Err(RoseTreeError::param(
+                "stats",
+                format!("expected a positive count of rows, got {}", v[0]),
+            ));
+        }
+        Ok(GaussianStats {
+            n: v[0],
+            mean: v[1..=d].to_vec(),
+            scatter: Scatter::Full(v[1 + d..].to_vec()),
+        })
+    }
+}
+
 impl ClusterModel for NormalInverseWishart {
     type Stats = GaussianStats;
 

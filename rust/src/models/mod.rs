@@ -141,6 +141,46 @@ pub trait RowQueries: ClusterModel {
     }
 }
 
+/// Statistics as a flat vector of doubles and back, so that a cluster summarised on one
+/// machine can be merged on another: the parts of a data set are fitted where they are
+/// stored and the top of the tree is scored from their roots' statistics alone (statistics
+/// add up, so `ln f` of a union of parts is exact from them).
+pub trait StatsCodec: ClusterModel {
+    /// The statistics `s` as doubles (counts are whole numbers, exact below 2⁵³).
+    fn encode_stats(&self, s: &Self::Stats) -> Vec<f64>;
+
+    /// The statistics that [`encode_stats`](StatsCodec::encode_stats) wrote as `v`.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `stats` when `v` does not have the length or
+    /// the values that this model's statistics can have.
+    fn decode_stats(&self, v: &[f64]) -> Result<Self::Stats>;
+}
+
+/// `v` as a count (a whole number `≥ 0` that fits a `u32`), for [`StatsCodec::decode_stats`].
+pub(crate) fn decode_count(v: f64) -> Result<u32> {
+    if v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0 {
+        Ok(v as u32)
+    } else {
+        Err(RoseTreeError::param(
+            "stats",
+            format!("expected a count, got {v}"),
+        ))
+    }
+}
+
+/// Checks that an encoded statistics vector has `expected` entries.
+pub(crate) fn check_stats_len(v: &[f64], expected: usize) -> Result<()> {
+    if v.len() == expected {
+        Ok(())
+    } else {
+        Err(RoseTreeError::param(
+            "stats",
+            format!("expected {expected} values for this model, got {}", v.len()),
+        ))
+    }
+}
+
 /// A cluster model whose `ln f(D)` can be differentiated with respect to its
 /// hyperparameters η, for hyperparameter learning (BRT eq 1.27).
 pub trait Differentiable: ClusterModel {

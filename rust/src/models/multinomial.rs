@@ -241,6 +241,25 @@ impl DirichletMultinomial {
     }
 }
 
+/// `[rows, total, ln multinomial coefficient, counts…]`.
+impl super::StatsCodec for DirichletMultinomial {
+    fn encode_stats(&self, s: &CountStats) -> Vec<f64> {
+        let mut v = vec![f64::from(s.rows), s.total, s.log_coefficient];
+        v.extend_from_slice(&s.counts);
+        v
+    }
+
+    fn decode_stats(&self, v: &[f64]) -> Result<CountStats> {
+        super::check_stats_len(v, 3 + self.n_features())?;
+        Ok(CountStats {
+            rows: super::decode_count(v[0])?,
+            counts: v[3..].to_vec(),
+            total: v[1],
+            log_coefficient: v[2],
+        })
+    }
+}
+
 impl ClusterModel for DirichletMultinomial {
     type Stats = CountStats;
 

@@ -515,6 +515,40 @@ impl NormalGamma {
     }
 }
 
+/// `[n, complete, mean…, m2…, observed…]`, with the observed counts only where some entry
+/// is missing (`complete = 0`).
+impl super::StatsCodec for NormalGamma {
+    fn encode_stats(&self, s: &NormalGammaStats) -> Vec<f64> {
+        let mut v = vec![f64::from(s.n), f64::from(u8::from(s.observed.is_none()))];
+        v.extend_from_slice(&s.mean);
+        v.extend_from_slice(&s.m2);
+        v.extend(s.observed.iter().flatten().map(|&k| f64::from(k)));
+        v
+    }
+
+    fn decode_stats(&self, v: &[f64]) -> Result<NormalGammaStats> {
+        let d = self.n_features();
+        let complete = v.get(1) == Some(&1.0);
+        super::check_stats_len(v, if complete { 2 + 2 * d } else { 2 + 3 * d })?;
+        let observed = if complete {
+            None
+        } else {
+            Some(
+                v[2 + 2 * d..]
+                    .iter()
+                    .map(|&k| super::decode_count(k))
+                    .collect::<Result<Vec<_>>>()?,
+            )
+        };
+        Ok(NormalGammaStats {
+            n: super::decode_count(v[0])?,
+            observed,
+            mean: v[2..2 + d].to_vec(),
+            m2: v[2 + d..2 + 2 * d].to_vec(),
+        })
+    }
+}
+
 impl ClusterModel for NormalGamma {
     type Stats = NormalGammaStats;
 

@@ -1,0 +1,316 @@
+"""rosetree.dask on a LocalCluster of two worker processes."""
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+import dask  # noqa: E402
+import dask.dataframe as dd  # noqa: E402
+import pandas as pd  # noqa: E402
+import rosetree as rt  # noqa: E402
+import rosetree.dask as rtd  # noqa: E402
+from rosetree.exceptions import (  # noqa: E402
+    InvalidDataError,
+    InvalidDataTypeError,
+    InvalidParameterError,
+)
+
+
+@pytest.fixture(scope="module")
+def client():
+    # Worker processes inherit the environment, so they import the same rosetree.
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def hierarchical(n, d=24, seed=0):
+    """Binary rows from 3 super-prototypes → 9 prototypes, 8 % of the bits flipped."""
+    rng = np.random.default_rng(seed)
+    supers = rng.random((3, d)) < 0.5
+    protos = supers[np.arange(9) % 3] ^ (rng.random((9, d)) < 0.2)
+    return (protos[rng.integers(9, size=n)] ^ (rng.random((n, d)) < 0.08)).astype(float)
+
+
+#: Small parts, so that a few thousand rows are split over many tasks and levels.
+SMALL = dict(sample_size=300, part_rows=400, exact_below=200)
+
+
+def test_stitched_evidence_is_the_evidence_of_the_tree(client):
+    X = hierarchical(2400)
+    model = rt.BetaBernoulli(alpha=0.6, beta=1.2)
+    est = rtd.BayesianRoseTree(model=model, chunk_rows=500, random_state=3, **SMALL).fit(X)
+    assert est.n_parts_ > 5
+    assert est.tree_.n_leaves == len(X)
+    direct = rt.log_evidence(X, est.tree_, model=est.model_)
+    assert est.log_evidence_ == pytest.approx(direct, rel=1e-10, abs=0)
+    # The model was given in full, so it is the one fitted.
+    assert est.model_ == model
+
+
+def noisy(X, scale=0.3):
+    return X + np.random.default_rng(1).normal(scale=scale, size=X.shape)
+
+
+@pytest.mark.parametrize(
+    ("model", "mixing", "make"),
+    [
+        (rt.NormalGamma(), "brt", lambda X: noisy(X * 3)),
+        (rt.NormalInverseWishart(), "dp", lambda X: noisy(X[:, :6] * 2)),
+        (rt.DirichletMultinomial(alpha=0.5), "gamma", lambda X: X * 2 + X[:, ::-1]),
+        (rt.BetaBernoulli(), "dp", lambda X: X),
+    ],
+)
+def test_stitched_evidence_for_every_conjugate_model(client, model, mixing, make):
+    X = make(hierarchical(1500, d=12, seed=4))
+    est = rtd.BayesianRoseTree(model=model, mixing=mixing, chunk_rows=400, **SMALL).fit(X)
+    assert est.n_parts_ > 1
+    direct = rt.log_evidence(X, est.tree_, model=est.model_, mixing=mixing)
+    assert est.log_evidence_ == pytest.approx(direct, rel=1e-9, abs=0)
+    # Data-driven defaults were resolved once, from the sample, for every part.
+    assert all(getattr(est.model_, f) is not None for f in est.model_.__dataclass_fields__)
+
+
+def test_one_part_is_the_single_machine_fit(client):
+    X = hierarchical(700, seed=2)
+    local = rt.BayesianRoseTree(approximate=True, exact_below=250, random_state=9).fit(X)
+    est = rtd.BayesianRoseTree(exact_below=250, random_state=9).fit(da.from_array(X))
+    assert est.n_parts_ == 1
+    assert est.tree_.children == local.tree_.children
+    assert est.log_evidence_ == local.log_evidence_
+    np.testing.assert_array_equal(est.labels_.compute(), local.labels_)
+    np.testing.assert_array_equal(est.cluster_nodes_, local.cluster_nodes_)
+    # Prediction as the single-machine estimator's.
+    new = hierarchical(50, seed=7)
+    np.testing.assert_allclose(est.predict_proba(new).compute(), local.predict_proba(new))
+    np.testing.assert_array_equal(est.predict(new).compute(), local.predict(new))
+
+
+def test_score_samples_is_the_flat_clusters_predictive(client):
+    X = hierarchical(1200, seed=5)
+    est = rtd.BayesianRoseTree(model=rt.BetaBernoulli(), chunk_rows=300, **SMALL).fit(X)
+    new = hierarchical(6, seed=8)
+    got = est.score_samples(da.from_array(new, chunks=4))
+    assert isinstance(got, da.Array)
+    got = got.compute()
+    # Independently: ln Σ_c (n_c / n) f(D_c ∪ {x}) / f(D_c) from the clusters' rows.
+    labels = est.labels_.compute()
+    for x, value in zip(new, got, strict=True):
+        terms = []
+        for k in range(len(est.cluster_nodes_)):
+            rows = X[labels == k]
+            ratio = est.model_.log_marginal(np.vstack([rows, x])) - est.model_.log_marginal(rows)
+            terms.append(np.log(len(rows) / len(X)) + ratio)
+        assert value == pytest.approx(np.logaddexp.reduce(terms), rel=1e-9)
+    assert est.score(new) == pytest.approx(np.mean(got), rel=1e-12)
+
+
+def test_same_seed_same_tree_for_any_chunking_and_workers(client):
+    X = hierarchical(2000, seed=6)
+    kw = dict(model=rt.BetaBernoulli(), random_state=11, **SMALL)
+    ref = rtd.BayesianRoseTree(chunk_rows=2000, **kw).fit(X)
+    ragged = da.concatenate([da.from_array(X[:123]), da.from_array(X[123:], chunks=(611, 24))])
+    for data in (da.from_array(X, chunks=(333, 24)), ragged):
+        assert rtd.BayesianRoseTree(**kw).fit(data).tree_.children == ref.tree_.children
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    assert rtd.BayesianRoseTree(**kw).fit(frame).tree_.children == ref.tree_.children
+    # One worker thread in this process instead of two processes.
+    with (
+        distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as one,
+        distributed.Client(one, set_as_default=False) as other,
+    ):
+        alone = rtd.BayesianRoseTree(**kw).fit(da.from_array(X, chunks=700), client=other)
+    assert alone.tree_.children == ref.tree_.children
+    assert alone.log_evidence_ == ref.log_evidence_
+    # Another seed gives another sample, and here another tree.
+    kw["random_state"] = 12
+    assert rtd.BayesianRoseTree(**kw).fit(X).tree_.children != ref.tree_.children
+
+
+def test_workers_restarted_mid_fit_do_not_change_the_tree(client, monkeypatch):
+    X = hierarchical(1600, seed=3)
+    kw = dict(model=rt.BetaBernoulli(), chunk_rows=400, random_state=2, **SMALL)
+    ref = rtd.BayesianRoseTree(**kw).fit(X)
+    submit_part = rtd.BayesianRoseTree._submit_part
+    restarts = []
+
+    def restart_then_submit(self, client, *args):
+        # The rows routed to the groups are in the workers' memory now: lose them, once.
+        if not restarts:
+            workers = list(client.scheduler_info()["workers"])
+            client.restart_workers(workers)
+            restarts.append(workers)
+        return submit_part(self, client, *args)
+
+    monkeypatch.setattr(rtd.BayesianRoseTree, "_submit_part", restart_then_submit)
+    again = rtd.BayesianRoseTree(**kw).fit(X)
+    assert restarts
+    assert again.tree_.children == ref.tree_.children
+    assert again.log_evidence_ == ref.log_evidence_
+
+
+def test_worker_killed_while_a_part_is_fitted(client):
+    X = hierarchical(3000, d=32, seed=9)
+    kw = dict(model=rt.BetaBernoulli(), chunk_rows=1000, random_state=4, sample_size=500)
+    kw.update(part_rows=1500, exact_below=1500)
+    ref = rtd.BayesianRoseTree(**kw).fit(X)
+    killed = None
+    # A part may finish before it is seen running: fit again until one is killed.
+    for _ in range(5):
+        result = {}
+
+        def fit(into=result):
+            into["est"] = rtd.BayesianRoseTree(**kw).fit(X)
+
+        thread = threading.Thread(target=fit)
+        thread.start()
+        while thread.is_alive() and killed is None:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("rosetree-part") for k in keys):
+                    client.restart_workers([worker])
+                    killed = worker
+                    break
+            else:
+                threading.Event().wait(0.005)
+        thread.join()
+        if killed is not None:
+            break
+    assert killed is not None, "no part was seen running"
+    assert result["est"].tree_.children == ref.tree_.children
+    assert result["est"].log_evidence_ == ref.log_evidence_
+
+
+def test_the_client_never_holds_the_data(client, monkeypatch):
+    n, d, size = 30000, 32, 300
+
+    def rows(block_id=None):
+        rng = np.random.default_rng(block_id[0])
+        return (rng.random((3000, d)) < np.where(rng.random(d) < 0.5, 0.8, 0.1)).astype(float)
+
+    X = da.map_blocks(rows, chunks=((3000,) * 10, (d,)), dtype=np.float64)
+    largest = [0]
+
+    def check(value):
+        if isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype == np.float64:
+            largest[0] = max(largest[0], value.shape[0])
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                check(v)
+        return value
+
+    gather, result = distributed.Client.gather, distributed.Future.result
+    monkeypatch.setattr(distributed.Client, "gather", lambda *a, **k: check(gather(*a, **k)))
+    monkeypatch.setattr(distributed.Future, "result", lambda *a, **k: check(result(*a, **k)))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the whole array was computed on the client")
+
+    monkeypatch.setattr(da.Array, "compute", refuse)
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    est = rtd.BayesianRoseTree(
+        model=rt.BetaBernoulli(), sample_size=size, part_rows=4000, exact_below=1000
+    ).fit(X)
+    assert est.tree_.n_leaves == n
+    assert 0 < largest[0] <= size
+    monkeypatch.undo()
+    # Prediction is lazy, and stays on the workers until asked for.
+    labels = est.predict(X)
+    assert isinstance(labels, da.Array)
+    assert labels.shape == (n,)
+
+
+def test_pickles_small_and_predicts_after(client):
+    X = hierarchical(2000, d=64, seed=12)
+    est = rtd.BayesianRoseTree(model=rt.BetaBernoulli(), chunk_rows=500, **SMALL).fit(X)
+    blob = pickle.dumps(est)
+    assert len(blob) < X.nbytes / 3
+    back = pickle.loads(blob)
+    assert back.tree_.to_newick() == est.tree_.to_newick()
+    np.testing.assert_array_equal(back.tree_.to_linkage(), est.tree_.to_linkage())
+    assert back.log_evidence_ == est.log_evidence_
+    np.testing.assert_array_equal(back.labels_.compute(), est.labels_.compute())
+    new = X[:300]
+    np.testing.assert_array_equal(back.predict(new).compute(), est.predict(new).compute())
+    # Rows of a training cluster are mostly predicted into it.
+    assert np.mean(back.predict(new).compute() == est.labels_.compute()[:300]) > 0.9
+
+
+def test_a_chunk_with_nan_is_named(client):
+    X = hierarchical(900)
+    X[650, 3] = np.nan
+    with pytest.raises(InvalidDataError, match=r"chunk 3 \(rows 600\.\.800\).*row 650, column 3"):
+        rtd.BayesianRoseTree(model=rt.NormalInverseWishart(), chunk_rows=200).fit(X)
+    # A value the beta-Bernoulli model does not take, found on a worker by the core.
+    X[650, 3] = 0.5
+    with pytest.raises(InvalidDataError, match=r"chunk 3 \(rows 600\.\.800\), row 650"):
+        rtd.BayesianRoseTree(model=rt.BetaBernoulli(), chunk_rows=200, **SMALL).fit(X)
+    with pytest.raises(InvalidDataError, match=r"chunk 3 \(rows 600\.\.800\), row 650"):
+        rtd.BayesianRoseTree(model=rt.BetaBernoulli(), chunk_rows=200).fit(X)
+
+
+def test_a_chunk_of_another_dtype_is_named(client):
+    X = hierarchical(600)
+
+    def block(k):
+        rows = X[k * 200 : (k + 1) * 200]
+        return rows.astype(np.int64) if k == 2 else rows
+
+    parts = [
+        da.from_delayed(dask.delayed(block)(k), shape=(200, 24), dtype=np.float64) for k in range(3)
+    ]
+    with pytest.raises(InvalidDataTypeError, match=r"chunk 2 \(rows 400\.\.600\) has dtype int64"):
+        rtd.BayesianRoseTree(model=rt.BetaBernoulli()).fit(da.concatenate(parts))
+
+
+def test_unknown_chunk_lengths_are_refused(client):
+    frame = dd.from_pandas(pd.DataFrame(hierarchical(300)), npartitions=3)
+    with pytest.raises(InvalidDataError, match=r"unknown length \(chunk 0 first\)"):
+        rtd.BayesianRoseTree().fit(frame.to_dask_array())
+    with pytest.raises(InvalidDataTypeError, match="column 'a'"):
+        rtd.BayesianRoseTree().fit(dd.from_pandas(pd.DataFrame({"a": ["x", "y"]}), 1))
+
+
+def test_a_closed_client_is_refused(client):
+    closed = distributed.Client(client.scheduler.address, set_as_default=False)
+    closed.close()
+    with pytest.raises(InvalidParameterError, match="client is closed") as info:
+        rtd.BayesianRoseTree().fit(hierarchical(100), client=closed)
+    assert info.value.parameter == "client"
+
+
+def test_models_without_statistics_and_bad_options_are_refused(client):
+    class Coin(rt.ClusterModel):
+        def log_marginal(self, X):
+            return -float(np.sum(X))
+
+    with pytest.raises(InvalidParameterError, match="conjugate cluster model"):
+        rtd.BayesianRoseTree(model=Coin()).fit(hierarchical(50))
+    with pytest.raises(InvalidParameterError, match="part_rows"):
+        rtd.BayesianRoseTree(part_rows=1).fit(hierarchical(50))
+    with pytest.raises(rt.NotFittedError):
+        rtd.BayesianRoseTree().predict(hierarchical(5))
+
+
+def test_constant_columns_are_left_out_as_on_one_machine(client):
+    X = hierarchical(1200, d=8, seed=13) * 2 + np.random.default_rng(2).normal(size=(1200, 8))
+    X[:, 5] = 3.0
+    with pytest.warns(rt.DegenerateModelWarning, match="constant column"):
+        est = rtd.BayesianRoseTree(model=rt.NormalGamma(), chunk_rows=300, **SMALL).fit(X)
+    np.testing.assert_array_equal(est.constant_features_, [5])
+    assert est.n_parts_ > 1
+    kept = np.delete(X, 5, axis=1)
+    assert est.log_evidence_ == pytest.approx(
+        rt.log_evidence(kept, est.tree_, model=est.model_), rel=1e-9, abs=0
+    )
+    # Prediction takes rows with every column, as fitted.
+    predicted = est.predict(X[:200]).compute()
+    assert np.mean(predicted == est.labels_[:200].compute()) > 0.9
