@@ -12,6 +12,8 @@ __all__ = [
     "RoseTree",
     "Tree",
     "__version__",
+    "_ctrl_c_at_poll",
+    "_set_progress_interval",
     "brt_fit_for_tree",
     "coalescent_contrasts",
     "coalescent_feature_log_likelihoods",
@@ -328,3 +330,8 @@ def pydt_probit_ep(
     max_iter: int = 200,
     tol: float = 1e-10,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]: ...
+
+# Test hooks (rust/src/python/testing.rs), not API: lines of progress every `seconds`
+# (returns the previous interval); Ctrl-C at the next computation's k-th look for it.
+def _set_progress_interval(seconds: float) -> float: ...
+def _ctrl_c_at_poll(k: int) -> None: ...
