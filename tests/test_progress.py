@@ -65,6 +65,18 @@ def test_the_progress_interval_is_checked():
         _core._set_progress_interval(-1.0)
 
 
+def test_pydt_greedy_em_reports_within_passes(every_poll, capsys):
+    # A pass over the subtrees of hundreds of rows takes minutes: lines come from within the
+    # starting trees and the passes (here at every poll), and a summary after each pass.
+    X = np.random.default_rng(6).normal(size=(150, 3))
+    rt.PitmanYorDiffusionTree(inference="greedy-em", n_iter=1, verbose=True).fit(X)
+    err = capsys.readouterr().err
+    within = _progress(err, "pydt greedy EM", "(?:building a starting tree, point|moving subtrees)")
+    assert all(0 <= done <= total and total <= 150 for done, total, _ in within)
+    assert re.search(r"pydt greedy EM: pass 1/1, objective -?\d", err)
+    assert re.search(r"pydt greedy EM: done in \d+\.\d s\n$", err)
+
+
 def test_hyperparameter_learning_reports_each_iteration(capsys):
     animals = rt.datasets.load_animals()
     est = rt.BayesianRoseTree(learn_hyperparameters=True, verbose=True).fit(animals.data[:20])

@@ -253,6 +253,9 @@ class KingmanCoalescent(ParamsMixin):
         Progress on standard error: about once a second during a greedy search or SMC run
         that takes longer than a second, and after each round of hyperparameter learning.
         Fits stop on Ctrl-C (``KeyboardInterrupt``) within a fraction of a second either way.
+        Without it a fit prints nothing, however long: an SMC fit's cost grows with
+        ``n_particles`` and about the square of the number of rows, and can run to minutes,
+        so start large fits with ``verbose=True``.
 
     Attributes
     ----------

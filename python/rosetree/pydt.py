@@ -553,7 +553,9 @@ class PitmanYorDiffusionTree(ParamsMixin):
     n_predictive_points : int, default=3
         Divergence times per branch in the predictive mixture (:meth:`score_samples`).
     verbose : bool, default=False
-        Print a line of progress to standard error about once a second.
+        Progress on standard error. Greedy EM: a line about once a second (the starting
+        trees point by point, then each pass subtree by subtree) and a summary after each
+        pass; MCMC: a line after a sweep, at most one a second, and after the last.
     random_state : int, default=None
         Seed (``None`` means 0); the result is a function of the seed and the inputs.
 

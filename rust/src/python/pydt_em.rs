@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 
 use super::pydt::{hyperpriors, learn_flags};
 use super::tree::PyTree;
-use super::{progress_line, run_interruptible};
+use super::{progress_line, run_watched};
 use crate::pydt::PydtParams;
 use crate::pydt::em::{self, EmConfig};
 
@@ -57,7 +57,10 @@ fn pydt_greedy_em<'py>(
         n_candidates,
         ..EmConfig::default()
     };
-    let result = run_interruptible(py, move |interrupt| {
+    // With `verbose`, a line about once a second within passes (a pass over thousands of rows
+    // takes minutes), and one at the end of each pass.
+    let label = verbose.then_some("pydt greedy EM");
+    let result = run_watched(py, label, move |interrupt| {
         let mut progress = |pass: usize, row: &em::PassRow| {
             if verbose {
                 progress_line(&format!(
