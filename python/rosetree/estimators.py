@@ -483,7 +483,7 @@ class BayesianRoseTree(ParamsMixin):
     def _predict_core(
         self, X: np.ndarray, responsibilities: bool, clusters: Any = None
     ) -> tuple[Any, Any]:
-        return self._fit.predict(  # type: ignore[no-any-return]
+        return self._fit.predict(
             X,
             responsibilities=responsibilities,
             clusters=None if clusters is None else [int(v) for v in clusters],

@@ -14,7 +14,7 @@ leaves describe the same trees.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -436,9 +436,10 @@ def _dp_labels(X: np.ndarray, tree: Tree, probit: bool) -> np.ndarray:
     the coalescent's default ``labels_``. Constant columns say nothing about clusters and
     are left out.
     """
-    from .config import BetaBernoulli, NormalGamma
+    from .config import BetaBernoulli, ClusterModel, NormalGamma
     from .functions import evaluate_tree
 
+    model: ClusterModel
     if probit:
         data, model = X, BetaBernoulli()
     else:
@@ -704,7 +705,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
-        common = dict(
+        common: dict[str, Any] = dict(
             alpha=alpha, beta=beta, c=c, sigma2=sigma2, learn=learn, priors=priors, seed=seed
         )
         if probit:
@@ -826,7 +827,7 @@ class PitmanYorDiffusionTree(ParamsMixin):
                 f"the predictive density of row {row} is not finite in double precision "
                 "(data or fitted variances too extreme); rescale the data"
             )
-        return out
+        return cast("np.ndarray", out)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Mean log predictive density of the rows of ``X`` (see :meth:`score_samples`)."""
