@@ -52,7 +52,7 @@ pub struct Summary {
     /// "one cluster" term adds to the "split" term, `ln ln(1 + e^{u − v})` with
     /// `u = ln π_T + ln f`, `v = ln(1 − π_T) + Σ ln p(T_c)`. A double holding `ln p(T)` loses
     /// this excess entirely when the cluster is implausible; an absorb or collapse that
-    /// dissolves this root needs it to be ranked exactly (see [`Score`]). `−∞` for a leaf.
+    /// dissolves this root needs it to be ranked exactly (see [`Score`](super::Score)). `−∞` for a leaf.
     pub log_excess: f64,
 }
 
