@@ -1,6 +1,7 @@
 """The public Python API: estimator contract, tree conversions, bad input."""
 
 import pickle
+import signal
 import threading
 
 import numpy as np
@@ -332,8 +333,10 @@ def test_animals_example_data():
 
 
 def test_ctrl_c_interrupts_a_long_fit(ctrl_c):
-    X = (np.random.default_rng(1).random((6000, 64)) < 0.5).astype(float)
-    ctrl_c(after=0.5)
+    X = (np.random.default_rng(1).random((600, 64)) < 0.5).astype(float)
+    # Ctrl-C at the engine's first look for it (it looks at least once, before the first
+    # block of pair scores), which then waits until the calling thread has seen it.
+    ctrl_c.at_poll(1)
     # "interrupted" is the core's own error: it noticed the signal mid-run (Python's
     # handler, run only after the call returned, would raise a bare KeyboardInterrupt).
     with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
@@ -415,13 +418,16 @@ def test_partition_listing_has_a_limit(toy):
 
 class _BlockedModel(rt.ClusterModel):
     """A cluster model whose evaluation does not finish until released (as one NIW pair
-    score over thousands of dimensions can take seconds)."""
+    score over thousands of dimensions can take seconds); Ctrl-C is pressed inside the
+    first evaluation."""
 
     def __init__(self):
         self.release = threading.Event()
         self.finished = 0
 
     def log_marginal(self, X):
+        if self.finished == 0 and not self.release.is_set():
+            signal.raise_signal(signal.SIGINT)
         self.release.wait(60.0)
         self.finished += 1
         return -float(np.sum(X**2))
@@ -430,7 +436,6 @@ class _BlockedModel(rt.ClusterModel):
 def test_ctrl_c_returns_even_inside_one_long_step(ctrl_c):
     X = np.random.default_rng(0).normal(size=(6, 2))
     model = _BlockedModel()
-    ctrl_c(after=0.3)
     try:
         with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
             rt.BayesianRoseTree(model=model).fit(X)

@@ -206,6 +206,10 @@ def test_draws_on_given_axes(tree):
         ({"clusters": [99]}, "clusters"),
         ({"clusters": "all"}, "clusters"),
         ({"clusters": "cut", "threshold": 1.5}, "threshold"),
+        ({"p": 1}, "p"),
+        ({"p": 2.5}, "p"),
+        ({"truncate_above": 0}, "truncate_above"),
+        ({"truncate_above": "auto"}, "truncate_above"),
     ],
 )
 def test_bad_arguments_raise(tree, kwargs, parameter):
@@ -241,3 +245,52 @@ def test_an_estimator_is_drawn_with_its_labels_in_colour():
     plt.close("all")
     with pytest.raises(rt.InvalidParameterError, match="clusters"):
         plot_tree(est.tree_, clusters="labels")
+
+
+def tick_texts(ax, orientation="left"):
+    axis = ax.yaxis if orientation == "left" else ax.xaxis
+    return [t.get_text() for t in axis.get_ticklabels()]
+
+
+@pytest.mark.parametrize(("p", "shown"), [(2, ["(3)", "(4)"]), (3, ["(3)", "(4)"])])
+def test_truncation_opens_the_highest_nodes_while_p_clusters_fit(tree, p, shown):
+    # heights="size": the root (7 rows) opens into 8 (3 rows) and 10 (4 rows); opening 10
+    # next would give 4 clusters, more than p.
+    ax = plot_tree(tree, labels=NAMES, heights="size", truncate_above=3, p=p)
+    assert tick_texts(ax) == shown
+    assert len(segments(ax, "rosetree-bars")) == 1
+    assert len(segments(ax, "rosetree-edges")) == 2
+
+
+def test_truncation_draws_a_closed_cluster_as_a_leaf_and_keeps_single_rows(tree):
+    # p = 4: the root, then 10 (4 rows, higher than 8) open: 8, [1, 2] = 9, f5, g6.
+    ax = plot_tree(tree, labels=NAMES, heights="size", truncate_above=3, p=4, orientation="top")
+    assert tick_texts(ax, "top") == ["(3)", "(2)", "f5", "g6"]
+    # The root's bar spans positions 0 .. 2 (8 at 0, 10 midway between 1 and 3), at 7 rows.
+    assert segments(ax, "rosetree-bars") == [((0.0, 7.0), (2.0, 7.0)), ((1.0, 4.0), (3.0, 4.0))]
+    # Closed clusters stand on the leaves' level: the stem of 8 runs from 0 up to 7.
+    assert segments(ax, "rosetree-edges") == sorted(
+        [((0.0, 0.0), (0.0, 7.0)), ((2.0, 4.0), (2.0, 7.0)), ((1.0, 0.0), (1.0, 4.0)),
+         ((2.0, 0.0), (2.0, 4.0)), ((3.0, 0.0), (3.0, 4.0))]
+    )  # fmt: skip
+
+
+def test_a_large_tree_is_drawn_down_to_its_top_clusters_by_default():
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    big = rt.BayesianRoseTree(binary=True).fit(X).tree_
+    ax = plot_tree(big)
+    names = tick_texts(ax)
+    assert 2 <= len(names) <= 30
+    # Every row is in exactly one drawn cluster.
+    sizes = [int(n[1:-1]) if n.startswith("(") else 1 for n in names]
+    assert sum(sizes) == 300
+    assert (
+        len(segments(ax, "rosetree-edges")) == len(names) + len(segments(ax, "rosetree-bars")) - 1
+    )
+    # A figure for 30 leaves, not a strip for 300.
+    assert ax.figure.get_size_inches()[1] <= 0.25 * 30
+    plt.close("all")
+    full = plot_tree(big, truncate_above=None)
+    assert len(tick_texts(full)) == 300
+    assert len(segments(full, "rosetree-edges")) == big.n_nodes - 1
+    assert len(tick_texts(plot_tree(big, p=5))) <= 5

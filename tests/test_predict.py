@@ -348,8 +348,10 @@ def test_the_fit_keeps_its_own_state_whatever_happens_to_the_training_data(model
 def test_ctrl_c_interrupts_a_long_prediction(ctrl_c):
     rng = np.random.default_rng(2)
     est = rt.BayesianRoseTree(n_jobs=2).fit((rng.random((400, 128)) < 0.5).astype(float))
-    new = (rng.random((40_000, 128)) < 0.5).astype(float)  # seconds of work
-    ctrl_c(after=0.2)
+    new = (rng.random((4000, 128)) < 0.5).astype(float)
+    # Ctrl-C at the prediction's first look for it (before its first block of rows), which
+    # then waits until the calling thread has seen it.
+    ctrl_c.at_poll(1)
     # "interrupted" is the core's own error: it noticed the signal mid-run (Python's
     # handler, run only after the call returned, would raise a bare KeyboardInterrupt).
     with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):

@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 import rosetree as rt
+from rosetree import _core
 
 LINE = r"{label}: {phase} (\d+)/(\d+) \((\d+) s\)"
 
@@ -15,36 +16,65 @@ def _progress(err, label, phase):
     return found
 
 
-def test_a_long_greedy_rose_tree_reports_progress_and_stops_on_ctrl_c(ctrl_c, capsys):
-    # 12,000 rows: about 4 s of pair scoring on one idle core, so Ctrl-C at 1.6 s comes
-    # after the first progress line (at 1 s) and before the end, loaded or not.
+def test_a_long_greedy_rose_tree_reports_progress_and_stops_on_ctrl_c(ctrl_c):
+    # 12,000 rows: seconds of pair scoring, and Ctrl-C comes while the third line of progress
+    # (at the third poll, about 0.15 s in) is written.
     X = (np.random.default_rng(1).random((12000, 64)) < 0.5).astype(float)
-    ctrl_c(after=1.6)
+    lines = ctrl_c.after_lines(3)
     with pytest.raises(KeyboardInterrupt, match=r"^interrupted$"):
         rt.BayesianRoseTree(n_jobs=2, verbose=True).fit(X)
-    err = capsys.readouterr().err
+    # The interrupted write is the last: no closing line, no line after Ctrl-C.
+    assert len(lines) == 3, lines
+    err = "\n".join(lines)
     rows = _progress(err, "rose tree", "(?:scoring pairs|merging)")
+    assert len(rows) == 3
     phases = re.findall(r"rose tree: (scoring pairs|merging)", err)
     assert phases == sorted(phases, key=["scoring pairs", "merging"].index)
     # Pairs are scored row by row (12,000 rows), then 11,999 merges follow.
     assert all(0 <= done < total and total in (11999, 12000) for done, total, _ in rows)
+    assert [done for done, *_ in rows] == sorted(done for done, *_ in rows)
     assert [secs for *_, secs in rows] == sorted(secs for *_, secs in rows)
 
 
-def test_coalescent_smc_reports_its_merges_and_the_end(capsys):
-    # 480 rows under the paper's model (no noise, Lambda = 1): about 2.5 s on one core, so
-    # progress lines (one a second) must appear (the default model's fit takes about 1 s).
+def test_coalescent_smc_reports_its_merges_and_the_end(every_poll, capsys):
+    # Lines at every poll (every_poll) instead of once a second, so the lines do not depend on
+    # how long the fit takes. The paper's model (no noise, Lambda = 1) on 480 rows.
     X = np.random.default_rng(2).normal(size=(480, 3))
     paper = dict(inference="smc-priorpost", n_particles=10, random_state=0, noise=0.0, Lambda=1.0)
     est = rt.KingmanCoalescent(**paper, verbose=True).fit(X)
     err = capsys.readouterr().err
     rows = _progress(err, "coalescent SMC", "sampling merges")
     assert all(total == 479 and 0 <= done < total for done, total, _ in rows)
-    assert re.search(r"coalescent SMC: done in \d+\.\d s", err)
+    assert [done for done, *_ in rows] == sorted(done for done, *_ in rows)
+    assert re.search(r"coalescent SMC: done in \d+\.\d s\n$", err)
     # The same fit in silence: progress never changes the result.
     quiet = rt.KingmanCoalescent(**paper)
     assert quiet.fit(X).log_marginal_ == est.log_marginal_
     assert capsys.readouterr().err == ""
+
+
+def test_quick_work_is_silent_at_the_default_interval(capsys):
+    # One line a second by default: a fit of a few rows ends before the first.
+    X = np.random.default_rng(5).normal(size=(8, 2))
+    rt.KingmanCoalescent(inference="smc-priorpost", verbose=True, random_state=0).fit(X)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_progress_interval_is_checked():
+    with pytest.raises(rt.InvalidParameterError, match="seconds"):
+        _core._set_progress_interval(-1.0)
+
+
+def test_pydt_greedy_em_reports_within_passes(every_poll, capsys):
+    # A pass over the subtrees of hundreds of rows takes minutes: lines come from within the
+    # starting trees and the passes (here at every poll), and a summary after each pass.
+    X = np.random.default_rng(6).normal(size=(150, 3))
+    rt.PitmanYorDiffusionTree(inference="greedy-em", n_iter=1, verbose=True).fit(X)
+    err = capsys.readouterr().err
+    within = _progress(err, "pydt greedy EM", "(?:building a starting tree, point|moving subtrees)")
+    assert all(0 <= done <= total and total <= 150 for done, total, _ in within)
+    assert re.search(r"pydt greedy EM: pass 1/1, objective -?\d", err)
+    assert re.search(r"pydt greedy EM: done in \d+\.\d s\n$", err)
 
 
 def test_hyperparameter_learning_reports_each_iteration(capsys):

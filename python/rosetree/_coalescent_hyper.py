@@ -35,7 +35,7 @@ never decreases.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import stats
@@ -104,7 +104,7 @@ def brownian_map(
     d = scatter.shape[0]
     if lam.ndim == 2:
         out = (psi + scatter) / (nu + m + d + 1)
-        return (out + out.T) / 2
+        return cast("np.ndarray", (out + out.T) / 2)
     if lam.ndim == 1:
         return (psi + np.diag(scatter)) / (nu + m + 2)
     return np.asarray((float(psi) + np.trace(scatter)) / (d * (nu + m) + 2))

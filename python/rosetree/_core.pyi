@@ -12,6 +12,8 @@ __all__ = [
     "RoseTree",
     "Tree",
     "__version__",
+    "_ctrl_c_at_poll",
+    "_set_progress_interval",
     "brt_cluster_log_predictive",
     "brt_fit_for_tree",
     "brt_node_stats",
@@ -353,3 +355,8 @@ def brt_stitch(
     gamma: float,
     dp_alpha: float,
 ) -> tuple[RoseTree, list[npt.NDArray[np.float64]]]: ...
+
+# Test hooks (rust/src/python/testing.rs), not API: lines of progress every `seconds`
+# (returns the previous interval); Ctrl-C at the next computation's k-th look for it.
+def _set_progress_interval(seconds: float) -> float: ...
+def _ctrl_c_at_poll(k: int) -> None: ...

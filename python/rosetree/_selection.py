@@ -54,7 +54,7 @@ def _has_data_driven_scale(model: ClusterModel) -> bool:
     return False
 
 
-def constant_columns(X: Any, model: ClusterModel) -> np.ndarray:
+def constant_columns(X: Any, model: Any) -> np.ndarray:
     """Columns to leave out of a Gaussian model's fit: those whose observed values are equal.
 
     Under a Gaussian cluster model whose prior scale is set from the data's column

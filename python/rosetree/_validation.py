@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -196,7 +196,7 @@ def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndar
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
             f"{expected} features as input"
         )
-    return X
+    return cast("np.ndarray", X)
 
 
 def is_int(value: Any) -> bool:

@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -720,7 +720,9 @@ def _standardize(X: np.ndarray) -> np.ndarray:
     """
     with np.errstate(all="ignore"):
         mean, sd = np.nanmean(X, axis=0), np.nanstd(X, axis=0)
-    return (X - np.nan_to_num(mean)) / np.where(np.isfinite(sd) & (sd > 0), sd, 1.0)
+    return cast(
+        "np.ndarray", (X - np.nan_to_num(mean)) / np.where(np.isfinite(sd) & (sd > 0), sd, 1.0)
+    )
 
 
 def _csv_position(exc: Exception, columns: list[str] | None, header: bool) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -255,6 +255,9 @@ class KingmanCoalescent(ClusterEstimator):
         Progress on standard error: about once a second during a greedy search or SMC run
         that takes longer than a second, and after each round of hyperparameter learning.
         Fits stop on Ctrl-C (``KeyboardInterrupt``) within a fraction of a second either way.
+        Without it a fit prints nothing, however long: an SMC fit's cost grows with
+        ``n_particles`` and about the square of the number of rows, and can run to minutes,
+        so start large fits with ``verbose=True``.
 
     Attributes
     ----------
@@ -426,7 +429,7 @@ class KingmanCoalescent(ClusterEstimator):
     def _cluster_data(self, X: np.ndarray) -> np.ndarray:
         """The rows as the cluster model of ``flat_clusters="dp"`` reads them."""
         if self._model_options["likelihood"] == "brownian":
-            return (X - self._cluster_center) / self._cluster_scale
+            return cast("np.ndarray", (X - self._cluster_center) / self._cluster_scale)
         # One 0/1 indicator per category of each column (NaN stays missing).
         columns = []
         for j, k in enumerate(self._n_categories):
@@ -735,7 +738,7 @@ class KingmanCoalescent(ClusterEstimator):
             part = np.exp(w) * np.asarray(p.leaf_posteriors())
             total = part if total is None else total + part
         assert total is not None
-        return total / total.sum(axis=2, keepdims=True)
+        return cast("np.ndarray", total / total.sum(axis=2, keepdims=True))
 
     def impute(self) -> np.ndarray:
         """The training data with every NaN entry replaced by its prediction.
@@ -747,7 +750,7 @@ class KingmanCoalescent(ClusterEstimator):
         X = self._X.copy()
         missing = np.isnan(X)
         if not missing.any():
-            return X
+            return cast("np.ndarray", X)
         if self._model_options["likelihood"] == "multinomial":
             X[missing] = self.predict_proba_missing().argmax(axis=2)[missing]
         else:
@@ -756,7 +759,7 @@ class KingmanCoalescent(ClusterEstimator):
                 for w, p in self._weighted_predictors()
             )
             X[missing] = np.asarray(means)[missing]
-        return X
+        return cast("np.ndarray", X)
 
     def log_predictive_missing(self, X_true: Any, rows: Any = None, columns: Any = None) -> float:
         r"""Summed log predictive probability of true values at entries missing in training.
@@ -840,7 +843,7 @@ def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
     top = a.max(axis=0)
     safe = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):  # every term -inf: the sum is -inf
-        return safe + np.log(np.exp(a - safe).sum(axis=0))
+        return cast("np.ndarray", safe + np.log(np.exp(a - safe).sum(axis=0)))
 
 
 def _check_brownian_missing(X: np.ndarray, flat_root: bool, learn: bool) -> None:
@@ -875,7 +878,7 @@ def _threshold(value: Any) -> float:
     value = float(value)  # a Python int beyond 64 bits too
     if np.isnan(value):
         raise InvalidParameterError("llr_threshold must not be NaN", "llr_threshold")
-    return value
+    return cast(float, value)
 
 
 def _refuse_equal_rows(X: np.ndarray) -> None:

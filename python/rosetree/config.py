@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -166,7 +166,7 @@ class _PositivePerFeature(ClusterModel):
         values = [np.asarray(resolved[n], dtype=float) for n in self._per_feature]
         if tie:
             values = [v.mean(keepdims=True) for v in values]
-        return np.log(np.concatenate(values))
+        return cast("np.ndarray", np.log(np.concatenate(values)))
 
     def _shared_start(self, resolved: dict[str, Any]) -> bool:
         values = [np.asarray(resolved[n]) for n in self._per_feature]
@@ -187,8 +187,8 @@ class _PositivePerFeature(ClusterModel):
         if tie:
             # Each shared value's derivative is the sum over the features it stands for.
             parts = np.split(flat, values.size)
-            return np.array([p.sum() for p in parts]) * values
-        return flat * values
+            return cast("np.ndarray", np.array([p.sum() for p in parts]) * values)
+        return cast("np.ndarray", flat * values)
 
 
 @dataclass(frozen=True)
@@ -421,13 +421,13 @@ class NormalGamma(ClusterModel):
     def _learning_start(self, resolved: dict[str, Any], tie: bool) -> np.ndarray:
         shared = np.log([resolved["kappa0"], resolved["a0"]])
         d = len(resolved["m0"])
-        parts = [shared, [0.0]] if tie else [np.zeros(d), shared, np.zeros(d)]
+        parts: list[Any] = [shared, [0.0]] if tie else [np.zeros(d), shared, np.zeros(d)]
         return np.concatenate(parts)
 
     @staticmethod
     def _m0_unit(resolved: dict[str, Any]) -> np.ndarray:
         """The prior standard deviation of each feature at the start: ``m0``'s unit."""
-        return np.sqrt(np.asarray(resolved["b0"]) / resolved["a0"])
+        return cast("np.ndarray", np.sqrt(np.asarray(resolved["b0"]) / resolved["a0"]))
 
     def _values(
         self, resolved: dict[str, Any], eta: np.ndarray, tie: bool

@@ -69,9 +69,9 @@ from .exceptions import (
 from .tree import RoseTree
 
 try:
-    import dask
     import dask.array as da
     from dask.base import tokenize
+    from dask.delayed import delayed
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise ImportError('rosetree.dask needs Dask: pip install "bayesian-rosetree[dask]"') from exc
 
@@ -311,12 +311,12 @@ def _predict_block(
     except RoseTreeError as exc:
         raise _located(exc, ids, chunks) from None
     if what == "labels":
-        return np.argmax(terms, axis=1).astype(np.int64)
+        return np.asarray(np.argmax(terms, axis=1), dtype=np.int64)
     top = terms.max(axis=1, keepdims=True)
-    log_p = (top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[:, 0]
+    log_p = np.asarray((top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[:, 0])
     if what == "score":
         return log_p
-    return np.exp(terms - log_p[:, None])
+    return np.asarray(np.exp(terms - log_p[:, None]))
 
 
 class _Node:
@@ -609,7 +609,7 @@ class BayesianRoseTree(ParamsMixin):
         def pieces_of(keep: Any) -> list[Any]:
             starts = chunks.starts
             tasks = [
-                dask.delayed(_piece, pure=True)(b, k, starts[k], d, dtype, allow_nan, keep)
+                delayed(_piece, pure=True)(b, k, starts[k], d, dtype, allow_nan, keep)
                 for k, b in enumerate(X.to_delayed().ravel())
             ]
             return list(client.compute(tasks))
@@ -661,8 +661,8 @@ class BayesianRoseTree(ParamsMixin):
         first_rows = [self.tree_.leaves(v)[0] for v in nodes]
         order = np.argsort(first_rows)
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[order]
-        stats = self._cluster_stats(client, fits, parts, top_stats, n)
-        self.cluster_stats_ = [stats[int(v)] for v in self.cluster_nodes_]
+        by_node = self._cluster_stats(client, fits, parts, top_stats, n)
+        self.cluster_stats_ = [by_node[int(v)] for v in self.cluster_nodes_]
         sizes = self.tree_.sizes[self.cluster_nodes_].astype(np.float64)
         self._log_weights = np.log(sizes / n)
         self.labels_ = da.from_array(np.asarray(labels, dtype=np.int64), chunks=(X.chunks[0],))

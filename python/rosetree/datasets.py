@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from importlib import resources
 
@@ -34,10 +35,10 @@ class Dataset:
 
 
 def _read(filename: str) -> tuple[list[str], list[list[str]]]:
-    with resources.files("rosetree.data").joinpath(filename).open(newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        return header, list(reader)
+    text = resources.files("rosetree.data").joinpath(filename).read_text(encoding="utf-8")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader)
+    return header, list(reader)
 
 
 def load_animals() -> Dataset:

@@ -477,7 +477,7 @@ class BayesianRoseTree(ClusterEstimator):
     def _predict_core(
         self, X: np.ndarray, responsibilities: bool, clusters: Any = None
     ) -> tuple[Any, Any]:
-        return self._fit.predict(  # type: ignore[no-any-return]
+        return self._fit.predict(
             X,
             responsibilities=responsibilities,
             clusters=None if clusters is None else [int(v) for v in clusters],

@@ -18,7 +18,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -435,13 +435,14 @@ class GPExperts(ClusterModel):
             if ln_det_or_none is None:  # pragma: no cover - Ψn ⪰ Ψ0 is positive definite
                 raise NumericalError("the posterior input scale matrix is not positive definite")
             ln_det = ln_det_or_none
-        return (
+        value: float = (
             -n * d / 2.0 * _LN_PI
             + _ln_multigamma(nun / 2.0, d)
             + prior.const
             - nun / 2.0 * ln_det
             - d / 2.0 * math.log(kn)
         )
+        return value
 
     def _log_f_outputs(self, x: np.ndarray, y: np.ndarray, prior: _Prior) -> float:
         n = x.shape[0]
@@ -465,7 +466,7 @@ class GPExperts(ClusterModel):
         sq *= -0.5
         np.exp(sq, out=sq)
         sq *= self.signal_variance
-        return sq
+        return cast("np.ndarray", sq)
 
     # ------------------------------------------------------------------ one cluster's predictions
     @_checked(log_density=True)
@@ -505,13 +506,14 @@ class GPExperts(ClusterModel):
         L = _cholesky(psin * ((kn + 1) / (kn * df)), overwrite=True)
         z = _solve_lower(L, (xq - loc).T)
         maha = np.einsum("ij,ij->j", z, z)
-        return (
+        out: np.ndarray = (
             math.lgamma((df + d) / 2.0)
             - math.lgamma(df / 2.0)
             - d / 2.0 * math.log(df * math.pi)
             - np.log(np.diagonal(L)).sum()
             - (df + d) / 2.0 * np.log1p(maha / df)
         )
+        return out
 
     @_checked(log_density=False)
     def output_predictive(
@@ -651,7 +653,7 @@ class GPExperts(ClusterModel):
             log_py = -0.5 * (_LN_2PI + np.log(var_q) + (yq - mean[inverse]) ** 2 / var_q)
             den = np.logaddexp(den, a)
             num = np.logaddexp(num, a[inverse] + log_py)
-        return num - den[inverse]
+        return cast("np.ndarray", num - den[inverse])
 
     # ------------------------------------------------------------------ kernel fitting
     def fit_kernel(self, X: ArrayLike, *, bounds: tuple[float, float] = (1e-6, 1e6)) -> GPExperts:
@@ -762,7 +764,7 @@ def _cholesky(a: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
             f"definite (LAPACK dpotrf info={info}); for the Gram matrix of a cluster, "
             "increase noise_variance"
         )
-    return L
+    return cast("np.ndarray", L)
 
 
 def _solve_lower(L: np.ndarray, b: np.ndarray, *, transpose: bool = False) -> np.ndarray:
@@ -771,7 +773,7 @@ def _solve_lower(L: np.ndarray, b: np.ndarray, *, transpose: bool = False) -> np
     out, info = dtrtrs(L, b, lower=1, trans=int(transpose))
     if info != 0:  # pragma: no cover - the factor of a positive definite matrix
         raise NumericalError(f"triangular solve failed (LAPACK dtrtrs info={info})")
-    return out
+    return cast("np.ndarray", out)
 
 
 def _ln_det_spd(a: np.ndarray) -> float | None:
@@ -796,7 +798,7 @@ def _check_rows(X: Any, name: str, min_rows: int = 1) -> np.ndarray:
             f"{name} needs at least two columns (inputs, then the output in the last "
             f"column), got {X.shape[1]}; stack them with np.column_stack([x, y])"
         )
-    return X
+    return cast("np.ndarray", X)
 
 
 def _check_queries(x: Any, d: int, name: str = "x") -> np.ndarray:

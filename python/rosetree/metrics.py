@@ -17,7 +17,7 @@ costs :math:`O(n_\mathrm{nodes} \cdot n_\mathrm{classes})` time and memory.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -300,7 +300,7 @@ def subtree_score(tree: Any, y: Any) -> float:
     inner = slice(t.n_leaves, None)
     pure = t.counts[inner].max(axis=1) == t.sizes[inner]
     merges = int(np.sum(t.n_children[inner][pure] - 1))
-    return merges / (t.n_leaves - n_classes)
+    return cast(float, merges / (t.n_leaves - n_classes))
 
 
 def leave_one_out_accuracy(tree: Any, y: Any) -> float:

@@ -13,12 +13,13 @@ merges. matplotlib is imported only when a drawing is made.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._validation import check_choice, is_int
+from ._validation import check_choice, check_count, is_int
 from .exceptions import InvalidParameterError
 from .tree import Tree
 
@@ -141,6 +142,38 @@ def dendrogram_layout(tree: Tree, heights: Any = "depth") -> tuple[np.ndarray, n
     return pos, h
 
 
+def _top_clusters(tree: Tree, h: np.ndarray, p: int) -> tuple[list[int], list[int]]:
+    """The nodes opened and the clusters drawn as leaves when the top ``p`` are shown.
+
+    Nodes are opened from the root down in order of height (highest first, the later node on
+    ties) while the clusters below them number at most ``p``. Returns the opened nodes,
+    children before parents, and the clusters in left-to-right order.
+    """
+    opened: set[int] = set()
+    n_shown = 1
+    # Max-heap by (height, node id) of the clusters that could be opened next.
+    candidates = [(-h[tree.root], -tree.root)] if tree.root >= tree.n_leaves else []
+    while candidates:
+        _, neg = heapq.heappop(candidates)
+        v = -neg
+        if n_shown - 1 + len(tree.children[v]) > p:
+            break
+        opened.add(v)
+        n_shown += len(tree.children[v]) - 1
+        for c in tree.children[v]:
+            if c >= tree.n_leaves:
+                heapq.heappush(candidates, (-h[c], -c))
+    shown: list[int] = []
+    stack = [tree.root]
+    while stack:
+        v = stack.pop()
+        if v in opened:
+            stack.extend(reversed(tree.children[v]))
+        else:
+            shown.append(v)
+    return [v for v in tree.internal_nodes if v in opened], shown
+
+
 def _marked_nodes(tree: Tree, clusters: Any, threshold: float) -> list[int]:
     if clusters is None:
         return []
@@ -189,6 +222,8 @@ def plot_tree(
     linewidth: float = 1.0,
     label_fontsize: float | None = None,
     max_leaf_labels: int = 1000,
+    truncate_above: int | None = 100,
+    p: int = 30,
 ) -> Axes:
     r"""Draw a rose tree as a dendrogram with multi-way nodes.
 
@@ -197,6 +232,13 @@ def plot_tree(
     ``n_nodes`` nodes is drawn with ``n_nodes - 1`` stems and one bar per internal node.
     Leaves are placed in the order of :func:`leaf_order`, at positions ``0 .. n_leaves - 1``,
     and named on the axis.
+
+    A tree of more than ``truncate_above`` leaves (100 by default) is drawn down to its top
+    ``p`` clusters only (30 by default), as :func:`scipy.cluster.hierarchy.dendrogram` does
+    with ``truncate_mode="lastp"``: nodes are opened from the root down, highest first,
+    while the clusters below them number at most ``p``, and each cluster left closed is
+    drawn as one leaf named by its number of rows in parentheses, "(12)" (a single row keeps
+    its own name). ``truncate_above=None`` draws every leaf.
 
     Parameters
     ----------
@@ -235,6 +277,11 @@ def plot_tree(
         Name the leaves on the axis only up to this many leaves; a larger tree is drawn
         without leaf names (100,000 tick labels take matplotlib minutes and cannot be read),
         in a figure of at most 100 inches.
+    truncate_above : int or None, default=100
+        Draw only the top ``p`` clusters of a tree with more leaves than this (see above);
+        ``None``: never truncate.
+    p : int, default=30
+        The number of clusters drawn as leaves when the tree is truncated (at least 2).
 
     Returns
     -------
@@ -268,7 +315,28 @@ def plot_tree(
         if labels is None
         else [str(s) for s in tree._check_labels(labels)]
     )
-    pos, h = dendrogram_layout(tree, heights)
+    if truncate_above is not None:
+        truncate_above = check_count(truncate_above, "truncate_above")
+    p = check_count(p, "p")
+    if p < 2:
+        raise InvalidParameterError(f"p must be at least 2, got {p}", "p")
+    h = _node_heights(tree, heights)
+    if truncate_above is not None and tree.n_leaves > truncate_above:
+        internal, shown = _top_clusters(tree, h, p)
+        # Closed clusters stand on the leaves' level, as leaves do.
+        h = h.copy()
+        h[[v for v in shown if v >= tree.n_leaves]] = h[: tree.n_leaves].min()
+        names = [names[v] if v < tree.n_leaves else f"({tree.sizes[v]})" for v in shown]
+    else:
+        internal, shown = list(tree.internal_nodes), leaf_order(tree)
+        names = [names[v] for v in shown]
+    n_shown = len(shown)
+    pos = np.zeros(tree.n_nodes)
+    pos[shown] = np.arange(n_shown, dtype=np.float64)
+    for v in internal:  # children before parents
+        kid_pos = pos[list(tree.children[v])]
+        pos[v] = 0.5 * (kid_pos.min() + kid_pos.max())
+    visible = [*shown, *internal]
     marked = _marked_nodes(tree, clusters, threshold)
 
     plt = _import_pyplot()
@@ -307,7 +375,7 @@ def plot_tree(
         return (height, p) if orientation == "left" else (p, height)
 
     stems, stem_colors, bars, bar_colors = [], [], [], []
-    for v in tree.internal_nodes:
+    for v in internal:
         kids = tree.children[v]
         kid_pos = pos[list(kids)]
         bars.append([point(kid_pos.min(), h[v]), point(kid_pos.max(), h[v])])
@@ -318,9 +386,9 @@ def plot_tree(
 
     if ax is None:
         _, ax = plt.subplots(
-            figsize=(6.0, min(100.0, max(2.0, 0.25 * tree.n_leaves)))
+            figsize=(6.0, min(100.0, max(2.0, 0.25 * n_shown)))
             if orientation == "left"
-            else (min(100.0, max(3.0, 0.3 * tree.n_leaves)), 4.0)
+            else (min(100.0, max(3.0, 0.3 * n_shown)), 4.0)
         )
     edges = LineCollection(stems, colors=stem_colors, linewidths=linewidth)
     edges.set_gid(EDGES_GID)
@@ -329,14 +397,13 @@ def plot_tree(
     ax.add_collection(edges)
     ax.add_collection(bar_lines)
 
-    order = leaf_order(tree)
-    named = tree.n_leaves <= max_leaf_labels
-    ticks = np.arange(tree.n_leaves if named else 0, dtype=np.float64)
-    tick_names = [names[i] for i in order] if named else []
+    named = n_shown <= max_leaf_labels
+    ticks = np.arange(n_shown if named else 0, dtype=np.float64)
+    tick_names = names if named else []
     depth_axis = isinstance(heights, str) and heights == "depth"
-    lo, hi = float(h.min()), float(h.max())
+    lo, hi = float(h[visible].min()), float(h[visible].max())
     pad = 0.05 * (hi - lo) if hi > lo else 0.5
-    leaf_lim = (-0.5, tree.n_leaves - 0.5)
+    leaf_lim = (-0.5, n_shown - 0.5)
     if orientation == "left":
         ax.set_yticks(ticks, tick_names, fontsize=label_fontsize)
         ax.yaxis.tick_right()
@@ -358,7 +425,7 @@ def plot_tree(
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-    for text, i in zip(tick_labels, order[: len(tick_labels)], strict=True):
+    for text, i in zip(tick_labels, shown[: len(tick_labels)], strict=True):
         if inside[i]:
             text.set_color(node_color[i])
     return ax

@@ -14,7 +14,7 @@ leaves describe the same trees.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -560,7 +560,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
     n_predictive_points : int, default=3
         Divergence times per branch in the predictive mixture (:meth:`score_samples`).
     verbose : bool, default=False
-        Print a line of progress to standard error about once a second.
+        Progress on standard error. Greedy EM: a line about once a second (the starting
+        trees point by point, then each pass subtree by subtree) and a summary after each
+        pass; MCMC: a line after a sweep, at most one a second, and after the last.
     random_state : int, default=None
         Seed (``None`` means 0); the result is a function of the seed and the inputs.
 
@@ -709,7 +711,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
-        common = dict(
+        common: dict[str, Any] = dict(
             alpha=alpha, beta=beta, c=c, sigma2=sigma2, learn=learn, priors=priors, seed=seed
         )
         if probit:
@@ -858,7 +860,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 f"the predictive density of row {row} is not finite in double precision "
                 "(data or fitted variances too extreme); rescale the data"
             )
-        return out
+        return cast("np.ndarray", out)
 
 
 def _probit_log_joint(

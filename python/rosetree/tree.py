@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import numpy as np
@@ -923,7 +923,8 @@ def _read_newick(
                 raise InvalidTreeError(f"Newick: bad branch length {tokens[k][1]!r}") from None
             if not (math.isfinite(x) and x >= 0):
                 raise InvalidTreeError(f"Newick: branch lengths must be finite and >= 0, got {x}")
-            length[current] = x if length[current] is None else length[current] + x
+            previous = length[current]
+            length[current] = x if previous is None else previous + x
             k += 1
         else:
             raise InvalidTreeError(f"Newick: unexpected {value!r}")

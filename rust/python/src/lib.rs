@@ -13,6 +13,7 @@ mod learn;
 mod models;
 mod pydt;
 mod pydt_em;
+mod testing;
 mod tree;
 
 use std::sync::Arc;
@@ -124,14 +125,20 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 /// Writes a line of progress to Python's `sys.stderr` (so that it shows in notebooks too),
 /// from any thread: it takes the interpreter while writing. Progress is best effort, so a
-/// failed write is ignored.
-pub(crate) fn progress_line(line: &str) {
+/// failed write is ignored, except a `KeyboardInterrupt`: Ctrl-C pressed while the line was
+/// written is raised by Python's handler inside the write, and is reported by returning
+/// `true` so that it is not lost.
+pub(crate) fn progress_line(line: &str) -> bool {
     Python::attach(|py| {
-        if let Ok(stderr) = py.import("sys").and_then(|sys| sys.getattr("stderr")) {
-            let _ = stderr.call_method1("write", (format!("{line}\n"),));
-            let _ = stderr.call_method0("flush");
-        }
-    });
+        let Ok(stderr) = py.import("sys").and_then(|sys| sys.getattr("stderr")) else {
+            return false;
+        };
+        let interrupted = |r: pyo3::PyResult<Bound<'_, PyAny>>| {
+            r.is_err_and(|e| e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py))
+        };
+        let wrote = interrupted(stderr.call_method1("write", (format!("{line}\n"),)));
+        wrote | interrupted(stderr.call_method0("flush"))
+    })
 }
 
 /// Runs `work` on a thread of its own while the calling thread waits, detached, and checks
@@ -166,10 +173,19 @@ fn run_watched<T: Send + 'static>(
     let flag = Arc::clone(&cancel);
     let seen = Arc::new(Progress::default());
     let watched = label.map(|_| Arc::clone(&seen));
+    let ctrl_c_at = testing::take_ctrl_c_at_poll();
     std::thread::Builder::new()
         .name("rosetree-worker".into())
         .spawn(move || {
-            let run = || work(&|| flag.load(Ordering::Relaxed));
+            let polls = std::cell::Cell::new(0usize);
+            let interrupt = || {
+                polls.set(polls.get() + 1);
+                if polls.get() == ctrl_c_at {
+                    testing::press_ctrl_c(&flag);
+                }
+                flag.load(Ordering::Relaxed)
+            };
+            let run = || work(&interrupt);
             let result = match &watched {
                 Some(progress) => progress::watch(progress, run),
                 None => run(),
@@ -193,7 +209,8 @@ fn run_watched<T: Send + 'static>(
                 // A closing line after progress lines; quick work stays silent.
                 if let (Some(label), Ok(_), true) = (label, &result, shown > Duration::ZERO) {
                     let secs = started.elapsed().as_secs_f64();
-                    progress_line(&format!("{label}: done in {secs:.1} s"));
+                    // The work is done: Ctrl-C now is too late to stop it.
+                    let _ = progress_line(&format!("{label}: done in {secs:.1} s"));
                 }
                 return Ok(result?);
             }
@@ -204,10 +221,14 @@ fn run_watched<T: Send + 'static>(
                 }
                 let elapsed = started.elapsed();
                 if let (Some(label), Some((phase, done, total))) = (label, seen.latest()) {
-                    if elapsed >= shown + PROGRESS_EVERY {
+                    if elapsed >= shown + testing::progress_every() {
                         shown = elapsed;
                         let secs = elapsed.as_secs_f64();
-                        progress_line(&format!("{label}: {phase} {done}/{total} ({secs:.0} s)"));
+                        let line = format!("{label}: {phase} {done}/{total} ({secs:.0} s)");
+                        if progress_line(&line) {
+                            cancel.store(true, Ordering::Relaxed);
+                            return Err(RoseTreeError::Interrupted.into());
+                        }
                     }
                 }
             }
@@ -220,9 +241,6 @@ fn run_watched<T: Send + 'static>(
         }
     }
 }
-
-/// How often [`run_watched`] writes a line of progress.
-const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// Greedy Bayesian rose tree (or BHC with `binary`) of the rows of `train` (a dense array,
 /// or a CSR matrix as `(indptr, indices, data, n_cols)`, whose leaf statistics are built
@@ -357,6 +375,7 @@ fn _core(m: &Bound<'_, PyModule>) -> pyo3::PyResult<()> {
     coalescent::register(m)?;
     pydt::register(m)?;
     pydt_em::register(m)?;
+    testing::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

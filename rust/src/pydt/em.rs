@@ -204,6 +204,7 @@ use super::mcmc::{Hyperpriors, Learn, NodeState, node_state, root_log_likelihood
 use super::probit::{EpConfig, EpResult, Likelihood, check_binary, expectation_propagation_arena};
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
 use crate::error::{Result, RoseTreeError};
+use crate::progress;
 use crate::tree::arena::{Arena, Attachment, NodeId};
 use crate::tree::{Topology, Tree};
 
@@ -1468,10 +1469,12 @@ pub fn greedy_em(
             .collect();
         order.shuffle(&mut rng);
         let mut accepted = 0;
-        for v in order {
+        let total = order.len();
+        for (i, v) in order.into_iter().enumerate() {
             if interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
+            progress::report("moving subtrees", i, total);
             if state.arena.node(v).is_err() || v == state.arena.root() {
                 continue;
             }
@@ -1718,10 +1721,11 @@ fn sequential<'a>(
     state.arena.set_time(root, 0.5)?;
     state.refresh();
     state.em(config.em_steps, config.tol)?;
-    for det in handles {
+    for (k, det) in handles.into_iter().enumerate() {
         if interrupt() {
             return Err(RoseTreeError::Interrupted);
         }
+        progress::report("building a starting tree, point", k + 2, n);
         // EM at the best-scoring positions, the best result kept: the quick score puts a
         // new branch point at a branch's midpoint, which undersells it against a
         // branch point whose time has already been fitted.
