@@ -408,9 +408,11 @@ class BayesianRoseTree(ParamsMixin):
     def partial_fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
         r"""Add the rows of ``X`` to the fitted tree, one at a time, without refitting.
 
-        Each row descends from the root to the position where the tree's evidence
-        :math:`\ln p(D \mid T)` gains most: beside a node (a join), as one more child of a
-        multi-way node (an absorb, rose trees only), or further down, ranked as the batch
+        Each row follows, from the root, the child under which it is most probable as one
+        more member of a cluster; every node on that path is a candidate position, beside
+        the node (a join) or as one more child of it (an absorb, rose trees only), and the
+        row takes the position where :math:`\ln p(D \mid T)` of the whole tree gains most:
+        the likelihood ratio by which the batch
         search ranks merges (eq 1.23). Every node on its path has its statistics and
         :math:`\ln f` updated. Local repairs follow on the path: swaps of a node's child
         with the node's sibling (PERCH's rotations), edge contraction, and a greedy rebuild

@@ -5,20 +5,20 @@
 //! new row on `ln p(D | T)` (BRT eq 1.5) can be scored exactly wherever it goes. Adding row
 //! `x` has two phases.
 //!
-//! **Descent.** From the root, at each node `v` the row either stops at `v`, by a *join*
-//! (a new node with children `v` and `x`, so that `x` becomes `v`'s sibling) or, in rose-tree
-//! mode, an *absorb* (`x` becomes one more child of `v`), or it descends into one child of
-//! `v`. Positions are ranked by the log likelihood ratio of eq 1.23 taken over the whole
-//! insertion, `ln p(D ∪ {x} | T') − ln p(D | T) − ln p({x})`, the ranking of the batch search
-//! (at the root it is exactly the `ln L` of merging `x` with the tree). Every ancestor's
-//! `ln f` gains `x` wherever `x` goes below it, and under the `"brt"` and `"gamma"` rules its
-//! `ln p` grows with the `ln p` of its child on the path, so comparing the candidates by
-//! `ln p(v')` of the subtree they change ranks them as the whole tree would. A descent into
-//! child `c` is scored by the best stop at `c` (one level of look-ahead); descending further
-//! is only chosen when it raises `ln p(c')`, so the final position is never worse than the
-//! look-ahead promised. Under the `"dp"` rule an ancestor's `π` also depends on its
-//! children's `d`, and the local comparison is a heuristic there. Each level costs one
-//! `ln f(c ∪ {x})` per child: `O(depth · branching · d)` for the whole descent.
+//! **Descent.** From the root the row follows, at each node, the child under which it is
+//! most probable as one more member of a single cluster (the largest cluster predictive
+//! `ln f(c ∪ {x}) − ln f(c)`, the routing of the approximate search), down to a leaf. Every
+//! node `w` on that path is a candidate position: the row joins it (a new node with
+//! children `w` and `x`, so that `x` becomes `w`'s sibling) or, in rose-tree mode, is
+//! absorbed by it (one more child of `w`), whichever the batch search's [`best_merge`]
+//! prefers. The positions are ranked by `ln p(D ∪ {x} | T')` of the whole tree, which is the
+//! likelihood ratio of eq 1.23 taken over the insertion (at the root it is exactly the
+//! `ln L` of merging `x` with the tree): every ancestor of the position gains `x` in its
+//! `ln f`, and the change is carried up the path. Positions within rounding of each other
+//! go to the higher one. A greedy descent with one level of look-ahead cannot do this:
+//! above the level of the clusters every candidate is a hopeless cluster, and stopping and
+//! descending tie. The descent costs one `ln f(c ∪ {x})` per child of each node on the
+//! path, `O(depth · branching · d)`, and `O(depth²)` additions to rank the positions.
 //!
 //! **Repairs.** Then, walking back up the path, each edge `(p, u)` is offered a bounded set
 //! of local moves in the manner of PERCH's rotations (Kobren et al. 2017): swapping a child
@@ -246,8 +246,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         deepest
     }
 
-    /// Adds the row with statistics `stats` as leaf [`n_leaves`](Self::n_leaves): descends
-    /// to its position, updates the statistics and summaries on its path, and repairs the
+    /// Adds the row with statistics `stats` as leaf [`n_leaves`](Self::n_leaves): finds its
+    /// position, updates the statistics and summaries on its path, and repairs the
     /// path (see the module docs).
     ///
     /// # Errors
@@ -255,45 +255,46 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     pub fn insert(&mut self, stats: M::Stats) -> Result<Insertion> {
         let mixing = self.params.mixing;
         let leaf = Summary::leaf(self.model.log_marginal(&stats)?, &mixing);
-        // Descent: `path` holds the nodes passed and `ln f` of each with the row.
+        // Descent: `path` holds the nodes passed and `ln f` of each with the row. The path
+        // follows the child under which the row is most probable as one cluster member.
         let mut path: Vec<(usize, f64)> = Vec::new();
         let mut v = self.root;
         let mut log_f_v = self
             .model
             .log_marginal_merged(&self.slots[v].stats, &stats)?;
-        let stop = loop {
+        loop {
             path.push((v, log_f_v));
-            let here = self.best_stop(v, &leaf, log_f_v);
-            if self.slots[v].row.is_some() {
-                break here;
-            }
-            let node = &self.slots[v].summary;
-            // A descent must beat the best so far by more than rounding (see TIE).
-            let tie = TIE * here.summary.log_p.abs().max(1.0);
-            let mut best = (here.summary.log_p, None);
+            let mut best: Option<(f64, usize, f64)> = None;
             for &c in &self.slots[v].children {
                 let log_f_c = self
                     .model
                     .log_marginal_merged(&self.slots[c].stats, &stats)?;
-                let at_c = self.best_stop(c, &leaf, log_f_c).summary;
-                let c_old = &self.slots[c].summary;
-                let candidate = Summary::internal(
-                    &mixing,
-                    node.n_leaves + 1,
-                    node.n_children,
-                    log_f_v,
-                    node.sum_log_p_children - c_old.log_p + at_c.log_p,
-                    node.sum_log_d_children - c_old.log_d + at_c.log_d,
-                );
-                if candidate.log_p > best.0 + tie {
-                    best = (candidate.log_p, Some((c, log_f_c)));
+                let predictive = log_f_c - self.slots[c].summary.log_f;
+                if best.is_none_or(|(p, ..)| predictive > p) {
+                    best = Some((predictive, c, log_f_c));
                 }
             }
-            match best.1 {
-                Some((c, log_f_c)) => (v, log_f_v) = (c, log_f_c),
-                None => break here,
+            match best {
+                Some((_, c, log_f_c)) => (v, log_f_v) = (c, log_f_c),
+                None => break,
             }
-        };
+        }
+        // Every position on the path, ranked by ln p(D ∪ {x} | T') of the whole tree; a
+        // position lower down must win by more than rounding (see TIE).
+        let mut chosen: Option<(f64, usize, Stop)> = None;
+        for (j, &(w, log_f_w)) in path.iter().enumerate() {
+            let here = self.best_stop(w, &leaf, log_f_w);
+            let value = self.root_log_p_after(&path[..j], w, here.summary);
+            let better = match &chosen {
+                None => true,
+                Some((best, ..)) => value > best + TIE * best.abs().max(1.0),
+            };
+            if better {
+                chosen = Some((value, j, here));
+            }
+        }
+        let (_, j, stop) = chosen.expect("the path holds the root");
+        path.truncate(j + 1);
         let row = self.leaf_slot.len();
         let x = self.alloc(Slot {
             parent: None,
@@ -819,6 +820,27 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             self.refresh(v);
             v = self.slots[v].parent.expect("`to` is an ancestor");
         }
+    }
+
+    /// `ln p(D ∪ {x} | T')` if the row `x` stopped at `w`, giving it summary `summary`, with
+    /// `above` the nodes from the root down to `w`'s parent and `ln f` of each with the row.
+    /// Sums are updated by difference: this ranks positions, it sets no node's values.
+    fn root_log_p_after(&self, above: &[(usize, f64)], w: usize, summary: Summary) -> f64 {
+        let (mut child, mut current) = (w, summary);
+        for &(a, log_f_a) in above.iter().rev() {
+            let node = &self.slots[a].summary;
+            let old = &self.slots[child].summary;
+            current = Summary::internal(
+                &self.params.mixing,
+                node.n_leaves + 1,
+                node.n_children,
+                log_f_a,
+                node.sum_log_p_children - old.log_p + current.log_p,
+                node.sum_log_d_children - old.log_d + current.log_d,
+            );
+            child = a;
+        }
+        current.log_p
     }
 
     /// `ln p(D | T)` if node `v` had summary `summary`: recomputed up the path from `v`,
