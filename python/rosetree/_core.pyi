@@ -163,6 +163,16 @@ class BrtFit:
     ) -> tuple[npt.NDArray[np.uintp], npt.NDArray[np.uintp], npt.NDArray[np.float64]]: ...
     def training_rows(self, start: int, stop: int) -> npt.NDArray[np.float64]: ...
     def training(self) -> npt.NDArray[np.float64] | _Csr: ...
+    def partial_fit(
+        self,
+        x: npt.NDArray[np.float64] | _Csr,
+        *,
+        mixing: str,
+        gamma: float,
+        dp_alpha: float,
+        binary: bool = False,
+    ) -> BrtFit: ...
+    def resolved_model(self) -> dict[str, Any]: ...
 
 def fit_brt(
     train: npt.NDArray[np.float64] | _Csr,

@@ -11,6 +11,7 @@ from ._base import ClusterEstimator
 from ._choices import MERGE_RULES as _MERGE_RULES
 from ._choices import ROSE_FLAT_CLUSTERS as _FLAT_CLUSTERS
 from ._selection import choose_model, constant_columns, data_kind, warn_constant
+from ._streaming import explicit_model
 from ._validation import (
     check_array,
     check_choice,
@@ -396,12 +397,82 @@ class BayesianRoseTree(ClusterEstimator):
             self.tree_ = RoseTree(self._fit.tree())
             self.model_ = model
             self.gamma_, self.dp_alpha_ = gamma, dp_alpha
+        self._set_flat_clusters()
+
+    def _set_flat_clusters(self) -> None:
+        """``log_evidence_``, ``labels_`` and ``cluster_nodes_`` of ``tree_``."""
         self.log_evidence_ = self.tree_.log_evidence
         nodes = self._flat_nodes(self.tree_)
         self.labels_ = self.tree_.labels_of(nodes)
         # Labels are numbered by first row; the clusters' leaves are n rows in all.
         first_rows = [self.tree_.leaves(v)[0] for v in nodes]
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
+
+    def partial_fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
+        r"""Add the rows of ``X`` to the fitted tree, one at a time, without refitting.
+
+        Each row follows, from the root, the child under which it is most probable as one
+        more member of a cluster; every node on that path is a candidate position, beside
+        the node (a join) or as one more child of it (an absorb, rose trees only), and the
+        row takes the position where :math:`\ln p(D \mid T)` of the whole tree gains most:
+        the likelihood ratio by which the batch
+        search ranks merges (eq 1.23). Every node on its path has its statistics and
+        :math:`\ln f` updated. Local repairs follow on the path: swaps of a node's child
+        with the node's sibling (PERCH's rotations), edge contraction, and a greedy rebuild
+        of the top of a small subtree from its clusters, each taken only when it raises the
+        evidence. An estimator that is not fitted yet is fitted to ``X`` (at least two
+        rows).
+
+        Parameters
+        ----------
+        X : array_like or sparse matrix of shape (n_rows, n_features)
+            New rows with the columns of the fit (a DataFrame's names must match). NaN marks
+            a missing entry where the model supports it.
+        y : ignored
+
+        Returns
+        -------
+        self : BayesianRoseTree
+
+        Raises
+        ------
+        InvalidDataError
+            For a wrong number of columns (or names), NaN or infinite values the model does
+            not accept, or values outside its support (with the row of ``X`` and column).
+        InvalidParameterError
+            For a model written in Python, whose clusters have no statistics to update.
+
+        Notes
+        -----
+        What holds after every call: ``tree_`` contains every row seen (leaf *i* is the
+        *i*-th row over all calls), ``log_evidence_`` is :math:`\ln p(D \mid T)` of that
+        tree over all rows (``rt.log_evidence(X_all, est.tree_, model=est.model_, ...)``),
+        ``labels_``, prediction and pickling describe that tree, and the same calls with
+        the same ``random_state`` give the same tree. ``model_`` becomes the model of the
+        first fit with its data-driven defaults written out (the column means and
+        variances of the first rows are not recomputed), and the hyperparameters, a
+        learned :math:`\gamma` and the constant columns left out stay those of the first
+        fit.
+
+        What does not: the tree is not the one :meth:`fit` would build from all the rows,
+        and it depends on their order; the evidence per row is usually a little lower (see
+        ``BENCHMARKS.md``). A row passes O(depth) nodes, so a call costs
+        O(rows · depth · d) model evaluations plus O(n) to hand the tree back; insert rows
+        in batches rather than one call per row on large trees. ``contract=True`` is not
+        applied to the new nodes.
+        """
+        if not hasattr(self, "_fit"):
+            return self.fit(X)
+        self._check_flat_args()
+        mixing = mixing_args(self.mixing, self.gamma_, self.dp_alpha_)
+        binary = check_flag(self.binary, "binary")
+        X = self._check_new_rows(X)
+        model = explicit_model(self._fit)
+        self._fit = self._fit.partial_fit(X, **mixing, binary=binary)
+        self.model_ = model
+        self.tree_ = RoseTree(self._fit.tree())
+        self._set_flat_clusters()
+        return self
 
     def _check_flat_args(self) -> None:
         check_choice(self.flat_clusters, "flat_clusters", _FLAT_CLUSTERS)

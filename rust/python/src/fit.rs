@@ -8,6 +8,7 @@ use std::sync::Arc;
 use ndarray::{Array2, ArrayView2, Axis, concatenate, s};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::errors::PyResult;
 
@@ -17,7 +18,7 @@ use super::models::{
 };
 use super::run_interruptible;
 use super::tree::PyRoseTree;
-use rosetree::brt::{Predictor, RoseTree};
+use rosetree::brt::{self, GrowParams, Predictor, RoseTree};
 use rosetree::error::RoseTreeError;
 use rosetree::models::{ClusterModel, RowQueries};
 use rosetree::parallel::Threads;
@@ -130,6 +131,11 @@ impl TrainingData {
     /// cluster and one more row, which prediction needs).
     pub(crate) fn leaves<M: ClusterModel>(&self, m: &mut M) -> PyResult<Vec<M::Stats>> {
         m.prepare(self.n_rows() + 1);
+        self.row_stats(m)
+    }
+
+    /// The statistics of every row under `m` (row `r` named as row `r` in errors).
+    fn row_stats<M: ClusterModel>(&self, m: &M) -> PyResult<Vec<M::Stats>> {
         match self {
             Self::Dense(x) => Ok(m.leaf_stats_all(x.view())?),
             Self::Csr { data, .. } => Ok(self
@@ -138,6 +144,61 @@ impl TrainingData {
                 .enumerate()
                 .map(|(r, (cols, span))| m.leaf_stats_sparse(cols, &data[span.clone()], r))
                 .collect::<rosetree::Result<Vec<_>>>()?),
+        }
+    }
+
+    /// These rows followed by the rows of `more` (which has as many columns), kept in this
+    /// data's form: dense rows appended to CSR data are stored sparsely (NaN entries
+    /// included), CSR rows appended to dense data are densified.
+    fn append(&self, more: &TrainingData) -> TrainingData {
+        match (self, more) {
+            (Self::Dense(x), more) => {
+                let extra = more.dense_rows(0, more.n_rows());
+                Self::Dense(concatenate![Axis(0), x.view(), extra.view()])
+            }
+            (
+                Self::Csr {
+                    indptr,
+                    indices,
+                    data,
+                    n_cols,
+                },
+                more,
+            ) => {
+                let (mut indptr, mut indices, mut data) =
+                    (indptr.clone(), indices.clone(), data.clone());
+                let mut push = |cols: &mut dyn Iterator<Item = (usize, f64)>| {
+                    for (c, v) in cols {
+                        indices.push(c as i64);
+                        data.push(v);
+                    }
+                    indptr.push(indices.len() as i64);
+                };
+                match more {
+                    Self::Dense(x) => {
+                        for row in x.rows() {
+                            push(&mut row.iter().copied().enumerate().filter(|(_, v)| *v != 0.0));
+                        }
+                    }
+                    Self::Csr {
+                        indptr: p,
+                        indices: i,
+                        data: d,
+                        ..
+                    } => {
+                        for span in p.windows(2) {
+                            let (lo, hi) = (span[0] as usize, span[1] as usize);
+                            push(&mut (lo..hi).map(|k| (i[k] as usize, d[k])));
+                        }
+                    }
+                }
+                Self::Csr {
+                    indptr,
+                    indices,
+                    data,
+                    n_cols: *n_cols,
+                }
+            }
         }
     }
 
@@ -473,6 +534,113 @@ impl PyBrtFit {
         ))
     }
 
+    /// The fit with the rows of `x` (dense or CSR, the training data's columns) added to the
+    /// tree one at a time (`brt::GrowingTree`: descent to the best position, then local
+    /// repairs), under the mixing rule `mixing` and, with `binary`, joins only. The model
+    /// stays the fitted one (its data-driven defaults are not recomputed).
+    #[pyo3(signature = (x, *, mixing, gamma, dp_alpha, binary=false))]
+    fn partial_fit(
+        &self,
+        py: Python<'_>,
+        x: Training<'_>,
+        mixing: &str,
+        gamma: f64,
+        dp_alpha: f64,
+        binary: bool,
+    ) -> PyResult<PyBrtFit> {
+        let params = GrowParams::new(super::parse_mixing(mixing, gamma, dp_alpha)?).binary(binary);
+        let more = x.to_owned_data()?;
+        if more.n_cols() != self.training.n_cols() {
+            return Err(RoseTreeError::ShapeMismatch {
+                what: "X".into(),
+                expected: format!("{} columns", self.training.n_cols()),
+                found: format!("{} columns", more.n_cols()),
+            }
+            .into());
+        }
+        macro_rules! grown_arms {
+            ([$predictor:expr, $more:expr, $interrupt:expr] $($variant:ident: $t:ty = $name:literal;)*) => {
+                match $predictor {
+                    $(AnyPredictor::$variant(p) => {
+                        let rows = $more.row_stats(p.model())?;
+                        AnyPredictor::$variant(grown(p, params, rows, $interrupt)?)
+                    })*
+                    AnyPredictor::Callback(..) => {
+                        return Err(RoseTreeError::param(
+                            "model",
+                            "partial_fit needs a built-in cluster model (BetaBernoulli, \
+                             NormalInverseWishart, NormalGamma or DirichletMultinomial); a \
+                             Python model has no statistics to update",
+                        )
+                        .into());
+                    }
+                }
+            };
+        }
+        let (predictor, training) = (Arc::clone(&self.predictor), Arc::clone(&self.training));
+        let (predictor, training) = run_interruptible(py, move |interrupt| {
+            let predictor = (|| -> PyResult<AnyPredictor> {
+                Ok(conjugate_families!(
+                    grown_arms,
+                    &*predictor,
+                    more,
+                    interrupt
+                ))
+            })()
+            .map_err(py_to_core)?;
+            Ok((predictor, training.append(&more)))
+        })?;
+        Ok(Self {
+            predictor: Arc::new(predictor),
+            training: Arc::new(training),
+        })
+    }
+
+    /// The fitted model's hyperparameters with every data-driven default filled in, by
+    /// name (`psi0_diagonal` for a diagonal Normal–inverse-Wishart scale, `psi0` row-major
+    /// otherwise), so that the same model can be specified again whatever the data.
+    fn resolved_model<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        match &*self.predictor {
+            AnyPredictor::Bernoulli(p) => {
+                out.set_item("alpha", p.model().alpha().to_vec())?;
+                out.set_item("beta", p.model().beta().to_vec())?;
+            }
+            AnyPredictor::Gaussian(p) => {
+                let m = p.model();
+                out.set_item("mu0", m.mu0().to_vec())?;
+                out.set_item("kappa0", m.kappa0())?;
+                out.set_item("nu0", m.nu0())?;
+                match m.psi0_diagonal() {
+                    Some(diagonal) => out.set_item("psi0_diagonal", diagonal.to_vec())?,
+                    None => out.set_item("psi0", m.psi0())?,
+                }
+            }
+            AnyPredictor::Counts(p) => {
+                out.set_item("alpha", p.model().alpha().to_vec())?;
+                out.set_item(
+                    "multinomial_coefficient",
+                    p.model().multinomial_coefficient(),
+                )?;
+            }
+            AnyPredictor::NormalGamma(p) => {
+                let m = p.model();
+                out.set_item("m0", m.m0().to_vec())?;
+                out.set_item("kappa0", m.kappa0())?;
+                out.set_item("a0", m.a0())?;
+                out.set_item("b0", m.b0().to_vec())?;
+            }
+            AnyPredictor::Callback(..) => {
+                return Err(RoseTreeError::param(
+                    "model",
+                    "a Python cluster model has no hyperparameters to resolve",
+                )
+                .into());
+            }
+        }
+        Ok(out)
+    }
+
     /// Training rows `start..stop` as a dense array (NaN where missing).
     fn training_rows<'py>(
         &self,
@@ -511,6 +679,25 @@ impl PyBrtFit {
                 .into_any(),
         })
     }
+}
+
+/// `p`'s tree with the rows of statistics `rows` added (see `PyBrtFit::partial_fit`), as a
+/// predictor with the same model.
+fn grown<M: RowQueries + Clone>(
+    p: &Predictor<M>,
+    params: GrowParams,
+    rows: Vec<M::Stats>,
+    interrupt: &dyn Fn() -> bool,
+) -> rosetree::Result<Predictor<M>> {
+    let n = p.tree().n_leaves();
+    let leaves = p.node_stats()[..n].to_vec();
+    let (tree, leaves) = brt::grow(p.model(), params, p.tree(), leaves, rows, interrupt)?;
+    Predictor::new(p.model().clone(), tree, leaves)
+}
+
+/// A Python error raised while computing on a worker thread, carried as a core error.
+fn py_to_core(err: crate::errors::Error) -> RoseTreeError {
+    RoseTreeError::Callback(Box::new(PyErr::from(err)))
 }
 
 /// The fit of a given tree to training data (for a tree found by hyperparameter learning,

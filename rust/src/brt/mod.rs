@@ -1,6 +1,7 @@
 //! Bayesian rose trees (Blundell, Teh & Heller) and their binary special case, Bayesian
 //! hierarchical clustering (Heller & Ghahramani): greedy construction, evaluation of a given
-//! tree, exhaustive search for small data sets, and the optional edge-contraction pass.
+//! tree, exhaustive search for small data sets, the optional edge-contraction pass, and
+//! insertion of new rows into a fitted tree ([`GrowingTree`]).
 //!
 //! The five systems of the BRT chapter are parameter choices:
 //!
@@ -18,6 +19,7 @@ mod evaluate;
 mod exhaustive;
 mod gradient;
 mod greedy;
+mod insert;
 mod merge;
 mod mixing;
 mod params;
@@ -32,6 +34,7 @@ pub use evaluate::{evaluate, from_log_f, node_stats, remix};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;
+pub use insert::{DEFAULT_MAX_MOVES, GrowParams, GrowingTree, Insertion, grow};
 pub use merge::{MergeOp, MergeRule, best_merge, merged_summary};
 pub use mixing::{Mixing, NodePrior, Summary, node_log_p};
 pub use params::{BrtParams, ValidBrtParams};

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Benchmark ``BayesianRoseTree.partial_fit``: rows streamed into a fitted tree.
+
+For each data family the script fits a tree to the first ``n0`` rows, adds the next ``k``
+rows with ``partial_fit`` (in calls of ``--batch`` rows), and compares the grown tree with
+the batch fit of all ``n0 + k`` rows made in the same run:
+
+* time per inserted row (the ``partial_fit`` calls' wall time divided by ``k``; insertion
+  runs on one core whatever ``n_jobs`` is);
+* log evidence per row, ``log_evidence_ / (n0 + k)``, of the grown tree and of the batch
+  tree (both under the model of the first fit, so that they are comparable), and their
+  relative difference;
+* dendrogram purity against the generating labels;
+* the depth of the grown tree.
+
+Data (seeded):
+
+* ``binary``: d = 64 bits from a three-level hierarchy (4 super-prototypes, 12 prototypes
+  with 20 % of a super-prototype's bits flipped, rows with 10 % flipped), as in
+  ``bench_brt.py``; labels are the 12 prototypes. Model: ``BetaBernoulli()``.
+* ``gauss``: d = 20, ten spherical Gaussian blobs (means ~ N(0, 4²), unit variance);
+  labels are the blobs. Model: ``NormalInverseWishart()``.
+
+Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
+cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
+fits with ``approximate=True``), which takes far longer.
+
+Usage::
+
+    python3 benchmarks/bench_partial_fit.py                    # --small
+    python3 benchmarks/bench_partial_fit.py --full --json out.json
+    python3 benchmarks/bench_partial_fit.py --n0 2000 --k 500 --batch 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+SEED = 20261127
+SMALL = {"binary": (4000, 1000), "gauss": (2000, 500)}
+FULL = {"binary": (100_000, 10_000), "gauss": (100_000, 10_000)}
+
+
+def make_binary(n: int, seed: int = SEED, d: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Rows from a known hierarchy, with the prototype of each row."""
+    rng = np.random.default_rng(seed)
+    n_super, n_proto = 4, 12
+    supers = rng.random((n_super, d)) < 0.5
+    protos = supers[np.arange(n_proto) % n_super] ^ (rng.random((n_proto, d)) < 0.2)
+    y = rng.integers(n_proto, size=n)
+    rows = protos[y] ^ (rng.random((n, d)) < 0.1)
+    return rows.astype(np.float64), y
+
+
+def make_gauss(n: int, seed: int = SEED, d: int = 20, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Ten unit-variance Gaussian blobs in ``d`` dimensions, with the blob of each row."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=4.0, size=(k, d))
+    y = rng.integers(k, size=n)
+    return means[y] + rng.normal(size=(n, d)), y
+
+
+def run(family: str, n0: int, k: int, batch: int, approximate: bool) -> dict[str, Any]:
+    """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
+    import rosetree as rt
+
+    X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
+    model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
+    options = {"approximate": approximate, "random_state": 0}
+    est = rt.BayesianRoseTree(model=model, **options)
+    t0 = time.perf_counter()
+    est.fit(X[:n0])
+    fit_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for lo in range(n0, n0 + k, batch):
+        est.partial_fit(X[lo : lo + batch])
+    stream_s = time.perf_counter() - t0
+    # The batch fit of all rows under the first fit's model (its defaults written out).
+    t0 = time.perf_counter()
+    whole = rt.BayesianRoseTree(model=est.model_, **options).fit(X)
+    batch_s = time.perf_counter() - t0
+    n = n0 + k
+    grown_per_row = est.log_evidence_ / n
+    batch_per_row = whole.log_evidence_ / n
+    check = rt.log_evidence(X, est.tree_, model=est.model_)
+    return {
+        "family": family,
+        "n0": n0,
+        "k": k,
+        "batch": batch,
+        "approximate": approximate,
+        "fit_first_s": fit_first,
+        "ms_per_insertion": 1e3 * stream_s / k,
+        "batch_fit_s": batch_s,
+        "log_evidence_per_row_stream": grown_per_row,
+        "log_evidence_per_row_batch": batch_per_row,
+        "relative_evidence_gap": (batch_per_row - grown_per_row) / abs(batch_per_row),
+        "evidence_check_abs_diff": abs(check - est.log_evidence_),
+        "purity_stream": rt.metrics.dendrogram_purity(est.tree_, y),
+        "purity_batch": rt.metrics.dendrogram_purity(whole.tree_, y),
+        "depth_stream": int(est.tree_.depth()),
+        "depth_batch": int(whole.tree_.depth()),
+    }
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the benchmark and print a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--small", action="store_true", help="the default sizes")
+    size.add_argument("--full", action="store_true", help="10^4 rows into a 10^5-row tree")
+    parser.add_argument("--families", nargs="+", default=["binary", "gauss"])
+    parser.add_argument("--n0", type=int, help="rows of the first fit (all families)")
+    parser.add_argument("--k", type=int, help="rows streamed in (all families)")
+    parser.add_argument("--batch", type=int, default=100, help="rows per partial_fit call")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    sizes = FULL if args.full else SMALL
+    results = []
+    for family in args.families:
+        n0, k = sizes[family]
+        n0, k = args.n0 or n0, args.k or k
+        results.append(run(family, n0, k, args.batch, approximate=args.full))
+        print(json.dumps(results[-1]), file=sys.stderr)
+    print(
+        "| data | n0 | k | rows/call | ms per row | ln p per row, stream | ln p per row, batch "
+        "| gap | purity stream | purity batch | depth stream / batch |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(
+            f"| {r['family']} | {r['n0']} | {r['k']} | {r['batch']} "
+            f"| {r['ms_per_insertion']:.3f} | {r['log_evidence_per_row_stream']:.4f} "
+            f"| {r['log_evidence_per_row_batch']:.4f} | {100 * r['relative_evidence_gap']:.2f} % "
+            f"| {r['purity_stream']:.4f} | {r['purity_batch']:.4f} "
+            f"| {r['depth_stream']} / {r['depth_batch']} |"
+        )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1138 @@
+//! Trees that grow: new data rows added to a fitted rose tree one at a time, without
+//! refitting (`partial_fit`).
+//!
+//! Every node keeps its cluster's sufficient statistics and [`Summary`], so the effect of a
+//! new row on `ln p(D | T)` (BRT eq 1.5) can be scored exactly wherever it goes. Adding row
+//! `x` has two phases.
+//!
+//! **Descent.** From the root the row follows, at each node, the child under which it is
+//! most probable as one more member of a single cluster (the largest cluster predictive
+//! `ln f(c ∪ {x}) − ln f(c)`, the routing of the approximate search), down to a leaf. Every
+//! node `w` on that path is a candidate position: the row joins it (a new node with
+//! children `w` and `x`, so that `x` becomes `w`'s sibling) or, in rose-tree mode, is
+//! absorbed by it (one more child of `w`), whichever the batch search's [`best_merge`]
+//! prefers. The positions are ranked by `ln p(D ∪ {x} | T')` of the whole tree, which is the
+//! likelihood ratio of eq 1.23 taken over the insertion (at the root it is exactly the
+//! `ln L` of merging `x` with the tree): every ancestor of the position gains `x` in its
+//! `ln f`, and the change is carried up the path. Positions within rounding of each other
+//! go to the higher one. A greedy descent with one level of look-ahead cannot do this:
+//! above the level of the clusters every candidate is a hopeless cluster, and stopping and
+//! descending tie. The descent costs one `ln f(c ∪ {x})` per child of each node on the
+//! path, `O(depth · branching · d)`, and `O(depth²)` additions to rank the positions.
+//!
+//! **Repairs.** Then, walking back up the path, each edge `(p, u)` is offered a bounded set
+//! of local moves in the manner of PERCH's rotations (Kobren et al. 2017): swapping a child
+//! of `u` with a sibling of `u` (a nearest-neighbour interchange, which includes PERCH's
+//! rotation of a masked leaf with its aunt), and in rose-tree mode contracting the edge
+//! (`u`'s children become `p`'s, undoing a join that should have been an absorb). A move
+//! leaves the leaves of `p` unchanged, so it changes `ln p` only through `p` and is accepted
+//! when it raises `ln p(D | T)` (checked on the whole tree under `"dp"`). At most one move
+//! per edge, and at most [`GrowParams::max_moves`] per row.
+//!
+//! Nothing here is random: the tree after a sequence of rows depends only on the tree, the
+//! rows and their order.
+
+use super::merge::{MergeOp, MergeRule, best_merge, merged_summary};
+use super::mixing::Mixing;
+use super::mixing::Summary;
+use super::score::Score;
+use super::{NodeValues, RoseTree};
+use crate::error::{Result, RoseTreeError};
+use crate::models::ClusterModel;
+
+/// Options of [`GrowingTree`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrowParams {
+    /// The mixing-proportion rule (as in the fit of the tree).
+    pub mixing: Mixing,
+    /// Joins only (Bayesian hierarchical clustering): the tree stays binary.
+    pub binary: bool,
+    /// Repair moves accepted per inserted row, at most.
+    pub max_moves: usize,
+}
+
+impl GrowParams {
+    /// Rose-tree insertion under `mixing` with the default bound on repairs.
+    pub fn new(mixing: Mixing) -> Self {
+        Self {
+            mixing,
+            binary: false,
+            max_moves: DEFAULT_MAX_MOVES,
+        }
+    }
+
+    /// Joins only.
+    #[must_use]
+    pub fn binary(mut self, binary: bool) -> Self {
+        self.binary = binary;
+        self
+    }
+}
+
+/// Repair moves accepted per row by default.
+pub const DEFAULT_MAX_MOVES: usize = 32;
+
+/// Units a local rebuild starts from, at most.
+const MAX_UNITS: usize = 32;
+
+/// Local rebuilds tried per inserted row, at most (the lowest nodes on the path that are
+/// not clusters).
+const MAX_REBUILDS: usize = 3;
+
+/// Swaps tried per edge at most (a child of `u` against a sibling of `u`).
+const MAX_SWAPS: usize = 24;
+
+/// Candidate positions whose `ln p` differ by less than this (relative to `|ln p|`) are a
+/// tie, and the tie goes to the position higher in the tree. When a row fits none of a
+/// node's children, stopping at the node and descending into a child differ only by how
+/// much of each cluster term the row dilutes: in exact arithmetic stopping wins by
+/// `e^{−(tens of nats)}`, far below what a double resolves, and without the tolerance the
+/// rounding of the candidates' sums would decide, sending such rows deep into unrelated
+/// clusters.
+const TIE: f64 = 1e-10;
+
+/// A gain must exceed this (relative to `|ln p(D | T)|`) for a move to be taken, so that
+/// rounding never makes two equivalent trees alternate.
+const MIN_GAIN: f64 = 1e-12;
+
+/// One node of a [`GrowingTree`]: a slot whose id never changes while it is in use.
+#[derive(Debug, Clone)]
+struct Slot<S> {
+    parent: Option<usize>,
+    children: Vec<usize>,
+    stats: S,
+    summary: Summary,
+    /// The data row of a leaf.
+    row: Option<usize>,
+    /// `false` once the node was removed by a contraction (its slot is then free).
+    alive: bool,
+}
+
+/// What happened to one inserted row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insertion {
+    /// The row's index in the data (its leaf id in [`GrowingTree::to_rose_tree`]).
+    pub row: usize,
+    /// How it joined the tree: [`MergeOp::Join`] (a new node with the node it stopped at)
+    /// or [`MergeOp::Absorb`] (one more child of that node).
+    pub op: MergeOp,
+    /// Nodes passed on the way down, the root included.
+    pub depth: usize,
+    /// Repair moves accepted.
+    pub moves: usize,
+}
+
+/// A rose tree that accepts new rows: every node's statistics and summary, with stable node
+/// ids. Built from a fitted [`RoseTree`] ([`GrowingTree::new`]), grown by
+/// [`GrowingTree::insert`], exported by [`GrowingTree::to_rose_tree`].
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use rosetree::brt::{self, BrtParams, GrowParams, GrowingTree, Mixing};
+/// use rosetree::models::{BetaBernoulli, ClusterModel};
+///
+/// let x = array![[1., 1., 0.], [1., 1., 0.], [0., 0., 1.], [0., 1., 1.]];
+/// let model = BetaBernoulli::new(&[1.0], &[1.0], 3)?;
+/// let mixing = Mixing::Brt { gamma: 0.5 };
+/// let tree = brt::fit(&model, &BrtParams::new(mixing).check()?, x.view())?;
+/// let leaves = model.leaf_stats_all(x.view())?;
+/// let mut growing = GrowingTree::new(&model, GrowParams::new(mixing), &tree, leaves)?;
+/// growing.insert(model.leaf_stats(array![0., 0., 1.].view(), 4)?)?;
+/// let grown = growing.to_rose_tree();
+/// assert_eq!(grown.n_leaves(), 5);
+/// // The new row sits with the rows it resembles.
+/// let parent = grown.node(4).parent.unwrap();
+/// assert!(grown.leaves_of(parent).contains(&2));
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
+pub struct GrowingTree<'m, M: ClusterModel> {
+    model: &'m M,
+    params: GrowParams,
+    slots: Vec<Slot<M::Stats>>,
+    free: Vec<usize>,
+    root: usize,
+    /// The slot of each row's leaf.
+    leaf_slot: Vec<usize>,
+}
+
+/// A way for a new row to stop at a node: the operation and the summary of the node it
+/// makes.
+#[derive(Clone, Copy)]
+struct Stop {
+    op: MergeOp,
+    summary: Summary,
+}
+
+impl<'m, M: ClusterModel> GrowingTree<'m, M> {
+    /// The growing form of `tree`, a tree fitted to rows with statistics `leaves` under
+    /// `model` (one per leaf, in row order). Every node's statistics are merged from its
+    /// children's, and its summary recomputed under `params.mixing` from them.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::ShapeMismatch`] when `leaves` does not hold one entry per leaf;
+    /// errors of the model.
+    pub fn new(
+        model: &'m M,
+        params: GrowParams,
+        tree: &RoseTree,
+        leaves: Vec<M::Stats>,
+    ) -> Result<Self> {
+        let n = tree.n_leaves();
+        if leaves.len() != n {
+            return Err(RoseTreeError::ShapeMismatch {
+                what: "tree".into(),
+                expected: format!("{} leaves (one per data row)", leaves.len()),
+                found: format!("{n} leaves"),
+            });
+        }
+        let nodes = tree.nodes();
+        let mut slots: Vec<Slot<M::Stats>> = Vec::with_capacity(nodes.len());
+        for (row, stats) in leaves.into_iter().enumerate() {
+            let summary = Summary::leaf(model.log_marginal(&stats)?, &params.mixing);
+            slots.push(Slot {
+                parent: nodes[row].parent,
+                children: Vec::new(),
+                stats,
+                summary,
+                row: Some(row),
+                alive: true,
+            });
+        }
+        for (id, node) in nodes.iter().enumerate().skip(n) {
+            let mut stats = slots[node.children[0]].stats.clone();
+            for &c in &node.children[1..] {
+                stats = model.merge(&stats, &slots[c].stats);
+            }
+            let log_f = model.log_marginal(&stats)?;
+            slots.push(Slot {
+                parent: node.parent,
+                children: node.children.clone(),
+                stats,
+                summary: Summary::leaf(log_f, &params.mixing),
+                row: None,
+                alive: true,
+            });
+            let summary = summary_of(&params.mixing, &slots, id, log_f);
+            slots[id].summary = summary;
+        }
+        Ok(Self {
+            model,
+            params,
+            slots,
+            free: Vec::new(),
+            root: tree.root(),
+            leaf_slot: (0..n).collect(),
+        })
+    }
+
+    /// The number of rows (leaves).
+    pub fn n_leaves(&self) -> usize {
+        self.leaf_slot.len()
+    }
+
+    /// `ln p(D | T)` of the current tree (eq 1.5).
+    pub fn log_evidence(&self) -> f64 {
+        self.slots[self.root].summary.log_p
+    }
+
+    /// The number of nodes on the longest path from the root to a leaf, the root included.
+    pub fn depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut stack = vec![(self.root, 1)];
+        while let Some((v, d)) = stack.pop() {
+            deepest = deepest.max(d);
+            stack.extend(self.slots[v].children.iter().map(|&c| (c, d + 1)));
+        }
+        deepest
+    }
+
+    /// Adds the row with statistics `stats` as leaf [`n_leaves`](Self::n_leaves): finds its
+    /// position, updates the statistics and summaries on its path, and repairs the
+    /// path (see the module docs).
+    ///
+    /// # Errors
+    /// Errors of the model; [`RoseTreeError::Numerical`] when the tree's `ln p` becomes NaN.
+    pub fn insert(&mut self, stats: M::Stats) -> Result<Insertion> {
+        let mixing = self.params.mixing;
+        let leaf = Summary::leaf(self.model.log_marginal(&stats)?, &mixing);
+        // Descent: `path` holds the nodes passed and `ln f` of each with the row. The path
+        // follows the child under which the row is most probable as one cluster member.
+        let mut path: Vec<(usize, f64)> = Vec::new();
+        let mut v = self.root;
+        let mut log_f_v = self
+            .model
+            .log_marginal_merged(&self.slots[v].stats, &stats)?;
+        loop {
+            path.push((v, log_f_v));
+            let mut best: Option<(f64, usize, f64)> = None;
+            for &c in &self.slots[v].children {
+                let log_f_c = self
+                    .model
+                    .log_marginal_merged(&self.slots[c].stats, &stats)?;
+                let predictive = log_f_c - self.slots[c].summary.log_f;
+                if best.is_none_or(|(p, ..)| predictive > p) {
+                    best = Some((predictive, c, log_f_c));
+                }
+            }
+            match best {
+                Some((_, c, log_f_c)) => (v, log_f_v) = (c, log_f_c),
+                None => break,
+            }
+        }
+        // Every position on the path, ranked by ln p(D ∪ {x} | T') of the whole tree; a
+        // position lower down must win by more than rounding (see TIE).
+        let mut chosen: Option<(f64, usize, Stop)> = None;
+        for (j, &(w, log_f_w)) in path.iter().enumerate() {
+            let here = self.best_stop(w, &leaf, log_f_w);
+            let value = self.root_log_p_after(&path[..j], w, here.summary);
+            let better = match &chosen {
+                None => true,
+                Some((best, ..)) => value > best + TIE * best.abs().max(1.0),
+            };
+            if better {
+                chosen = Some((value, j, here));
+            }
+        }
+        let (_, j, stop) = chosen.expect("the path holds the root");
+        path.truncate(j + 1);
+        let row = self.leaf_slot.len();
+        let x = self.alloc(Slot {
+            parent: None,
+            children: Vec::new(),
+            stats: stats.clone(),
+            summary: leaf,
+            row: Some(row),
+            alive: true,
+        });
+        self.leaf_slot.push(x);
+        let (at, log_f_at) = path.pop().expect("the descent passes the root");
+        // The ancestors of the stop gain the row: statistics and ln f (computed on the way).
+        for &(v, log_f) in &path {
+            let merged = self.model.merge(&self.slots[v].stats, &stats);
+            let slot = &mut self.slots[v];
+            slot.stats = merged;
+            slot.summary.log_f = log_f;
+        }
+        let merged = self.model.merge(&self.slots[at].stats, &stats);
+        if stop.op == MergeOp::Absorb {
+            let slot = &mut self.slots[at];
+            slot.stats = merged;
+            slot.summary.log_f = log_f_at;
+            slot.children.push(x);
+            self.slots[x].parent = Some(at);
+            self.refresh(at);
+        } else {
+            // A new node [at, x] takes `at`'s place in its parent (or as the root).
+            let parent = self.slots[at].parent;
+            let m = self.alloc(Slot {
+                parent,
+                children: vec![at, x],
+                stats: merged,
+                summary: stop.summary,
+                row: None,
+                alive: true,
+            });
+            self.slots[at].parent = Some(m);
+            self.slots[x].parent = Some(m);
+            match parent {
+                Some(p) => self.replace_child(p, at, m),
+                None => self.root = m,
+            }
+            self.refresh(m);
+        }
+        #[cfg(test)]
+        self.debug_check("after the descent");
+        let moves = self.repair(x)?;
+        #[cfg(test)]
+        self.debug_check("after the repairs");
+        let root_log_p = self.log_evidence();
+        if root_log_p.is_nan() {
+            return Err(RoseTreeError::Numerical(format!(
+                "ln p(D | T) is NaN after inserting row {row}: the cluster model's ln f is \
+                 not finite there"
+            )));
+        }
+        Ok(Insertion {
+            row,
+            op: stop.op,
+            depth: path.len() + 1,
+            moves,
+        })
+    }
+
+    /// The best way for a row with summary `leaf` to stop at `v`, given
+    /// `log_f = ln f(leaves(v) ∪ {x})`: join, or absorb (rose-tree mode, `v` internal), the
+    /// join on a tie.
+    fn best_stop(&self, v: usize, leaf: &Summary, log_f: f64) -> Stop {
+        let mixing = &self.params.mixing;
+        let node = &self.slots[v].summary;
+        // The batch search's choice between join and absorb, ranked as exact arithmetic
+        // would (a hopeless absorb and join differ by the dissolved root's excess only).
+        let (_, op) = best_merge(
+            mixing,
+            self.params.binary,
+            MergeRule::LikelihoodRatio,
+            node,
+            leaf,
+            log_f,
+        );
+        Stop {
+            op,
+            summary: merged_summary(mixing, op, node, leaf, log_f),
+        }
+    }
+
+    /// Puts `slot` in a free slot or a new one; returns its id.
+    fn alloc(&mut self, slot: Slot<M::Stats>) -> usize {
+        match self.free.pop() {
+            Some(id) => {
+                self.slots[id] = slot;
+                id
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Replaces child `old` of `p` by `new`, in place.
+    fn replace_child(&mut self, p: usize, old: usize, new: usize) {
+        let children = &mut self.slots[p].children;
+        let k = children
+            .iter()
+            .position(|&c| c == old)
+            .expect("a node is among its parent's children");
+        children[k] = new;
+    }
+
+    /// Recomputes the summary of internal node `v` from its `ln f` and its children's
+    /// summaries (in child order, as a from-scratch evaluation sums them).
+    fn refresh(&mut self, v: usize) {
+        let log_f = self.slots[v].summary.log_f;
+        self.slots[v].summary = summary_of(&self.params.mixing, &self.slots, v, log_f);
+    }
+
+    /// The repair pass after inserting leaf `x`: walks from `x`'s parent to the root,
+    /// refreshing each node's summary and offering the edge above it the local moves of the
+    /// module docs. Returns the number of moves accepted.
+    fn repair(&mut self, x: usize) -> Result<usize> {
+        let mut moves = 0;
+        let mut rebuilds = 0;
+        // `u` is the node on the path whose summary is current; `p` its parent.
+        let mut u = self.slots[x].parent.expect("an inserted leaf has a parent");
+        moves += self.unmask(x, u, self.params.max_moves - moves)?;
+        loop {
+            if rebuilds < MAX_REBUILDS
+                && moves < self.params.max_moves
+                && self.slots[u].children.len() <= MAX_UNITS
+            {
+                match self.try_rebuild(u)? {
+                    Rebuild::Skipped => {}
+                    Rebuild::Rejected => rebuilds += 1,
+                    Rebuild::Taken => {
+                        rebuilds += 1;
+                        moves += 1;
+                        // The row may now sit in a cluster that the rebuild kept whole: walk
+                        // again from its new parent (the nodes above are refreshed on the way).
+                        let parent = self.slots[x].parent.expect("a leaf has a parent");
+                        if parent != u {
+                            self.refresh_up_to(parent, u);
+                            u = parent;
+                            moves += self.unmask(x, u, self.params.max_moves - moves)?;
+                            continue;
+                        }
+                    }
+                }
+            }
+            let Some(p) = self.slots[u].parent else {
+                break;
+            };
+            self.refresh(p);
+            if moves < self.params.max_moves && self.try_move(p, u)? {
+                moves += 1;
+            }
+            u = p;
+        }
+        Ok(moves)
+    }
+
+    /// The best local move at edge `(p, u)` (`u` an internal child of `p`, both summaries
+    /// current), applied if it raises `ln p(D | T)`. Returns whether one was applied.
+    fn try_move(&mut self, p: usize, u: usize) -> Result<bool> {
+        // An earlier move may have moved `u` below another child of `p`.
+        if self.slots[u].row.is_some() || self.slots[u].parent != Some(p) {
+            return Ok(false);
+        }
+        let old = self.slots[p].summary;
+        let mut best: Option<(f64, Summary, Move<M::Stats>)> = None;
+        let mut consider = |p_summary: Summary, m: Move<M::Stats>| {
+            let gain = p_summary.log_p - old.log_p;
+            if gain > 0.0 && best.as_ref().is_none_or(|(g, ..)| gain > *g) {
+                best = Some((gain, p_summary, m));
+            }
+        };
+        let u_children = self.slots[u].children.clone();
+        let siblings: Vec<usize> = self.slots[p]
+            .children
+            .iter()
+            .copied()
+            .filter(|&w| w != u)
+            .collect();
+        // Swaps: child i of u against sibling w of u.
+        for (tried, (i, w)) in u_children
+            .iter()
+            .flat_map(|&i| siblings.iter().map(move |&w| (i, w)))
+            .enumerate()
+        {
+            if tried == MAX_SWAPS {
+                break;
+            }
+            let new_u: Vec<usize> = u_children
+                .iter()
+                .map(|&c| if c == i { w } else { c })
+                .collect();
+            let stats = self.merged_stats(&new_u);
+            let log_f = self.model.log_marginal(&stats)?;
+            let u_summary = self.summary_from(&new_u, log_f);
+            let p_children: Vec<Child> = self.slots[p]
+                .children
+                .iter()
+                .map(|&c| match c {
+                    c if c == u => Child::Summary(u_summary),
+                    c if c == w => Child::Node(i),
+                    c => Child::Node(c),
+                })
+                .collect();
+            let p_summary = self.summary_of_children(&p_children, old.log_f);
+            consider(
+                p_summary,
+                Move::Swap {
+                    i,
+                    w,
+                    stats,
+                    u_summary,
+                },
+            );
+        }
+        if !self.params.binary {
+            // Contract the edge: u's children become p's, in u's place.
+            let contracted: Vec<Child> = self.slots[p]
+                .children
+                .iter()
+                .flat_map(|&c| {
+                    if c == u {
+                        u_children.iter().map(|&g| Child::Node(g)).collect()
+                    } else {
+                        vec![Child::Node(c)]
+                    }
+                })
+                .collect();
+            let p_summary = self.summary_of_children(&contracted, old.log_f);
+            consider(p_summary, Move::Contract);
+        }
+        let Some((mut gain, p_summary, m)) = best else {
+            return Ok(false);
+        };
+        if let Mixing::Dp { .. } = self.params.mixing {
+            // The ancestors' π depend on p's d: score the move on the whole tree.
+            gain = self.root_log_p_with(p, p_summary) - self.root_log_p_with(p, old);
+        }
+        if !clears(gain, old.log_p) {
+            return Ok(false);
+        }
+        self.apply(p, u, m);
+        Ok(true)
+    }
+
+    /// The local rebuild of node `u` (at most [`MAX_UNITS`] children): its subtree is cut into units,
+    /// expanding from `u`'s children every internal node that is not a cluster (`r < 1/2`)
+    /// while there are at most [`MAX_UNITS`], and the batch greedy search (the same ranking,
+    /// [`best_merge`]) builds the top of the subtree again from those units. Taken when it
+    /// raises `ln p(D | T)`. Evidence that arrived after a node was made can show that it
+    /// is not one cluster; this lets the tree reorganise below it as the batch search
+    /// would with all the rows: a multi-way node made when few rows had arrived may hold two
+    /// clusters, which its own `r` (one cluster against all children apart) cannot show.
+    fn try_rebuild(&mut self, u: usize) -> Result<Rebuild> {
+        // Units, in depth-first order; `expanded` are the internal nodes dissolved.
+        let mut units: Vec<usize> = self.slots[u].children.clone();
+        let mut expanded: Vec<usize> = Vec::new();
+        loop {
+            let next = units
+                .iter()
+                .enumerate()
+                .filter(|&(_, &w)| {
+                    let s = &self.slots[w].summary;
+                    s.n_children > 0 && !is_cluster(s)
+                })
+                .max_by(|a, b| {
+                    let (na, nb) = (
+                        self.slots[*a.1].summary.n_leaves,
+                        self.slots[*b.1].summary.n_leaves,
+                    );
+                    na.cmp(&nb).then(b.0.cmp(&a.0))
+                })
+                .map(|(k, &w)| (k, w));
+            let Some((k, w)) = next else { break };
+            let grow_by = self.slots[w].children.len() - 1;
+            if units.len() + grow_by > MAX_UNITS {
+                break;
+            }
+            units.splice(k..=k, self.slots[w].children.iter().copied());
+            expanded.push(w);
+        }
+        if units.len() < 3 {
+            return Ok(Rebuild::Skipped);
+        }
+        let plan = self.agglomerate(&units)?;
+        let old = self.slots[u].summary;
+        let new = plan.nodes.last().expect("a plan has a root").summary;
+        let gain = match self.params.mixing {
+            Mixing::Dp { .. } => self.root_log_p_with(u, new) - self.root_log_p_with(u, old),
+            _ => new.log_p - old.log_p,
+        };
+        if !clears(gain, old.log_p) {
+            return Ok(Rebuild::Rejected);
+        }
+        // Apply: the plan's root takes u's slot; its other nodes get slots of their own.
+        for &w in expanded.iter().chain(&plan.dissolved) {
+            self.slots[w].alive = false;
+            self.slots[w].parent = None;
+            self.slots[w].children.clear();
+            self.free.push(w);
+        }
+        let last = plan.nodes.len() - 1;
+        let mut slot_of: Vec<usize> = Vec::with_capacity(plan.nodes.len());
+        for (k, node) in plan.nodes.into_iter().enumerate() {
+            let children: Vec<usize> = node
+                .children
+                .iter()
+                .map(|r| match *r {
+                    Ref::Node(id) => id,
+                    Ref::Plan(j) => slot_of[j],
+                })
+                .collect();
+            let id = if k == last {
+                let slot = &mut self.slots[u];
+                slot.children = children.clone();
+                slot.summary = node.summary;
+                u
+            } else {
+                self.alloc(Slot {
+                    parent: None,
+                    children: children.clone(),
+                    stats: node
+                        .stats
+                        .expect("plan nodes below the root carry statistics"),
+                    summary: node.summary,
+                    row: None,
+                    alive: true,
+                })
+            };
+            for c in children {
+                self.slots[c].parent = Some(id);
+            }
+            slot_of.push(id);
+        }
+        #[cfg(test)]
+        self.debug_check("after a rebuild");
+        Ok(Rebuild::Taken)
+    }
+
+    /// The greedy agglomeration of `units` (existing nodes) into one tree, as the batch
+    /// search builds it from leaves: repeatedly the pair with the highest [`best_merge`]
+    /// score (ties to the lowest pair of positions), merged by its operation.
+    fn agglomerate(&self, units: &[usize]) -> Result<Plan<M::Stats>> {
+        let mixing = &self.params.mixing;
+        let binary = self.params.binary;
+        // The live trees: their reference, summary and statistics (borrowed or merged).
+        let mut live: Vec<(Ref, Summary, Option<M::Stats>)> = units
+            .iter()
+            .map(|&w| (Ref::Node(w), self.slots[w].summary, None))
+            .collect();
+        let mut plan = Plan {
+            nodes: Vec::new(),
+            dissolved: Vec::new(),
+        };
+        let stats_of = |entry: &(Ref, Summary, Option<M::Stats>)| -> M::Stats {
+            match (&entry.2, entry.0) {
+                (Some(s), _) => s.clone(),
+                (None, Ref::Node(w)) => self.slots[w].stats.clone(),
+                (None, Ref::Plan(_)) => unreachable!("plan nodes carry statistics"),
+            }
+        };
+        // Pair scores, recomputed for pairs involving a new tree.
+        let mut score: Vec<Vec<Option<(Score, MergeOp, f64)>>> =
+            vec![vec![None; live.len()]; live.len()];
+        let pair = |a: &(Ref, Summary, Option<M::Stats>),
+                    b: &(Ref, Summary, Option<M::Stats>)|
+         -> Result<(Score, MergeOp, f64)> {
+            let (sa, sb) = (stats_of(a), stats_of(b));
+            let log_f = self.model.log_marginal_merged(&sa, &sb)?;
+            let (s, op) = best_merge(
+                mixing,
+                binary,
+                MergeRule::LikelihoodRatio,
+                &a.1,
+                &b.1,
+                log_f,
+            );
+            Ok((s, op, log_f))
+        };
+        for i in 0..live.len() {
+            for j in i + 1..live.len() {
+                score[i][j] = Some(pair(&live[i], &live[j])?);
+            }
+        }
+        let mut alive: Vec<bool> = vec![true; live.len()];
+        loop {
+            let mut best: Option<(usize, usize, Score, MergeOp, f64)> = None;
+            for i in 0..live.len() {
+                if !alive[i] {
+                    continue;
+                }
+                for j in i + 1..live.len() {
+                    if !alive[j] {
+                        continue;
+                    }
+                    let (s, op, lf) = score[i][j].expect("scored pair");
+                    if best.as_ref().is_none_or(|b| s.total_cmp(&b.2).is_gt()) {
+                        best = Some((i, j, s, op, lf));
+                    }
+                }
+            }
+            let Some((i, j, _, op, log_f)) = best else {
+                break;
+            };
+            let (a, b) = (live[i].clone(), live[j].clone());
+            let stats = self.model.merge(&stats_of(&a), &stats_of(&b));
+            let summary = merged_summary(mixing, op, &a.1, &b.1, log_f);
+            let take =
+                |t: &(Ref, Summary, Option<M::Stats>), plan: &mut Plan<M::Stats>| -> Vec<Ref> {
+                    match t.0 {
+                        Ref::Node(w) => {
+                            plan.dissolved.push(w);
+                            self.slots[w]
+                                .children
+                                .iter()
+                                .map(|&c| Ref::Node(c))
+                                .collect()
+                        }
+                        Ref::Plan(k) => std::mem::take(&mut plan.nodes[k].children),
+                    }
+                };
+            let children = match op {
+                MergeOp::Join => vec![a.0, b.0],
+                MergeOp::Absorb => {
+                    let mut c = take(&a, &mut plan);
+                    c.push(b.0);
+                    c
+                }
+                MergeOp::AbsorbReverse => {
+                    let mut c = take(&b, &mut plan);
+                    c.push(a.0);
+                    c
+                }
+                MergeOp::Collapse => {
+                    let mut c = take(&a, &mut plan);
+                    c.extend(take(&b, &mut plan));
+                    c
+                }
+            };
+            plan.nodes.push(PlanNode {
+                children,
+                stats: Some(stats.clone()),
+                summary,
+            });
+            let new = (Ref::Plan(plan.nodes.len() - 1), summary, Some(stats));
+            alive[i] = false;
+            alive[j] = false;
+            live.push(new);
+            alive.push(true);
+            let m = live.len() - 1;
+            for row in &mut score {
+                row.push(None);
+            }
+            score.push(vec![None; live.len()]);
+            for k in 0..m {
+                if alive[k] {
+                    score[k][m] = Some(pair(&live[k], &live[m])?);
+                }
+            }
+        }
+        // Dissolved plan nodes were emptied; drop them, renumbering references.
+        let keep: Vec<bool> = plan.nodes.iter().map(|n| !n.children.is_empty()).collect();
+        let mut new_index = vec![usize::MAX; plan.nodes.len()];
+        let mut next = 0;
+        for (k, &kept) in keep.iter().enumerate() {
+            if kept {
+                new_index[k] = next;
+                next += 1;
+            }
+        }
+        let nodes = plan
+            .nodes
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, kept)| *kept)
+            .map(|(mut node, _)| {
+                for r in &mut node.children {
+                    if let Ref::Plan(k) = r {
+                        *k = new_index[*k];
+                    }
+                }
+                node
+            })
+            .collect();
+        Ok(Plan {
+            nodes,
+            dissolved: plan.dissolved,
+        })
+    }
+
+    /// PERCH's masking check after row `x` arrives under `u`: a sibling of the row may hold a
+    /// child that belongs with the row rather than with the rest of the sibling, which a
+    /// swap at the sibling's edge puts right. Tries the first two internal siblings, taking
+    /// at most `budget` moves; returns the number taken.
+    fn unmask(&mut self, x: usize, u: usize, budget: usize) -> Result<usize> {
+        #[cfg(test)]
+        self.debug_check("before unmask");
+        let siblings: Vec<usize> = self.slots[u]
+            .children
+            .iter()
+            .copied()
+            .filter(|&s| s != x && self.slots[s].row.is_none())
+            .take(2)
+            .collect();
+        let mut moves = 0;
+        for s in siblings {
+            if moves < budget && self.try_move(u, s)? {
+                moves += 1;
+            }
+        }
+        Ok(moves)
+    }
+
+    /// Refreshes the summaries from `from` up to (not including) its ancestor `to`.
+    fn refresh_up_to(&mut self, from: usize, to: usize) {
+        let mut v = from;
+        while v != to {
+            self.refresh(v);
+            v = self.slots[v].parent.expect("`to` is an ancestor");
+        }
+    }
+
+    /// `ln p(D ∪ {x} | T')` if the row `x` stopped at `w`, giving it summary `summary`, with
+    /// `above` the nodes from the root down to `w`'s parent and `ln f` of each with the row.
+    /// Sums are updated by difference: this ranks positions, it sets no node's values.
+    fn root_log_p_after(&self, above: &[(usize, f64)], w: usize, summary: Summary) -> f64 {
+        let (mut child, mut current) = (w, summary);
+        for &(a, log_f_a) in above.iter().rev() {
+            let node = &self.slots[a].summary;
+            let old = &self.slots[child].summary;
+            current = Summary::internal(
+                &self.params.mixing,
+                node.n_leaves + 1,
+                node.n_children,
+                log_f_a,
+                node.sum_log_p_children - old.log_p + current.log_p,
+                node.sum_log_d_children - old.log_d + current.log_d,
+            );
+            child = a;
+        }
+        current.log_p
+    }
+
+    /// `ln p(D | T)` if node `v` had summary `summary`: recomputed up the path from `v`,
+    /// each ancestor from its `ln f` (current: the path's were updated by the insertion) and
+    /// its children's summaries.
+    fn root_log_p_with(&self, v: usize, summary: Summary) -> f64 {
+        let (mut node, mut current) = (v, summary);
+        while let Some(a) = self.slots[node].parent {
+            let children: Vec<Child> = self.slots[a]
+                .children
+                .iter()
+                .map(|&c| {
+                    if c == node {
+                        Child::Summary(current)
+                    } else {
+                        Child::Node(c)
+                    }
+                })
+                .collect();
+            current = self.summary_of_children(&children, self.slots[a].summary.log_f);
+            node = a;
+        }
+        current.log_p
+    }
+
+    /// Applies move `m` at edge `(p, u)` and refreshes `p`.
+    fn apply(&mut self, p: usize, u: usize, m: Move<M::Stats>) {
+        match m {
+            Move::Swap {
+                i,
+                w,
+                stats,
+                u_summary,
+            } => {
+                self.replace_child(u, i, w);
+                self.replace_child(p, w, i);
+                self.slots[w].parent = Some(u);
+                self.slots[i].parent = Some(p);
+                self.slots[u].stats = stats;
+                self.slots[u].summary = u_summary;
+            }
+            Move::Contract => {
+                let grandchildren = std::mem::take(&mut self.slots[u].children);
+                for &g in &grandchildren {
+                    self.slots[g].parent = Some(p);
+                }
+                let k = self.slots[p]
+                    .children
+                    .iter()
+                    .position(|&c| c == u)
+                    .expect("a node is among its parent's children");
+                self.slots[p].children.splice(k..=k, grandchildren);
+                self.slots[u].alive = false;
+                self.slots[u].parent = None;
+                self.free.push(u);
+            }
+        }
+        self.refresh(p);
+        #[cfg(test)]
+        self.debug_check("after a move");
+    }
+
+    /// The statistics of the union of `nodes`, merged in order.
+    fn merged_stats(&self, nodes: &[usize]) -> M::Stats {
+        let mut stats = self.slots[nodes[0]].stats.clone();
+        for &c in &nodes[1..] {
+            stats = self.model.merge(&stats, &self.slots[c].stats);
+        }
+        stats
+    }
+
+    /// The summary of a node with children `children` (ids) and `ln f = log_f`.
+    fn summary_from(&self, children: &[usize], log_f: f64) -> Summary {
+        let children: Vec<Child> = children.iter().map(|&c| Child::Node(c)).collect();
+        self.summary_of_children(&children, log_f)
+    }
+
+    /// The summary of a node with `children` (ids or given summaries) and `ln f = log_f`,
+    /// summed in child order.
+    fn summary_of_children(&self, children: &[Child], log_f: f64) -> Summary {
+        let of = |c: &Child| match c {
+            Child::Node(id) => self.slots[*id].summary,
+            Child::Summary(s) => *s,
+        };
+        Summary::internal(
+            &self.params.mixing,
+            children.iter().map(|c| of(c).n_leaves).sum(),
+            children.len(),
+            log_f,
+            children.iter().map(|c| of(c).log_p).sum(),
+            children.iter().map(|c| of(c).log_d).sum(),
+        )
+    }
+
+    /// The current tree as a [`RoseTree`]: leaf `i` is row `i`; internal nodes are numbered
+    /// in post-order from the root (children before parents, in child order).
+    pub fn to_rose_tree(&self) -> RoseTree {
+        let n = self.n_leaves();
+        let mut id = vec![usize::MAX; self.slots.len()];
+        for (row, &slot) in self.leaf_slot.iter().enumerate() {
+            id[slot] = row;
+        }
+        let mut order: Vec<usize> = Vec::new();
+        // Iterative post-order: (node, next child to visit).
+        let mut stack = vec![(self.root, 0usize)];
+        while let Some((v, k)) = stack.pop() {
+            let children = &self.slots[v].children;
+            if k < children.len() {
+                stack.push((v, k + 1));
+                stack.push((children[k], 0));
+            } else if self.slots[v].row.is_none() {
+                id[v] = n + order.len();
+                order.push(v);
+            }
+        }
+        let leaf_values = self
+            .leaf_slot
+            .iter()
+            .map(|&s| (Vec::new(), self.slots[s].summary.values()));
+        let internal = order.iter().map(|&v| {
+            let children = self.slots[v].children.iter().map(|&c| id[c]).collect();
+            (children, self.slots[v].summary.values())
+        });
+        let nodes: Vec<(Vec<usize>, NodeValues)> = leaf_values.chain(internal).collect();
+        RoseTree::from_nodes(n, nodes)
+    }
+
+    /// Checks the links, sizes and statistics of every live node (tests only).
+    #[cfg(test)]
+    fn debug_check(&self, what: &str) {
+        let mut stack = vec![self.root];
+        assert!(
+            self.slots[self.root].parent.is_none(),
+            "{what}: root has a parent"
+        );
+        while let Some(v) = stack.pop() {
+            let slot = &self.slots[v];
+            assert!(slot.alive, "{what}: dead node {v} in the tree");
+            if slot.row.is_some() {
+                continue;
+            }
+            assert!(
+                slot.children.len() >= 2,
+                "{what}: node {v} has {} children",
+                slot.children.len()
+            );
+            for &c in &slot.children {
+                assert_eq!(self.slots[c].parent, Some(v), "{what}: parent of {c}");
+                stack.push(c);
+            }
+            let merged = self.merged_stats(&slot.children);
+            let (a, b) = (
+                self.model.log_marginal(&merged).unwrap(),
+                self.model.log_marginal(&slot.stats).unwrap(),
+            );
+            assert!(
+                (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+                "{what}: stats of {v}: {a} vs {b}"
+            );
+        }
+    }
+
+    /// The slots of the internal nodes in the id order of [`to_rose_tree`](Self::to_rose_tree).
+    #[cfg(test)]
+    fn internal_order(&self) -> Vec<usize> {
+        let tree = self.to_rose_tree();
+        // Internal ids follow the post-order, which `to_rose_tree` computes from the root.
+        let mut order = Vec::new();
+        let mut stack = vec![(self.root, 0usize)];
+        while let Some((v, k)) = stack.pop() {
+            let children = &self.slots[v].children;
+            if k < children.len() {
+                stack.push((v, k + 1));
+                stack.push((children[k], 0));
+            } else if self.slots[v].row.is_none() {
+                order.push(v);
+            }
+        }
+        assert_eq!(order.len(), tree.nodes().len() - tree.n_leaves());
+        order
+    }
+
+    /// The statistics of every row's leaf, in row order.
+    pub fn leaf_stats(&self) -> Vec<M::Stats> {
+        self.leaf_slot
+            .iter()
+            .map(|&s| self.slots[s].stats.clone())
+            .collect()
+    }
+}
+
+/// Whether a move's `gain` in `ln p` is a real gain for a tree (or subtree) with
+/// `ln p = log_p`: above [`MIN_GAIN`] relative to it (NaN never is).
+fn clears(gain: f64, log_p: f64) -> bool {
+    gain > MIN_GAIN * log_p.abs().max(1.0)
+}
+
+/// Whether a node's posterior merge probability `r = π f / p` (eq 1.26) is at least 1/2:
+/// its leaves are more probably one cluster than split. Leaves are clusters.
+fn is_cluster(s: &Summary) -> bool {
+    s.n_children == 0 || s.log_pi + s.log_f - s.log_p >= -std::f64::consts::LN_2
+}
+
+/// The outcome of [`GrowingTree::try_rebuild`].
+enum Rebuild {
+    /// Fewer than three units: nothing to rebuild.
+    Skipped,
+    /// Rebuilt, but the result was no better.
+    Rejected,
+    /// Rebuilt and taken.
+    Taken,
+}
+
+/// A node of a rebuilt subtree, or an existing node.
+#[derive(Debug, Clone, Copy)]
+enum Ref {
+    Node(usize),
+    Plan(usize),
+}
+
+/// A node built by [`GrowingTree::try_rebuild`].
+struct PlanNode<S> {
+    children: Vec<Ref>,
+    stats: Option<S>,
+    summary: Summary,
+}
+
+/// A rebuilt subtree: its nodes, children before parents (the root last), and the existing
+/// nodes whose roots its merges dissolved.
+struct Plan<S> {
+    nodes: Vec<PlanNode<S>>,
+    dissolved: Vec<usize>,
+}
+
+/// A child in a hypothetical child list: an existing node, or a node with a new summary.
+#[derive(Clone, Copy)]
+enum Child {
+    Node(usize),
+    Summary(Summary),
+}
+
+/// A repair move at an edge `(p, u)`.
+enum Move<S> {
+    /// Child `i` of `u` and sibling `w` of `u` trade places; `u` then has statistics `stats`
+    /// and summary `u_summary`.
+    Swap {
+        i: usize,
+        w: usize,
+        stats: S,
+        u_summary: Summary,
+    },
+    /// `u`'s children become `p`'s, in `u`'s place.
+    Contract,
+}
+
+/// The summary of internal slot `v` with `ln f = log_f`, from its children's summaries.
+fn summary_of<S>(mixing: &Mixing, slots: &[Slot<S>], v: usize, log_f: f64) -> Summary {
+    let children = &slots[v].children;
+    Summary::internal(
+        mixing,
+        children.iter().map(|&c| slots[c].summary.n_leaves).sum(),
+        children.len(),
+        log_f,
+        children.iter().map(|&c| slots[c].summary.log_p).sum(),
+        children.iter().map(|&c| slots[c].summary.log_d).sum(),
+    )
+}
+
+/// Adds the rows with statistics `rows` to `tree` (fitted to rows with statistics `leaves`)
+/// one at a time, in order, and returns the grown tree with the statistics of all its
+/// leaves. `interrupt` is polled before each row.
+///
+/// # Errors
+/// As [`GrowingTree::new`] and [`GrowingTree::insert`]; [`RoseTreeError::Interrupted`].
+pub fn grow<M: ClusterModel>(
+    model: &M,
+    params: GrowParams,
+    tree: &RoseTree,
+    leaves: Vec<M::Stats>,
+    rows: Vec<M::Stats>,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<(RoseTree, Vec<M::Stats>)> {
+    let mut growing = GrowingTree::new(model, params, tree, leaves)?;
+    for stats in rows {
+        if interrupt() {
+            return Err(RoseTreeError::Interrupted);
+        }
+        growing.insert(stats)?;
+    }
+    Ok((growing.to_rose_tree(), growing.leaf_stats()))
+}
+
+#[cfg(test)]
+mod tests;
