@@ -306,3 +306,17 @@ def test_greedy_em_on_data_beyond_double_precision_ends():
     est = rt.PitmanYorDiffusionTree(inference="greedy-em", n_iter=1, learn_hyperparameters=False)
     with pytest.raises(rt.NumericalError):
         est.fit(np.array([[1e154], [-1e154]]))
+
+
+@pytest.mark.parametrize("kappa0", [1e300, 1e10, 1.0])
+@pytest.mark.parametrize("seed", range(6))
+def test_niw_fit_evidence_equals_re_evaluation_far_from_the_origin(seed, kappa0):
+    """Issue 29 item 6: rows offset by 1e6 with a near-improper (or ordinary) kappa0 under
+    the constant mixing rule; the fit's incremental statistics and a fresh evaluation of its
+    tree give the same ln p(D | T)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(12, 3)) * rng.uniform(0.01, 10.0) + 1e6
+    model = rt.NormalInverseWishart(kappa0=kappa0)
+    est = rt.BayesianRoseTree(model, mixing="gamma").fit(X)
+    again = rt.log_evidence(X, est.tree_, model=model, mixing="gamma")
+    assert est.log_evidence_ == pytest.approx(again, rel=1e-12, abs=1e-9)
