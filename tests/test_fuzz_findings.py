@@ -320,3 +320,12 @@ def test_niw_fit_evidence_equals_re_evaluation_far_from_the_origin(seed, kappa0)
     est = rt.BayesianRoseTree(model, mixing="gamma").fit(X)
     again = rt.log_evidence(X, est.tree_, model=model, mixing="gamma")
     assert est.log_evidence_ == pytest.approx(again, rel=1e-12, abs=1e-9)
+
+
+def test_gp_prior_with_a_vanishing_nu0_is_a_numerical_error():
+    """Fuzz finding 0:3566: nu0 = 5e-324 passes nu0 > d - 1 for one input column, but
+    nu0 / 2 underflows to 0, where ln Γ has a pole: a NumericalError naming nu0, not
+    math's plain ValueError."""
+    X = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 0.5]])
+    with pytest.raises(rt.NumericalError, match="nu0"):
+        rt.BayesianRoseTree(rt.GPExperts.from_data(X, nu0=5e-324)).fit(X)

@@ -363,7 +363,7 @@ class GPExperts(ClusterModel):
                 + nu0 / 2.0 * ln_det0
                 + d / 2.0 * math.log(self.kappa0)
             )
-        except OverflowError:
+        except (OverflowError, ValueError):  # ln Γ at a pole: nu0 / 2 underflowed to 0
             const = math.nan
         if not math.isfinite(const):
             raise NumericalError(
