@@ -811,8 +811,9 @@ class KingmanCoalescent(ClusterEstimator):
         for w, p in self._weighted_predictors():
             post = np.asarray(p.leaf_posteriors())[rows, columns]
             # The posterior is the diffusion's value at the leaf; an entry is observed
-            # around it with variance noise * Lambda_jj.
-            lam = np.broadcast_to(np.asarray(self._model_options["lambda_"]), (X_true.shape[1],))
+            # around it with variance noise * Lambda_jj (the diagonal of a full Lambda).
+            lam = np.asarray(self._model_options["lambda_"], dtype=np.float64)
+            lam = np.diag(lam) if lam.ndim == 2 else np.broadcast_to(lam, (X_true.shape[1],))
             mean, var = post[:, 0], post[:, 1] + self._model_options["noise"] * lam[columns]
             with np.errstate(divide="ignore", invalid="ignore"):
                 log_pdf = -0.5 * (np.log(2 * np.pi * var) + (values - mean) ** 2 / var)
