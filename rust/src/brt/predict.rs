@@ -76,7 +76,8 @@ pub fn log_cluster_weights(tree: &RoseTree) -> Vec<f64> {
 /// `r_T + (1 − r_T) = 1` holds to rounding even where the stored `ln p` was rounded
 /// differently (extreme data, evidences of very different sizes) and the weights of
 /// [`log_cluster_weights`] sum to one. `ln(1 − r_T)` stays accurate when `r_T` is close to
-/// one. At a leaf they are `(0, −∞)`. Where both terms are `−∞`, or one is `+∞`, the stored values are used.
+/// one. At a leaf they are `(0, −∞)`. Where both terms are `−∞` (or both `+∞`) the ratio is
+/// undefined and the prior's `(ln π_T, ln(1 − π_T))` is used, so the pair still sums to one.
 fn log_r_pair(tree: &RoseTree) -> (Vec<f64>, Vec<f64>) {
     let values = tree.values();
     tree.nodes()
@@ -90,9 +91,12 @@ fn log_r_pair(tree: &RoseTree) -> (Vec<f64>, Vec<f64>) {
             let (a, b) = (v.log_pi + v.log_f, v.log_1m_pi + children);
             // r_T = 1 / (1 + e^{b − a}): through the difference, since with |a| ≈ 1e300
             // `a − ln(e^a + e^b)` rounds to 0 for both terms (GP experts on extreme data).
+            // Infinite terms go through it too (r = 1 when only `a` is +∞, 0 when only `b`
+            // is). Both −∞ (rows impossible either way) or both +∞ leave it undefined: the
+            // data do not choose, so the prior's split (π, 1 − π) is kept.
             let d = a - b;
-            if d.is_nan() || a == f64::INFINITY || b == f64::INFINITY {
-                (v.log_r(), (b - v.log_p).min(0.0))
+            if d.is_nan() {
+                (v.log_pi, v.log_1m_pi)
             } else {
                 (-log_add_exp(0.0, -d), -log_add_exp(0.0, d))
             }
