@@ -619,6 +619,11 @@ def _check_brt_fit(est: Any, X: Any) -> None:
     if binary and any(len(c) not in (0, 2) for c in tree.children):
         raise InvariantError("binary=True returned a node with more than two children")
     _check_weights(tree)
+    # Columns the model left out (constant_features_) are not part of log_evidence_.
+    dropped = np.asarray(getattr(est, "constant_features_", ()), dtype=np.int64)
+    if dropped.size:
+        dense = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+        X = np.delete(dense, dropped, axis=1)
     try:
         again = rt.log_evidence(
             X,
@@ -931,7 +936,12 @@ def run_learn(X: Any, **kwargs: Any) -> list[Output]:
         k: kwargs[k] for k in ("model", "mixing", "gamma", "dp_alpha", "binary") if k in kwargs
     }
     try:
-        given = rt.BayesianRoseTree(**start).fit(X).log_evidence_
+        fitted = rt.BayesianRoseTree(**start).fit(X)
+        given = fitted.log_evidence_
+        # The estimator leaves constant columns out of a data-scaled model; learning here
+        # keeps every column, so the two evidences are of different data.
+        if len(getattr(fitted, "constant_features_", ())):
+            given = -math.inf
     except (rt.RoseTreeError, CallbackError):
         given = -math.inf
     # With tie=True and per-feature starting values that differ, the documented start is
