@@ -1,6 +1,8 @@
 """Regressions from fuzzing (fuzz/): each call once raised an undocumented exception type,
 returned a NaN, crashed or hung; now each is a documented rosetree exception."""
 
+import math
+
 import numpy as np
 import pytest
 import rosetree as rt
@@ -329,3 +331,34 @@ def test_gp_prior_with_a_vanishing_nu0_is_a_numerical_error():
     X = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 0.5]])
     with pytest.raises(rt.NumericalError, match="nu0"):
         rt.BayesianRoseTree(rt.GPExperts.from_data(X, nu0=5e-324)).fit(X)
+
+
+class _RowZeroImpossible(rt.ClusterModel):
+    """ln f = -inf for every cluster holding row 0 (its first value is above 5)."""
+
+    def log_marginal(self, X):
+        X = np.asarray(X)
+        return -math.inf if np.any(X[:, 0] > 5) else float(-0.5 * np.sum(X**2))
+
+
+def test_cluster_weights_sum_to_one_where_a_node_is_impossible_either_way():
+    """Fuzz finding 0:30593: a node whose one-cluster and split terms are both -inf (its
+    rows impossible under the model) has no posterior merge probability; its (r, 1 - r)
+    is the prior's (pi, 1 - pi), not (1, 1), so the weights of eq 1.25 still sum to one."""
+    X = np.array([[9.0], [0.1], [0.2], [-0.3]])
+    tree = rt.evaluate_tree(X, [[[0, 1], 2], 3], model=_RowZeroImpossible(), mixing="gamma")
+    log_w = np.asarray(tree.log_cluster_weights())
+    assert abs(np.logaddexp.reduce(log_w)) < 1e-12
+
+
+def test_coalescent_missing_entries_score_under_a_full_lambda():
+    """Fuzz finding 0:2816: with a full (d, d) Lambda, each held-out cell's observation
+    variance is noise * Lambda_jj, the diagonal, not a broadcast of the matrix (ValueError).
+    Under a diagonal matrix the result equals that of the same rates given as a vector."""
+    X = np.array([[-3.0, 0.5], [2.0, 2.0], [1.5, -1.0], [0.0, 0.2]])
+    rates = np.array([1.5, 0.5])
+    full = rt.KingmanCoalescent(Lambda=np.diag(rates), noise=0.1).fit(X)
+    vector = rt.KingmanCoalescent(Lambda=rates, noise=0.1).fit(X)
+    got = full.log_predictive_missing(X)
+    assert np.isfinite(got)
+    assert got == pytest.approx(vector.log_predictive_missing(X), rel=1e-12)
