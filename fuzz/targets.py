@@ -622,7 +622,12 @@ def _check_brt_fit(est: Any, X: Any) -> None:
     # Columns the model left out (constant_features_) are not part of log_evidence_.
     dropped = np.asarray(getattr(est, "constant_features_", ()), dtype=np.int64)
     if dropped.size:
-        dense = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+        if hasattr(X, "toarray"):  # SciPy sparse
+            dense = X.toarray()
+        elif hasattr(X, "to_numpy"):  # pandas, whose <NA> is a missing value
+            dense = X.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            dense = np.asarray(X, dtype=np.float64)
         X = np.delete(dense, dropped, axis=1)
     try:
         again = rt.log_evidence(
