@@ -940,6 +940,8 @@ def run_learn(X: Any, **kwargs: Any) -> list[Output]:
     start = {
         k: kwargs[k] for k in ("model", "mixing", "gamma", "dp_alpha", "binary") if k in kwargs
     }
+    # Learning's default model is BetaBernoulli(); the estimator's is "auto".
+    start.setdefault("model", rt.BetaBernoulli())
     try:
         fitted = rt.BayesianRoseTree(**start).fit(X)
         given = fitted.log_evidence_
