@@ -138,7 +138,7 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
     out: dict[str, object] = {"newick": est.tree_.to_newick(), "nodes": est.tree_.n_nodes}
     if family in ("brt", "bhc"):
         out["score"] = est.log_evidence_
-        out["labels"] = est.tree_.cut(0.5).tolist()
+        out["labels"] = est.labels_.tolist()
         out["log_predictive"] = est.score_samples(X).tolist()
     else:
         out["score"] = est.log_joint_

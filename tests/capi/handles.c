@@ -69,6 +69,7 @@ static void every_call(rt_data *data, rt_model *model, rt_brt_params *brt,
     EXPECT(rt_fit_heights(fit, out, 6), want);
     EXPECT(rt_fit_newick(fit, text, sizeof text, &a), want);
     EXPECT(rt_fit_cut(fit, 0.5, ids, 6, &a), want);
+    EXPECT(rt_fit_labels(fit, 1.0, 0.5, ids, 6, &a), want);
     EXPECT(rt_fit_score_samples(fit, data, out, 6), want);
     EXPECT(rt_data_free(data), want);
     EXPECT(rt_model_free(model), want);
@@ -140,6 +141,11 @@ int main(void) {
     EXPECT(rt_fit_size(fit, &k, &needed), RT_STATUS_OK);
     EXPECT(rt_fit_heights(fit, heights, needed), RT_STATUS_OK);
     EXPECT(rt_fit_cut(fit, 0.5, labels, 6, NULL), RT_STATUS_OK);
+    EXPECT(rt_fit_labels(fit, 1.0, 0.5, labels, 6, &k), RT_STATUS_OK);
+    EXPECT(rt_fit_labels(fit, 0.0, 0.5, labels, 6, &k), RT_STATUS_INVALID_PARAMETER);
+    MESSAGE("dp_alpha");
+    EXPECT(rt_fit_labels(fit, 1.0, 1.5, labels, 6, &k), RT_STATUS_INVALID_PARAMETER);
+    MESSAGE("threshold");
     EXPECT(rt_fit_score_samples(fit, data, scores, 6), RT_STATUS_OK);
     EXPECT(rt_fit_score_samples(fit, data, scores, 5), RT_STATUS_BUFFER_SIZE);
     EXPECT(rt_fit_score(fit, &score), RT_STATUS_OK);

@@ -1,6 +1,6 @@
 /* Fits one of rosetree's families to a CSV file of numbers and prints the tree in Newick
- * format and its score (and, for rose trees, the flat clusters of the cut at 0.5 and the
- * log predictive density of each row).
+ * format and its score (and, for rose trees, the flat clusters the Python package reports as
+ * labels_ by default and the log predictive density of each row).
  *
  *   fit brt|bhc|coalescent|pydt FILE.csv [SEED]
  *
@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     printf("newick %s\nscore %.17g\nnodes %zu\n", newick, score, n_nodes);
     if (rose) {
         if (!(labels = malloc(n_leaves * sizeof *labels))) goto done;
-        CHECK(rt_fit_cut(fit, 0.5, labels, n_leaves, &k));
+        CHECK(rt_fit_labels(fit, 1.0, 0.5, labels, n_leaves, &k));
         printf("clusters %zu\nlabels", k);
         for (i = 0; i < n_leaves; i++) printf(" %lld", (long long)labels[i]);
         if (!(log_predictive = malloc(n_rows * sizeof *log_predictive))) goto done;

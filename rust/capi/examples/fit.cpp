@@ -86,11 +86,12 @@ class Fit {
         return values;
     }
 
-    std::vector<int64_t> cut(double threshold, size_t *n_clusters) const {
-        std::vector<int64_t> labels(size().first);
-        check(rt_fit_cut(fit_.get(), threshold, labels.data(), labels.size(), n_clusters),
-              "rt_fit_cut");
-        return labels;
+    // The Python package's default labels_: the DP cut (concentration 1, threshold 0.5).
+    std::vector<int64_t> labels(size_t *n_clusters) const {
+        std::vector<int64_t> out(size().first);
+        check(rt_fit_labels(fit_.get(), 1.0, 0.5, out.data(), out.size(), n_clusters),
+              "rt_fit_labels");
+        return out;
     }
 
   private:
@@ -174,7 +175,7 @@ int main(int argc, char **argv) try {
               << fit.size().second << "\n";
     if (rose) {
         size_t k = 0;
-        const std::vector<int64_t> labels = fit.cut(0.5, &k);
+        const std::vector<int64_t> labels = fit.labels(&k);
         std::cout << "clusters " << k << "\nlabels";
         for (int64_t label : labels) std::cout << ' ' << label;
         std::cout << "\nlog_predictive";

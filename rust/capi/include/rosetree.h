@@ -158,6 +158,19 @@ enum rt_status rt_fit_cut(const struct rt_fit *fit,
                           size_t len,
                           size_t *n_clusters);
 
+// The flat clusters the Python estimators report as `labels_` by default: the fitted tree
+// re-weighted under the Dirichlet-process mixing rule with concentration `dp_alpha`, then
+// cut top-down at `r_T ≥ threshold` (as `rt_fit_cut`). With `dp_alpha = 1` and
+// `threshold = 0.5` these are `BayesianRoseTree().labels_`. Writes each row's label
+// (`0..K−1`, numbered by first row) into `labels` (`n_leaves` values) and `K` into
+// `*n_clusters` when it is not null.
+enum rt_status rt_fit_labels(const struct rt_fit *fit,
+                             double dp_alpha,
+                             double threshold,
+                             int64_t *labels,
+                             size_t len,
+                             size_t *n_clusters);
+
 // The log predictive density `ln p(x | D, T)` of each row of `data` under a fitted rose
 // tree (BRT eq 1.25), into `out` (one value per row).
 enum rt_status rt_fit_score_samples(const struct rt_fit *fit,

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 
 use ndarray::ArrayView2;
-use rosetree::brt::{self, Predictor};
+use rosetree::brt::{self, Mixing, Predictor};
 use rosetree::coalescent::{self, CoalescentFit};
 use rosetree::models::ClusterModel;
 use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian, MessageModel};
@@ -305,19 +305,58 @@ pub extern "C" fn rt_fit_cut(
 ) -> RtStatus {
     guard(|| {
         let rose = handle::get(fit, "fit")?.rose_tree("rt_fit_cut")?.tree();
-        let nodes = rose.cut(threshold)?;
-        let values: Vec<i64> = rose
-            .tree()
-            .labels(&nodes)?
-            .into_iter()
-            .map(|l| l as i64)
-            .collect();
-        buffer::output(&values, labels, len, "labels")?;
-        if !n_clusters.is_null() {
-            buffer::scalar(nodes.len(), n_clusters, "n_clusters")?;
-        }
-        Ok(())
+        write_cut(rose, threshold, labels, len, n_clusters)
     })
+}
+
+/// The flat clusters the Python estimators report as `labels_` by default: the fitted tree
+/// re-weighted under the Dirichlet-process mixing rule with concentration `dp_alpha`, then
+/// cut top-down at `r_T ≥ threshold` (as `rt_fit_cut`). With `dp_alpha = 1` and
+/// `threshold = 0.5` these are `BayesianRoseTree().labels_`. Writes each row's label
+/// (`0..K−1`, numbered by first row) into `labels` (`n_leaves` values) and `K` into
+/// `*n_clusters` when it is not null.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_fit_labels(
+    fit: *const RtFit,
+    dp_alpha: f64,
+    threshold: f64,
+    labels: *mut i64,
+    len: usize,
+    n_clusters: *mut usize,
+) -> RtStatus {
+    guard(|| {
+        let rose = handle::get(fit, "fit")?.rose_tree("rt_fit_labels")?.tree();
+        if !(dp_alpha.is_finite() && dp_alpha > 0.0) {
+            return Err(Error::param(
+                "dp_alpha",
+                format!("must be finite and > 0, got {dp_alpha}"),
+            ));
+        }
+        let remixed = brt::remix(rose, &Mixing::Dp { alpha: dp_alpha });
+        write_cut(&remixed, threshold, labels, len, n_clusters)
+    })
+}
+
+/// The labels of the cut `r_T ≥ threshold` of `rose` into the caller's buffers.
+fn write_cut(
+    rose: &RoseTree,
+    threshold: f64,
+    labels: *mut i64,
+    len: usize,
+    n_clusters: *mut usize,
+) -> Result<()> {
+    let nodes = rose.cut(threshold)?;
+    let values: Vec<i64> = rose
+        .tree()
+        .labels(&nodes)?
+        .into_iter()
+        .map(|l| l as i64)
+        .collect();
+    buffer::output(&values, labels, len, "labels")?;
+    if !n_clusters.is_null() {
+        buffer::scalar(nodes.len(), n_clusters, "n_clusters")?;
+    }
+    Ok(())
 }
 
 /// The log predictive density `ln p(x | D, T)` of each row of `data` under a fitted rose
