@@ -33,21 +33,27 @@ pub(crate) fn input<'a>(ptr: *const f64, len: usize, name: &str) -> Result<&'a [
     }
 }
 
+/// A caller's buffer `name` of `len` elements where `expected` are needed.
+///
+/// # Errors
+/// [`RtStatus::BufferSize`] when they differ.
+pub(crate) fn check_len(expected: usize, len: usize, name: &str) -> Result<()> {
+    if len != expected {
+        return Err(Error::new(
+            RtStatus::BufferSize,
+            format!("`{name}` must have {expected} elements, got a length of {len}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Writes `values` to the caller's buffer `ptr` of `len` elements.
 ///
 /// # Errors
 /// [`RtStatus::BufferSize`] when `ptr` is null or `len` differs from `values.len()`;
 /// nothing is written then.
 pub(crate) fn output<T: Copy>(values: &[T], ptr: *mut T, len: usize, name: &str) -> Result<()> {
-    if len != values.len() {
-        return Err(Error::new(
-            RtStatus::BufferSize,
-            format!(
-                "`{name}` must have {} elements, got a length of {len}",
-                values.len()
-            ),
-        ));
-    }
+    check_len(values.len(), len, name)?;
     if values.is_empty() {
         return Ok(());
     }

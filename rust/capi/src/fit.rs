@@ -326,13 +326,9 @@ pub extern "C" fn rt_fit_labels(
 ) -> RtStatus {
     guard(|| {
         let rose = handle::get(fit, "fit")?.rose_tree("rt_fit_labels")?.tree();
-        if !(dp_alpha.is_finite() && dp_alpha > 0.0) {
-            return Err(Error::param(
-                "dp_alpha",
-                format!("must be finite and > 0, got {dp_alpha}"),
-            ));
-        }
-        let remixed = brt::remix(rose, &Mixing::Dp { alpha: dp_alpha });
+        let mixing = Mixing::Dp { alpha: dp_alpha };
+        mixing.check()?;
+        let remixed = brt::remix(rose, &mixing);
         write_cut(&remixed, threshold, labels, len, n_clusters)
     })
 }
@@ -381,15 +377,8 @@ pub extern "C" fn rt_fit_score_samples(
                 ),
             ));
         }
-        if len != x.nrows() {
-            return Err(Error::new(
-                RtStatus::BufferSize,
-                format!(
-                    "`out` must have {} elements, got a length of {len}",
-                    x.nrows()
-                ),
-            ));
-        }
+        // Before the work: a wrong buffer fails at once.
+        buffer::check_len(x.nrows(), len, "out")?;
         buffer::output(&fit.log_predictive(x)?, out, len, "out")
     })
 }
