@@ -8,42 +8,67 @@ use crate::error::{Result, RoseTreeError};
 /// work.
 pub(crate) const PAR_THRESHOLD: usize = 1024;
 
-/// Where parallel loops run: rayon's global pool (which respects `RAYON_NUM_THREADS`) or a
-/// dedicated pool of a given size. Only the parallel sections enter the pool; the driving
-/// loop stays on the caller's thread, so a caller can poll for interrupts there (Python
-/// delivers signals to the main thread only). Results never depend on the choice: every
-/// parallel reduction in the crate is over a total order.
+/// Where parallel loops run: rayon's global pool (which respects `RAYON_NUM_THREADS`), a
+/// dedicated pool of a given size, or the calling thread alone (one thread: no pool, so no
+/// hand-over between threads at every step of a search). Only the parallel sections enter
+/// the pool; the driving loop stays on the caller's thread, so a caller can poll for
+/// interrupts there (Python delivers signals to the main thread only). Results never depend
+/// on the choice: every parallel reduction in the crate is over a total order.
+///
+/// Every parallel section of the crate goes through these methods, so that one thread
+/// really means one.
 #[derive(Debug, Default)]
 pub struct Threads {
-    pool: Option<rayon::ThreadPool>,
+    kind: Kind,
+}
+
+#[derive(Debug, Default)]
+enum Kind {
+    #[default]
+    Global,
+    Pool(rayon::ThreadPool),
+    Sequential,
 }
 
 impl Threads {
-    /// `None`: rayon's global pool; `Some(k)`: a pool of `k` threads.
+    /// `None`: rayon's global pool; `Some(1)`: the calling thread; `Some(k)`: a pool of `k`
+    /// threads.
     ///
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] on `n_jobs` for zero threads or a pool that cannot
     /// be built.
     pub fn new(n_threads: Option<usize>) -> Result<Self> {
-        let pool = match n_threads {
-            None => None,
+        let kind = match n_threads {
+            None => Kind::Global,
             Some(0) => return Err(RoseTreeError::param("n_jobs", "must be at least 1")),
-            Some(n) => Some(
+            Some(1) => Kind::Sequential,
+            Some(n) => Kind::Pool(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
                     .build()
                     .map_err(|e| RoseTreeError::param("n_jobs", e.to_string()))?,
             ),
         };
-        Ok(Self { pool })
+        Ok(Self { kind })
     }
 
-    /// Runs `f` where its parallel iterators should run.
+    /// Whether every loop runs on the calling thread.
+    fn sequential(&self) -> bool {
+        matches!(self.kind, Kind::Sequential)
+    }
+
+    /// Runs `f` on these threads (on the calling thread for [`Kind::Global`] and one
+    /// thread): a long job whose parallel sections should not each hop onto the pool.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        match &self.pool {
-            Some(pool) => pool.install(f),
-            None => f(),
+        match &self.kind {
+            Kind::Pool(pool) => pool.install(f),
+            Kind::Global | Kind::Sequential => f(),
         }
+    }
+
+    /// Whether a loop over `len` items runs in parallel.
+    fn parallel(&self, len: usize, min_parallel: usize) -> bool {
+        !self.sequential() && len >= min_parallel.max(2)
     }
 }
 
@@ -60,7 +85,7 @@ impl Threads {
         min_parallel: usize,
         f: impl Fn(&T) -> Result<R> + Sync + Send,
     ) -> Result<Vec<R>> {
-        if items.len() >= min_parallel.max(2) {
+        if self.parallel(items.len(), min_parallel) {
             let results: Vec<Result<R>> = self.install(|| items.par_iter().map(f).collect());
             results.into_iter().collect()
         } else {
@@ -103,7 +128,7 @@ impl Threads {
         fold: impl Fn(A, &T) -> Result<A> + Sync + Send,
         reduce: impl Fn(A, A) -> A + Sync + Send,
     ) -> Result<A> {
-        if items.len() >= PAR_THRESHOLD {
+        if self.parallel(items.len(), PAR_THRESHOLD) {
             self.install(|| {
                 items
                     .par_iter()
@@ -130,7 +155,7 @@ impl Threads {
         f: impl Fn(&T, &mut S) -> Result<R> + Sync + Send,
     ) -> Result<Vec<R>> {
         assert_eq!(items.len(), states.len(), "one state per item");
-        if items.len() >= min_parallel.max(2) {
+        if self.parallel(items.len(), min_parallel) {
             let results: Vec<Result<R>> = self.install(|| {
                 items
                     .par_iter()
@@ -145,6 +170,168 @@ impl Threads {
                 .zip(states.iter_mut())
                 .map(|(x, s)| f(x, s))
                 .collect()
+        }
+    }
+}
+
+impl Threads {
+    /// [`try_map`](Self::try_map) over owned items.
+    ///
+    /// # Errors
+    /// The first error of `f` in item order.
+    pub fn try_map_owned<T: Send, R: Send>(
+        &self,
+        items: Vec<T>,
+        min_parallel: usize,
+        f: impl Fn(T) -> Result<R> + Sync + Send,
+    ) -> Result<Vec<R>> {
+        if self.parallel(items.len(), min_parallel) {
+            let results: Vec<Result<R>> = self.install(|| items.into_par_iter().map(f).collect());
+            results.into_iter().collect()
+        } else {
+            items.into_iter().map(f).collect()
+        }
+    }
+
+    /// Calls `f(id, &mut states[id])` for each of the increasing, distinct `ids`, in parallel
+    /// on these threads when there are at least `min_parallel` of them, and returns the
+    /// `(id, r)` for which `f` returned `Some(r)`, in increasing id order. The states are
+    /// split between threads at the ids, so that each thread owns the states it updates.
+    ///
+    /// # Errors
+    /// The first error of `f` in id order (the states of later ids may have been updated).
+    ///
+    /// # Panics
+    /// If `ids` is not increasing or an id is out of range of `states`.
+    pub fn try_update_at<S: Send, R: Send>(
+        &self,
+        states: &mut [S],
+        ids: &[u32],
+        min_parallel: usize,
+        f: impl Fn(u32, &mut S) -> Result<Option<R>> + Sync + Send,
+    ) -> Result<Vec<(u32, R)>> {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids must increase");
+        if self.parallel(ids.len(), min_parallel) {
+            self.install(|| update_split(states, 0, ids, &f))
+        } else {
+            update_serial(states, 0, ids, &f)
+        }
+    }
+}
+
+/// Ids per task of [`Threads::try_update_at`].
+const UPDATE_GRAIN: usize = 256;
+
+fn update_serial<S, R>(
+    states: &mut [S],
+    offset: u32,
+    ids: &[u32],
+    f: &(impl Fn(u32, &mut S) -> Result<Option<R>> + Sync),
+) -> Result<Vec<(u32, R)>> {
+    let mut out = Vec::new();
+    for &id in ids {
+        if let Some(r) = f(id, &mut states[(id - offset) as usize])? {
+            out.push((id, r));
+        }
+    }
+    Ok(out)
+}
+
+/// Halves `ids` and `states` (the states from the middle id on go to the second half) until
+/// the pieces are small, and updates the pieces in parallel; `states[0]` is the state of id
+/// `offset`.
+fn update_split<S: Send, R: Send>(
+    states: &mut [S],
+    offset: u32,
+    ids: &[u32],
+    f: &(impl Fn(u32, &mut S) -> Result<Option<R>> + Sync),
+) -> Result<Vec<(u32, R)>> {
+    if ids.len() <= UPDATE_GRAIN {
+        return update_serial(states, offset, ids, f);
+    }
+    let (low_ids, high_ids) = ids.split_at(ids.len() / 2);
+    let middle = high_ids[0];
+    let (low, high) = states.split_at_mut((middle - offset) as usize);
+    let (a, b) = rayon::join(
+        || update_split(low, offset, low_ids, f),
+        || update_split(high, middle, high_ids, f),
+    );
+    // The first error in id order: the lower half's, if it has one.
+    let mut a = a?;
+    a.extend(b?);
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever the pool, the updates land on the states of the given ids, the results come
+    /// back in id order, and the error reported is that of the lowest failing id.
+    #[test]
+    fn updates_at_ids_in_order_with_the_first_error() {
+        let ids: Vec<u32> = (0..5000).filter(|i| i % 3 != 1).collect();
+        for threads in [
+            Threads::new(Some(1)),
+            Threads::new(Some(3)),
+            Threads::new(None),
+        ] {
+            let threads = threads.unwrap();
+            let mut states = vec![0_u64; 5000];
+            let got = threads
+                .try_update_at(&mut states, &ids, 2, |id, s| {
+                    *s += u64::from(id) + 1;
+                    Ok((id % 5 == 0).then_some(2 * id))
+                })
+                .unwrap();
+            let expected: Vec<(u32, u32)> = ids
+                .iter()
+                .filter(|&&i| i % 5 == 0)
+                .map(|&i| (i, 2 * i))
+                .collect();
+            assert_eq!(got, expected);
+            for (i, &s) in states.iter().enumerate() {
+                let want = if i % 3 == 1 { 0 } else { i as u64 + 1 };
+                assert_eq!(s, want, "state {i}");
+            }
+            let err = threads
+                .try_update_at(&mut states, &ids, 2, |id, _| {
+                    if id >= 4000 || id == 1200 || id == 3003 {
+                        Err(RoseTreeError::Numerical(format!("{id}")))
+                    } else {
+                        Ok(None::<()>)
+                    }
+                })
+                .unwrap_err();
+            assert!(
+                matches!(err, RoseTreeError::Numerical(ref m) if m == "1200"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn owned_maps_keep_order_and_the_first_error() {
+        for threads in [Threads::new(Some(1)), Threads::new(Some(2))] {
+            let threads = threads.unwrap();
+            let items: Vec<u32> = (0..3000).collect();
+            let got = threads
+                .try_map_owned(items.clone(), 2, |x| Ok(x * 2))
+                .unwrap();
+            assert_eq!(got, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+            let err = threads
+                .try_map_owned(items, 2, |x| {
+                    if x % 1000 == 999 {
+                        Err(RoseTreeError::Numerical(format!("{x}")))
+                    } else {
+                        Ok(x)
+                    }
+                })
+                .unwrap_err();
+            assert!(
+                matches!(err, RoseTreeError::Numerical(ref m) if m == "999"),
+                "{err}"
+            );
         }
     }
 }

@@ -25,8 +25,12 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 struct Engine<'a, L: Linkage> {
     linkage: &'a mut L,
-    /// Live cluster ids in increasing order.
+    /// Cluster ids in increasing order: every live one, and up to as many merged ones, which
+    /// are dropped in one pass when there are more (rather than shifting the list twice a
+    /// merge).
     active: Vec<u32>,
+    /// Merged ids still in `active`.
+    stale: usize,
     /// Whether each id is live.
     live: Vec<bool>,
     candidates: Vec<Candidates<L::Key>>,
@@ -92,6 +96,7 @@ pub fn agglomerate<L: Linkage>(
     let mut engine = Engine {
         linkage,
         active: (0..n as u32).collect(),
+        stale: 0,
         live,
         candidates: (0..capacity).map(|_| Candidates::empty()).collect(),
         heap: IndexedHeap::new(capacity),
@@ -121,12 +126,14 @@ impl<L: Linkage> Engine<'_, L> {
         let start = self.active.partition_point(|&t| t <= k);
         let partners = &self.active[start..];
         let probe = self.linkage.probe(k);
-        let linkage = &*self.linkage;
+        let (linkage, live) = (&*self.linkage, &self.live);
         self.threads.try_fold(
             partners,
             Candidates::empty,
             |mut c, &j| {
-                c.push((linkage.score(k, j, probe.as_ref())?, j));
+                if live[j as usize] {
+                    c.push((linkage.score(k, j, probe.as_ref())?, j));
+                }
                 Ok(c)
             },
             Candidates::merged,
@@ -204,34 +211,44 @@ impl<L: Linkage> Engine<'_, L> {
         }
     }
 
+    /// Merges `i` and `j` into `m`. Each survivor scores `m` and files it among its own
+    /// candidates, in parallel (a survivor's list belongs to one thread); only the survivors
+    /// whose best key changed go back to the heap, on this thread.
     fn merge(&mut self, i: u32, j: u32, m: u32) -> Result<()> {
         self.linkage.merge(i, j, m)?;
         for t in [i, j] {
             self.live[t as usize] = false;
             self.heap.remove(t as usize);
             self.candidates[t as usize] = Candidates::empty();
-            let pos = self
-                .active
-                .binary_search(&t)
-                .expect("merged cluster was live");
-            self.active.remove(pos);
         }
-        // Every survivor scores the new cluster and files it among its candidates.
-        let linkage = &*self.linkage;
-        let scored = self
-            .threads
-            .try_map(&self.active, PAR_THRESHOLD, |&t| linkage.score(t, m, None))?;
-        for (&t, key) in self.active.iter().zip(scored) {
-            let c = &mut self.candidates[t as usize];
-            let old_key = c.key();
-            c.push((key, m));
-            let changed = match (old_key, c.key()) {
-                (Some(old), Some(new)) => old.total_cmp(&new).is_ne(),
-                (old, new) => old.is_some() != new.is_some(),
-            };
-            if changed {
-                self.heap.set(t as usize, key);
-            }
+        self.stale += 2;
+        if 2 * self.stale > self.active.len() {
+            let live = &self.live;
+            self.active.retain(|&t| live[t as usize]);
+            self.stale = 0;
+        }
+        let (linkage, live) = (&*self.linkage, &self.live);
+        let changed = self.threads.try_update_at(
+            &mut self.candidates,
+            &self.active,
+            PAR_THRESHOLD,
+            |t, c| {
+                if !live[t as usize] {
+                    return Ok(None);
+                }
+                let key = linkage.score(t, m, None)?;
+                let old_key = c.key();
+                c.push((key, m));
+                Ok(match (old_key, c.key()) {
+                    (Some(old), Some(new)) => old.total_cmp(&new).is_ne().then_some(new),
+                    (None, new) => new,
+                    // A push never empties a list.
+                    (Some(_), None) => None,
+                })
+            },
+        )?;
+        for (t, key) in changed {
+            self.heap.set(t as usize, key);
         }
         self.live[m as usize] = true;
         self.active.push(m);

@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use rayon::prelude::*;
 
 use super::RoseTree;
 use super::evaluate::evaluate;
@@ -349,17 +348,13 @@ impl<M: RowQueries> Approx<'_, M> {
     ) -> Result<Vec<Option<Shape>>> {
         // Seeds are drawn before any part is built: the tree does not depend on scheduling.
         let seeded: Vec<(Vec<usize>, u64)> = parts.into_iter().map(|p| (p, rng.random())).collect();
-        let built: Vec<Result<Option<Shape>>> = seeded
-            .into_par_iter()
-            .map(|(part, seed)| {
-                if part.is_empty() {
-                    Ok(None)
-                } else {
-                    self.build(part, depth + 1, seed).map(Some)
-                }
-            })
-            .collect();
-        built.into_iter().collect()
+        self.threads.try_map_owned(seeded, 2, |(part, seed)| {
+            if part.is_empty() {
+                Ok(None)
+            } else {
+                self.build(part, depth + 1, seed).map(Some)
+            }
+        })
     }
 
     /// Rows that do not split: children of one node, blocks of `sample` rows in the order
