@@ -1,8 +1,12 @@
 //! Thread-pool selection and the size threshold below which loops stay sequential.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use rayon::prelude::*;
 
 use crate::error::{Result, RoseTreeError};
+use crate::progress;
 
 /// Loops shorter than this run sequentially: the fork–join overhead would cost more than the
 /// work.
@@ -57,11 +61,20 @@ impl Threads {
         matches!(self.kind, Kind::Sequential)
     }
 
-    /// Runs `f` on these threads (on the calling thread for [`Kind::Global`] and one
-    /// thread): a long job whose parallel sections should not each hop onto the pool.
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    /// Whether a job gains nothing from [`run_polled`](Self::run_polled): with one thread,
+    /// or when the calling thread is already a pool's (a job inside another).
+    #[must_use]
+    pub fn runs_inline(&self) -> bool {
+        self.sequential() || rayon::current_thread_index().is_some()
+    }
+
+    /// Runs `f` on a thread of these threads' pool (for one thread: right here), so that
+    /// the parallel sections inside it start from the pool.
+    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.kind {
             Kind::Pool(pool) => pool.install(f),
+            // `join` called from outside the global pool runs inside it.
+            Kind::Global if rayon::current_thread_index().is_none() => rayon::join(f, || ()).0,
             Kind::Global | Kind::Sequential => f(),
         }
     }
@@ -174,7 +187,62 @@ impl Threads {
     }
 }
 
+/// How often [`Threads::run_polled`] polls the interrupt while its job runs.
+const POLL: Duration = Duration::from_millis(20);
+
 impl Threads {
+    /// Runs a long `job` off the calling thread, on these threads (on a thread of its own
+    /// for one thread), so that its parallel sections start from a thread of the pool and
+    /// its steps never wait for a hand-over, while the calling thread polls `interrupt`
+    /// about every 20 ms (a Python signal handler can only run there) and calls `on_poll`.
+    /// When `interrupt` returns `true`, `stop` is set: the job should notice it and return.
+    /// The job's progress reports go to the calling thread's watcher.
+    ///
+    /// Called from a thread of a rayon pool (a job inside another), `job` runs right there
+    /// and `interrupt` is polled only before it starts: a job inside another should read
+    /// the outer job's flag instead ([`Threads::runs_inline`]).
+    ///
+    /// # Panics
+    /// A panic of `job` is resumed on the calling thread.
+    pub fn run_polled<R: Send>(
+        &self,
+        interrupt: &dyn Fn() -> bool,
+        on_poll: &dyn Fn(),
+        job: impl FnOnce(&AtomicBool) -> R + Send,
+    ) -> R {
+        let stop = AtomicBool::new(false);
+        if rayon::current_thread_index().is_some() {
+            stop.store(interrupt(), Ordering::Relaxed);
+            return job(&stop);
+        }
+        let watcher = progress::current();
+        let stop = &stop;
+        std::thread::scope(|scope| {
+            let caller = std::thread::current();
+            let worker = scope.spawn(move || {
+                // Wakes the calling thread when the job ends, also by a panic.
+                struct Wake(std::thread::Thread);
+                impl Drop for Wake {
+                    fn drop(&mut self) {
+                        self.0.unpark();
+                    }
+                }
+                let _wake = Wake(caller);
+                self.install(|| progress::watch_with(watcher, || job(stop)))
+            });
+            while !worker.is_finished() {
+                if interrupt() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                on_poll();
+                std::thread::park_timeout(POLL);
+            }
+            worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
     /// [`try_map`](Self::try_map) over owned items.
     ///
     /// # Errors

@@ -46,6 +46,19 @@ thread_local! {
 /// Runs `work` on this thread with its [`report`]s going to `progress`; the previous
 /// watcher, if any, is restored afterwards.
 pub fn watch<T>(progress: &Arc<Progress>, work: impl FnOnce() -> T) -> T {
+    watch_with(Some(Arc::clone(progress)), work)
+}
+
+/// The watcher of this thread, for a thread that works on its behalf
+/// ([`watch_with`]).
+#[must_use]
+pub fn current() -> Option<Arc<Progress>> {
+    WATCHER.with(|w| w.borrow().clone())
+}
+
+/// [`watch`] with an optional watcher: `None` runs `work` unwatched (its reports are
+/// dropped), whatever watches this thread.
+pub fn watch_with<T>(progress: Option<Arc<Progress>>, work: impl FnOnce() -> T) -> T {
     struct Restore(Option<Arc<Progress>>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -53,7 +66,7 @@ pub fn watch<T>(progress: &Arc<Progress>, work: impl FnOnce() -> T) -> T {
             WATCHER.with(|w| *w.borrow_mut() = previous);
         }
     }
-    let previous = WATCHER.with(|w| w.borrow_mut().replace(Arc::clone(progress)));
+    let previous = WATCHER.with(|w| std::mem::replace(&mut *w.borrow_mut(), progress));
     let _restore = Restore(previous);
     work()
 }
@@ -85,6 +98,20 @@ mod tests {
         });
         assert_eq!(outer.latest(), Some(("a", 2, 2)));
         assert_eq!(inner.latest(), Some(("b", 1, 3)));
+    }
+
+    #[test]
+    fn a_watcher_can_be_handed_to_another_thread_or_muted() {
+        let seen = Arc::new(Progress::default());
+        watch(&seen, || {
+            let mine = current();
+            std::thread::scope(|s| {
+                s.spawn(|| watch_with(mine, || report("elsewhere", 1, 2)));
+            });
+            watch_with(None, || report("muted", 2, 2));
+        });
+        assert_eq!(seen.latest(), Some(("elsewhere", 1, 2)));
+        assert!(current().is_none());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! files it in its own list. Every key is a pure function of the two clusters, so the result
 //! does not depend on the number of threads.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::candidates::{Candidates, before};
@@ -41,8 +42,10 @@ struct Engine<'a, L: Linkage> {
 /// Merges `n` singleton clusters greedily until one is left, and returns the merges in
 /// order: the `k`-th pair `(i, j)`, `i < j`, became cluster `n + k`.
 ///
-/// Parallel sections run on `threads`; `interrupt` is polled from the calling thread every
-/// 50 ms or so, and when it returns `true` the search stops with
+/// Parallel sections run on `threads`. A search of a few thousand clusters or more on
+/// several threads is driven from a thread of the pool, so that no step waits for its
+/// parallel section to be handed over ([`Threads::run_polled`]). `interrupt` is polled from
+/// the calling thread every 50 ms or so, and when it returns `true` the search stops with
 /// [`RoseTreeError::Interrupted`].
 ///
 /// # Examples
@@ -87,6 +90,25 @@ pub fn agglomerate<L: Linkage>(
     if n >= (u32::MAX as usize) / 2 {
         return Err(RoseTreeError::param("X", format!("too many rows ({n})")));
     }
+    if n < OFF_THREAD || threads.runs_inline() {
+        return search(linkage, n, threads, interrupt);
+    }
+    // The loop runs on the pool, so that each merge's parallel section starts there; this
+    // thread polls the interrupt.
+    threads.run_polled(interrupt, &|| {}, |stop| {
+        search(linkage, n, threads, &|| stop.load(Ordering::Relaxed))
+    })
+}
+
+/// Searches with at least this many clusters run on the pool ([`Threads::run_polled`]).
+const OFF_THREAD: usize = 2 * PAR_THRESHOLD;
+
+fn search<L: Linkage>(
+    linkage: &mut L,
+    n: usize,
+    threads: &Threads,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<Vec<(u32, u32)>> {
     if n <= 1 {
         return Ok(Vec::new());
     }

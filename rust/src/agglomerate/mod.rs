@@ -39,8 +39,9 @@ impl TotalOrder for f64 {
 /// A client of [`agglomerate`]: the clusters, how a pair scores and what a merge does.
 ///
 /// The engine calls [`score`](Linkage::score) from several threads at once, always with
-/// `i < j` and both clusters live, and [`merge`](Linkage::merge) from the calling thread.
-pub trait Linkage: Sync {
+/// `i < j` and both clusters live, and [`merge`](Linkage::merge) from the thread that drives the
+/// search (a thread of the pool for a large search, see [`agglomerate`]).
+pub trait Linkage: Send + Sync {
     /// The ranking key of a merge; higher ranks first.
     type Key: TotalOrder + Send + Sync;
 

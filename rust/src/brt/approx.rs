@@ -20,7 +20,6 @@
 //! number of threads or on the order in which parts finish.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -99,9 +98,6 @@ struct Approx<'a, M: RowQueries> {
     params: ApproxParams,
 }
 
-/// How often the calling thread polls its interrupt while the parts are built.
-const POLL: Duration = Duration::from_millis(20);
-
 /// The approximate greedy rose tree (see the module documentation) of `leaves`.
 ///
 /// # Errors
@@ -122,38 +118,29 @@ pub fn approximate<M: RowQueries>(
     if n <= params.exact_below {
         return greedy(model, mixing, binary, rule, leaves, threads, interrupt);
     }
-    let stop = AtomicBool::new(false);
     let placed = AtomicUsize::new(0);
-    let search = Approx {
-        model,
-        mixing,
-        binary,
-        rule,
-        leaves: &leaves,
-        threads,
-        stop: &stop,
-        placed: &placed,
-        params,
-    };
     // The parts are built on the pool; this thread polls the interrupt (which need not be
-    // callable from other threads) and reports progress.
-    let shape = std::thread::scope(|scope| {
-        let worker =
-            scope.spawn(|| threads.install(|| search.build((0..n).collect(), 0, params.seed)));
-        while !worker.is_finished() {
-            if interrupt() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            progress::report(
-                "approximate search: rows placed",
-                placed.load(Ordering::Relaxed),
-                n,
-            );
-            std::thread::park_timeout(POLL);
-        }
-        worker
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    // callable from other threads) and reports the rows placed, not the parts' own steps.
+    let report = || {
+        progress::report(
+            "approximate search: rows placed",
+            placed.load(Ordering::Relaxed),
+            n,
+        );
+    };
+    let shape = threads.run_polled(interrupt, &report, |stop| {
+        let search = Approx {
+            model,
+            mixing,
+            binary,
+            rule,
+            leaves: &leaves,
+            threads,
+            stop,
+            placed: &placed,
+            params,
+        };
+        progress::watch_with(None, || search.build((0..n).collect(), 0, params.seed))
     })?;
     let mut internal = Vec::new();
     number(&shape, n, &mut internal);
