@@ -3,7 +3,7 @@
 
 use super::TotalOrder;
 
-/// How many candidate partners a cluster remembers.
+/// How many candidate partners a cluster remembers after its first scan.
 pub(crate) const CANDIDATES: usize = 8;
 
 /// A cluster's best known partners with higher ids, best first (higher key, then lower id).
@@ -12,6 +12,7 @@ pub(crate) const CANDIDATES: usize = 8;
 #[derive(Debug, Clone)]
 pub(crate) struct Candidates<K> {
     pub(crate) list: Vec<(K, u32)>,
+    cap: usize,
     pub(crate) floor: Option<(K, u32)>,
 }
 
@@ -23,8 +24,14 @@ pub(crate) fn before<K: TotalOrder>(a: (K, u32), b: (K, u32)) -> bool {
 
 impl<K: TotalOrder> Candidates<K> {
     pub(crate) fn empty() -> Self {
+        Self::with_room(CANDIDATES)
+    }
+
+    /// An empty list that keeps up to `cap` partners.
+    pub(crate) fn with_room(cap: usize) -> Self {
         Self {
-            list: Vec::with_capacity(CANDIDATES + 1),
+            cap,
+            list: Vec::with_capacity(cap + 1),
             floor: None,
         }
     }
@@ -36,18 +43,19 @@ impl<K: TotalOrder> Candidates<K> {
         }
     }
 
-    /// Files a partner, keeping at most [`CANDIDATES`] entries, all ranked before the floor.
+    /// Files a partner, keeping at most the list's room of entries, all ranked before the
+    /// floor.
     pub(crate) fn push(&mut self, entry: (K, u32)) {
-        let full = self.list.len() == CANDIDATES;
+        let full = self.list.len() == self.cap;
         if self.floor.is_some_and(|f| !before(entry, f))
-            || full && !before(entry, self.list[CANDIDATES - 1])
+            || full && !before(entry, self.list[self.cap - 1])
         {
             self.lower_floor(entry);
             return;
         }
         let pos = self.list.partition_point(|&e| before(e, entry));
         self.list.insert(pos, entry);
-        if self.list.len() > CANDIDATES {
+        if self.list.len() > self.cap {
             let dropped = self.list.pop().expect("list is over capacity");
             self.lower_floor(dropped);
         }
@@ -86,13 +94,14 @@ mod tests {
             state ^= state << 17;
             state
         };
-        for _ in 0..200 {
+        for round in 0..400 {
+            let room = [1, 3, CANDIDATES, 32][round % 4];
             let m = (next() % 40) as usize;
             let entries: Vec<(f64, u32)> =
                 (0..m).map(|j| ((next() % 9) as f64, j as u32)).collect();
             let split = if m == 0 { 0 } else { (next() as usize) % m };
-            let mut a = Candidates::empty();
-            let mut b = Candidates::empty();
+            let mut a = Candidates::with_room(room);
+            let mut b = Candidates::with_room(room);
             for (k, &e) in entries.iter().enumerate() {
                 if k < split { a.push(e) } else { b.push(e) }
             }
@@ -100,7 +109,7 @@ mod tests {
             let mut sorted = entries.clone();
             sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
             let listed = c.list.len();
-            assert!(listed <= CANDIDATES);
+            assert!(listed <= room);
             // The listed entries are a prefix of the sorted order.
             assert_eq!(c.list, sorted[..listed]);
             // Nothing unlisted ranks before the floor, and the floor is unlisted or absent.
