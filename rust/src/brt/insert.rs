@@ -466,8 +466,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             return Ok(false);
         }
         let old = self.slots[p].summary;
-        let mut best: Option<(f64, Summary, Move<M::Stats>)> = None;
-        let mut consider = |p_summary: Summary, m: Move<M::Stats>| {
+        let mut best: Option<(f64, Summary, Move)> = None;
+        let mut consider = |p_summary: Summary, m: Move| {
             let gain = p_summary.log_p - old.log_p;
             if gain > 0.0 && best.as_ref().is_none_or(|(g, ..)| gain > *g) {
                 best = Some((gain, p_summary, m));
@@ -480,41 +480,41 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             .copied()
             .filter(|&w| w != u)
             .collect();
-        // Swaps: child i of u against sibling w of u.
-        for (tried, (i, w)) in u_children
-            .iter()
-            .flat_map(|&i| siblings.iter().map(move |&w| (i, w)))
-            .enumerate()
-        {
+        // Swaps: child i of u against sibling w of u. The statistics of u's other children
+        // are merged once per i; each swap is then scored without building its statistics
+        // (those of the move taken are built when it is applied).
+        let mut tried = 0;
+        'swaps: for &i in &u_children {
             if tried == MAX_SWAPS {
                 break;
             }
-            let new_u: Vec<usize> = u_children
-                .iter()
-                .map(|&c| if c == i { w } else { c })
-                .collect();
-            let stats = self.merged_stats(&new_u);
-            let log_f = self.model.log_marginal(&stats)?;
-            let u_summary = self.summary_from(&new_u, log_f);
-            let p_children: Vec<Child> = self.slots[p]
-                .children
-                .iter()
-                .map(|&c| match c {
-                    c if c == u => Child::Summary(u_summary),
-                    c if c == w => Child::Node(i),
-                    c => Child::Node(c),
-                })
-                .collect();
-            let p_summary = self.summary_of_children(&p_children, old.log_f);
-            consider(
-                p_summary,
-                Move::Swap {
-                    i,
-                    w,
-                    stats,
-                    u_summary,
-                },
-            );
+            let rest: Vec<usize> = u_children.iter().copied().filter(|&c| c != i).collect();
+            let rest_stats = self.merged_stats(&rest);
+            for &w in &siblings {
+                if tried == MAX_SWAPS {
+                    break 'swaps;
+                }
+                tried += 1;
+                let log_f = self
+                    .model
+                    .log_marginal_merged(&rest_stats, &self.slots[w].stats)?;
+                let new_u: Vec<usize> = u_children
+                    .iter()
+                    .map(|&c| if c == i { w } else { c })
+                    .collect();
+                let u_summary = self.summary_from(&new_u, log_f);
+                let p_children: Vec<Child> = self.slots[p]
+                    .children
+                    .iter()
+                    .map(|&c| match c {
+                        c if c == u => Child::Summary(u_summary),
+                        c if c == w => Child::Node(i),
+                        c => Child::Node(c),
+                    })
+                    .collect();
+                let p_summary = self.summary_of_children(&p_children, old.log_f);
+                consider(p_summary, Move::Swap { i, w, u_summary });
+            }
         }
         if !self.params.binary {
             // Contract the edge: u's children become p's, in u's place.
@@ -868,19 +868,14 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     }
 
     /// Applies move `m` at edge `(p, u)` and refreshes `p`.
-    fn apply(&mut self, p: usize, u: usize, m: Move<M::Stats>) {
+    fn apply(&mut self, p: usize, u: usize, m: Move) {
         match m {
-            Move::Swap {
-                i,
-                w,
-                stats,
-                u_summary,
-            } => {
+            Move::Swap { i, w, u_summary } => {
                 self.replace_child(u, i, w);
                 self.replace_child(p, w, i);
                 self.slots[w].parent = Some(u);
                 self.slots[i].parent = Some(p);
-                self.slots[u].stats = stats;
+                self.slots[u].stats = self.merged_stats(&self.slots[u].children);
                 self.slots[u].summary = u_summary;
             }
             Move::Contract => {
@@ -1084,13 +1079,12 @@ enum Child {
 }
 
 /// A repair move at an edge `(p, u)`.
-enum Move<S> {
-    /// Child `i` of `u` and sibling `w` of `u` trade places; `u` then has statistics `stats`
-    /// and summary `u_summary`.
+enum Move {
+    /// Child `i` of `u` and sibling `w` of `u` trade places; `u` then has summary
+    /// `u_summary`.
     Swap {
         i: usize,
         w: usize,
-        stats: S,
         u_summary: Summary,
     },
     /// `u`'s children become `p`'s, in `u`'s place.
