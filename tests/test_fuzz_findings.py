@@ -324,6 +324,43 @@ def test_niw_fit_evidence_equals_re_evaluation_far_from_the_origin(seed, kappa0)
     assert est.log_evidence_ == pytest.approx(again, rel=1e-12, abs=1e-9)
 
 
+def test_normal_gamma_evidence_equals_re_evaluation_at_the_spacing_of_doubles():
+    """Fuzz finding 0:77333: rows near 1e8 that differ in their last digits (the spacing of
+    doubles there is 1.5e-8), Normal-Gamma with a vanishing b0. The statistics held the
+    rows' means at 1e8, whose rounding was as large as the spread, so the fit's merges and
+    a fresh evaluation of its tree disagreed by 1.2 nats; measured from m0 they are exact."""
+    X = np.array(
+        [
+            [100000000.00000004, 100000000.00000003, 100000000.00000004, 99999999.99999999],
+            [100000000.0, 99999999.99999997, 100000000.00000004, 100000000.00000001],
+            [99999999.99999999, 100000000.00000003, 100000000.00000004, 100000000.00000004],
+            [100000000.0, 100000000.00000003, 100000000.00000004, 100000000.0],
+            [100000000.00000004, 100000000.00000001, 100000000.00000004, 100000000.0],
+            [99999999.99999999, 100000000.0, 100000000.00000004, 99999999.99999997],
+            [99999999.99999997, 100000000.0, 100000000.00000004, 99999999.99999999],
+            [99999999.99999999, 99999999.99999999, 100000000.00000004, 100000000.0],
+            [100000000.00000001, 99999999.99999996, 100000000.00000004, 100000000.00000001],
+            [99999999.99999999, 99999999.99999999, 100000000.00000004, 100000000.00000004],
+            [100000000.0, 100000000.00000001, 100000000.00000004, 100000000.0],
+            [100000000.00000004, 99999999.99999997, 100000000.00000004, 100000000.00000001],
+        ]
+    )
+    model = rt.NormalGamma(b0=5e-324)
+    est = rt.BayesianRoseTree(
+        model, mixing="dp", binary=True, merge_rule="posterior", contract=True, n_jobs=1
+    ).fit(X)
+    again = rt.log_evidence(X, est.tree_, model=est.model_, mixing="dp")
+    assert est.log_evidence_ == pytest.approx(again, rel=1e-12)
+    # The model is invariant under a shift of both the data and m0: the same rows moved to
+    # the origin (exactly, as they lie within a factor of two of 1e8) give the same tree.
+    fits = [
+        rt.BayesianRoseTree(rt.NormalGamma(m0=m0, b0=5e-324), binary=True).fit(rows)
+        for m0, rows in ((1e8, X), (0.0, X - 1e8))
+    ]
+    assert fits[0].log_evidence_ == pytest.approx(fits[1].log_evidence_, rel=1e-12)
+    assert fits[0].tree_.to_newick() == fits[1].tree_.to_newick()
+
+
 def test_gp_prior_with_a_vanishing_nu0_is_a_numerical_error():
     """Fuzz finding 0:3566: nu0 = 5e-324 passes nu0 > d - 1 for one input column, but
     nu0 / 2 underflows to 0, where ln Γ has a pole: a NumericalError naming nu0, not

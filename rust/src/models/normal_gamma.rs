@@ -210,7 +210,11 @@ pub struct NormalGamma {
 }
 
 /// Sufficient statistics of a Normal–Gamma cluster: the number of rows and, per feature,
-/// the mean and the sum of squared deviations `M2` of the observed entries, and their count.
+/// the mean (measured from the model's prior mean `m0`) and the sum of squared deviations
+/// `M2` of the observed entries, and their count. Measuring from `m0` keeps the spread of
+/// data far from zero: `x − m0` is exact for `x` within a factor of two of `m0`, where
+/// `x` itself would already have lost the digits below its spacing of doubles. Statistics
+/// belong to the model that made them (or one with the same `m0`).
 ///
 /// The observed counts are stored only once some row of the cluster had a missing entry;
 /// until then every feature has `n_j = n` and no count vector is kept.
@@ -238,7 +242,8 @@ impl NormalGammaStats {
         self.observed.as_ref().map_or(self.n, |o| o[j])
     }
 
-    /// Mean of the observed entries of each feature (0 where none is observed).
+    /// Mean of the observed entries of each feature, minus the model's `m0` (0 where none
+    /// is observed).
     pub fn mean(&self) -> &[f64] {
         &self.mean
     }
@@ -263,7 +268,7 @@ impl NormalGammaStats {
 pub struct NormalGammaQuery {
     /// `Σ_j [count_term(n_j + 1) + a0 ln b0_j]`.
     base: f64,
-    /// Posterior mean `μ_j` of `A`.
+    /// Posterior mean `μ_j` of `A`, minus `m0_j`.
     mean: Vec<f64>,
     /// Posterior rate `b_j` of `A`.
     rate: Vec<f64>,
@@ -434,12 +439,12 @@ impl NormalGamma {
         }
     }
 
-    /// `r = b_n − b0 = M2/2 + κ0 n (x̄ − m0)² / (2κ_n)` of feature `j` with `n` observed
-    /// entries: what the data add to the prior rate `b0_j`.
+    /// `r = b_n − b0 = M2/2 + κ0 n (x̄ − m0)² / (2κ_n)` of a feature with `n` observed
+    /// entries, mean `mean = x̄ − m0` (as the statistics hold it) and deviations `m2`: what
+    /// the data add to the prior rate `b0`.
     #[inline]
-    fn rate_increment(&self, j: usize, n: f64, mean: f64, m2: f64) -> f64 {
-        let dev = mean - self.m0[j];
-        0.5 * m2 + 0.5 * self.kappa0 * n / (self.kappa0 + n) * dev * dev
+    fn rate_increment(&self, n: f64, mean: f64, m2: f64) -> f64 {
+        0.5 * m2 + 0.5 * self.kappa0 * n / (self.kappa0 + n) * mean * mean
     }
 
     /// `a0 ln b0_j − a_n ln b_nj` for `n` observed entries with `b_nj = b0_j + r`.
@@ -461,7 +466,7 @@ impl NormalGamma {
             return 0.0;
         }
         let nf = f64::from(n);
-        self.count_term(n) + self.rate_term(j, nf, self.rate_increment(j, nf, mean, m2))
+        self.count_term(n) + self.rate_term(j, nf, self.rate_increment(nf, mean, m2))
     }
 
     /// `ln f` of a fully observed cluster of `n` rows whose feature `j` has rate increment
@@ -579,7 +584,17 @@ impl ClusterModel for NormalGamma {
             } else if v.is_infinite() {
                 return Err(nonfinite(index, j));
             } else {
-                mean.push(v);
+                // Measured from m0: near m0 the difference is exact, so that data far from
+                // zero keep their spread (at 10⁸ the spacing of doubles is 1.5·10⁻⁸).
+                let centred = v - self.m0[j];
+                if centred.is_infinite() {
+                    return Err(RoseTreeError::Numerical(format!(
+                        "row {index}, column {j}: {v} lies too far from the prior mean \
+                         m0 = {} for double precision (are the data badly scaled?)",
+                        self.m0[j]
+                    )));
+                }
+                mean.push(centred);
             }
         }
         Ok(NormalGammaStats {
@@ -621,7 +636,7 @@ impl ClusterModel for NormalGamma {
         let log_f = match &s.observed {
             None => {
                 let nf = f64::from(s.n);
-                self.log_f_complete(s.n, |j| self.rate_increment(j, nf, s.mean[j], s.m2[j]))
+                self.log_f_complete(s.n, |j| self.rate_increment(nf, s.mean[j], s.m2[j]))
             }
             Some(obs) => (0..s.mean.len())
                 .map(|j| self.feature_term(j, obs[j], s.mean[j], s.m2[j]))
@@ -641,7 +656,7 @@ impl ClusterModel for NormalGamma {
                 let delta = b.mean[j] - a.mean[j];
                 let mean = a.mean[j] + delta * wb;
                 let m2 = a.m2[j] + b.m2[j] + delta * delta * wab;
-                self.rate_increment(j, nf, mean, m2)
+                self.rate_increment(nf, mean, m2)
             })
         } else {
             (0..a.mean.len())
@@ -658,7 +673,8 @@ impl ClusterModel for NormalGamma {
 impl RowQueries for NormalGamma {
     type Query = NormalGammaQuery;
 
-    /// `A`'s posterior per feature: `κ_j = κ0 + n_j`, `μ_j = (κ0 m0_j + n_j x̄_j)/κ_j` and
+    /// `A`'s posterior per feature: `κ_j = κ0 + n_j`, `μ_j = (κ0 m0_j + n_j x̄_j)/κ_j` (held as
+    /// `μ_j − m0_j = n_j (x̄_j − m0_j)/κ_j`, like the statistics) and
     /// `b_j` (Murphy 2007, eqs 86–89), from which one more observation costs one logarithm
     /// per feature.
     fn query(&self, a: &NormalGammaStats) -> NormalGammaQuery {
@@ -677,10 +693,9 @@ impl RowQueries for NormalGamma {
             let kappa = self.kappa0 + nf;
             let share = self.count_term(n + 1) + self.a0_ln_b0[j];
             q.base += share;
-            q.mean
-                .push((self.kappa0 * self.m0[j] + nf * a.mean[j]) / kappa);
+            q.mean.push(nf * a.mean[j] / kappa);
             q.rate
-                .push(self.b0[j] + self.rate_increment(j, nf, a.mean[j], a.m2[j]));
+                .push(self.b0[j] + self.rate_increment(nf, a.mean[j], a.m2[j]));
             q.c.push(kappa / (2.0 * (kappa + 1.0)));
             q.shape.push(self.a0 + (nf + 1.0) / 2.0);
             q.missing
@@ -749,8 +764,8 @@ impl Differentiable for NormalGamma {
             }
             let nf = f64::from(n);
             let (kn, an) = (self.kappa0 + nf, self.a0 + nf / 2.0);
-            let v = s.mean[j] - self.m0[j];
-            let r = self.rate_increment(j, nf, s.mean[j], s.m2[j]);
+            let v = s.mean[j];
+            let r = self.rate_increment(nf, s.mean[j], s.m2[j]);
             let b_n = self.b0[j] + r;
             if !(b_n.is_finite() && b_n > 0.0) {
                 return Err(RoseTreeError::Numerical(format!(
