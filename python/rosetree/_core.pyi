@@ -228,6 +228,7 @@ def fit_coalescent(
     n_jobs: int | None,
     verbose: bool = False,
     noise: float = 0.0,
+    approx: tuple[int, int, int] | None = None,
 ) -> tuple[Tree, float]: ...
 def coalescent_smc(
     x: npt.NDArray[np.float64],

@@ -229,6 +229,35 @@ def check_int(value: Any, name: str, *, low: int = 1, cap: bool = False) -> int:
     return int(value)
 
 
+def check_approx(
+    approximate: Any, exact_below: Any, approx_sample: Any, seed: int
+) -> tuple[int, int, int] | None:
+    """The core's ``(exact_below, sample, seed)`` of an approximate search, or ``None``.
+
+    ``None`` means the exact search; a bad value raises InvalidParameterError naming it.
+
+    ``exact_below`` and ``approx_sample`` are checked whether or not they are used, as every
+    parameter is: a bad value fails the fit that sets it, not a later one with
+    ``approximate=True``. Any ``exact_below`` of at least ``n`` means the exact search;
+    larger ones than a machine word holds mean the same. The sample is at most
+    ``exact_below`` rows.
+    """
+    approximate = check_flag(approximate, "approximate")
+    if not is_int(exact_below):
+        raise InvalidParameterError(
+            f"exact_below must be an integer, got {exact_below!r}", "exact_below"
+        )
+    if exact_below < 2:
+        raise InvalidParameterError(
+            f"exact_below must be at least 2, got {exact_below}", "exact_below"
+        )
+    exact_below = min(int(exact_below), 2**63 - 1)
+    sample = check_int(approx_sample, "approx_sample", low=2, cap=True)
+    if not approximate:
+        return None
+    return exact_below, min(sample, exact_below), seed
+
+
 def check_positive(value: Any, name: str) -> float:
     """A finite number > 0, or InvalidParameterError naming it."""
     if not is_real(value) or not (np.isfinite(value) and value > 0):

@@ -16,6 +16,7 @@ from ._choices import COALESCENT_LIKELIHOODS as _LIKELIHOODS
 from ._choices import COALESCENT_SMC as _SMC
 from ._flat import FlatClusters
 from ._validation import (
+    check_approx,
     check_array,
     check_choice,
     check_count,
@@ -246,9 +247,30 @@ class KingmanCoalescent(ClusterEstimator):
         :math:`\psi = 4\lambda_j` per feature, :math:`(2d + 2)\lambda` for a number).
         Multinomial: ``(shape, rate)`` of a Gamma prior on each rate (``rate`` a number or
         one per feature); ``None`` is ``(2, 1 / Lambda)``, whose mode is ``Lambda``.
+    approximate : bool, default=False
+        Greedy-Rate1 on large data, in time about linear in ``n``: a part of more than
+        ``exact_below`` rows fits a random sample of ``approx_sample`` of its rows, cuts the
+        sample tree into groups (its oldest merges first, until each group is expected to
+        hold at most ``exact_below`` rows; at most 64), sends every row to the group whose
+        subtree the coalescent most probably attaches it to (the predictive probability of
+        :meth:`attach_proba`, summed over the group's branches), and treats each group's
+        rows the same way, in parallel, until they get the exact Greedy-Rate1 search. The
+        sample tree's structure above the groups joins the parts; each join is re-timed by
+        the Greedy-Rate1 rule from the two subtrees it joins (their most probable merge
+        time under rate 1, never after either), so the result is a valid coalescent tree,
+        and ``log_joint_`` (and ``split_llr_``, ``labels_``) are computed exactly for the
+        tree returned. What is approximated is the search: rows sent to different groups
+        only meet above the groups. Same tree for any ``n_jobs`` given ``random_state``;
+        with ``n <= exact_below`` it is the exact search. Greedy-Rate1 only (other
+        inferences refuse it). See "Large data" in the coalescent guide and
+        ``benchmarks/bench_scale.py``.
+    exact_below : int, default=4000
+        Part size at and below which the approximate search is exact.
+    approx_sample : int, default=1000
+        Rows sampled to split a larger part (at most ``exact_below`` are used).
     random_state : int, default=None
-        Seed of the SMC (``None`` means 0); results (greedy or SMC) are the same for any
-        ``n_jobs``.
+        Seed of the SMC and of the approximate search's samples (``None`` means 0); results
+        (greedy or SMC) are the same for any ``n_jobs``.
     n_jobs : int, default=None
         Threads for scoring pairs or moving particles (``None`` or -1: all cores).
     verbose : bool, default=False
@@ -336,6 +358,9 @@ class KingmanCoalescent(ClusterEstimator):
         n_jobs: int | None = None,
         verbose: bool = False,
         noise: float | None = None,
+        approximate: bool = False,
+        exact_below: int = 4000,
+        approx_sample: int = 1000,
     ) -> None:
         self.likelihood = likelihood
         self.noise = noise
@@ -353,6 +378,9 @@ class KingmanCoalescent(ClusterEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.approximate = approximate
+        self.exact_below = exact_below
+        self.approx_sample = approx_sample
 
     def fit(self, X: Any, y: Any = None) -> KingmanCoalescent:
         """Fit a coalescent tree to the rows of ``X``.
@@ -396,6 +424,16 @@ class KingmanCoalescent(ClusterEstimator):
             noise=noise,
             n_jobs=check_n_jobs(self.n_jobs),
         )
+        approx = check_approx(
+            self.approximate, self.exact_below, self.approx_sample, check_seed(self.random_state)
+        )
+        if approx is not None and self.inference != "greedy-rate1":
+            raise InvalidParameterError(
+                f"approximate=True is a Greedy-Rate1 search; inference={self.inference!r} "
+                'has no approximate mode (use inference="greedy-rate1")',
+                "approximate",
+            )
+        self._approx = approx
         learn = check_flag(self.learn_hyperparameters, "learn_hyperparameters")
         hyper_iter = check_count(self.hyper_iter, "hyper_iter")
         if likelihood == "brownian":
@@ -517,7 +555,11 @@ class KingmanCoalescent(ClusterEstimator):
                 np.asarray(ess),
             )
         structure, log_joint = _core.fit_coalescent(
-            X, inference=self.inference, verbose=check_flag(self.verbose, "verbose"), **options
+            X,
+            inference=self.inference,
+            verbose=check_flag(self.verbose, "verbose"),
+            approx=self._approx,
+            **options,
         )
         tree = _wrap(structure)
         if log_joint == np.inf:

@@ -13,6 +13,7 @@ from ._choices import ROSE_FLAT_CLUSTERS as _FLAT_CLUSTERS
 from ._selection import choose_model, constant_columns, data_kind, warn_constant
 from ._streaming import explicit_model
 from ._validation import (
+    check_approx,
     check_array,
     check_choice,
     check_csr,
@@ -497,24 +498,7 @@ class BayesianRoseTree(ClusterEstimator):
         return check_seed(self.random_state)
 
     def _approx_args(self) -> tuple[int, int, int] | None:
-        # exact_below is checked whether or not it is used, as every parameter is: a bad
-        # value fails the fit that sets it, not a later one with approximate=True.
-        approximate = check_flag(self.approximate, "approximate")
-        exact_below = self.exact_below
-        if not is_int(exact_below):
-            raise InvalidParameterError(
-                f"exact_below must be an integer, got {exact_below!r}", "exact_below"
-            )
-        if exact_below < 2:
-            raise InvalidParameterError(
-                f"exact_below must be at least 2, got {exact_below}", "exact_below"
-            )
-        # Any value of at least n means the exact search; larger ones than a machine word
-        # holds mean the same.
-        exact_below = min(int(exact_below), 2**63 - 1)
-        if not approximate:
-            return None
-        return exact_below, min(_APPROX_SAMPLE, exact_below), self._seed()
+        return check_approx(self.approximate, self.exact_below, _APPROX_SAMPLE, self._seed())
 
     # ------------------------------------------------------------------ prediction
     _fitted_attribute = "_fit"

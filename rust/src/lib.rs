@@ -40,6 +40,7 @@
 //! ```
 
 pub mod agglomerate;
+pub mod approx;
 pub mod brt;
 pub mod coalescent;
 pub mod error;

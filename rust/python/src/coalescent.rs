@@ -15,7 +15,7 @@ use super::tree::PyTree;
 use super::{run_interruptible, run_watched};
 use rosetree::coalescent::predict::Predictor;
 use rosetree::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
-use rosetree::coalescent::{self, CoalescentParams, Inference};
+use rosetree::coalescent::{self, ApproxParams, CoalescentParams, Inference};
 use rosetree::error::{Result, RoseTreeError};
 use rosetree::models::messages::{
     BrownianDiffusion, MaskedBrownian, MessageModel, MultinomialMutation, Root,
@@ -151,7 +151,7 @@ fn build_model(
     }
 }
 
-fn fit_with<M: MessageModel + Send + 'static>(
+fn fit_with<M: MessageModel + Clone + Send + 'static>(
     py: Python<'_>,
     model: M,
     x: ArrayView2<'_, f64>,
@@ -169,9 +169,11 @@ where
 }
 
 /// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`. With
-/// `verbose`, a line of progress goes to `sys.stderr` about once a second.
+/// `verbose`, a line of progress goes to `sys.stderr` about once a second. `approx` is
+/// `(exact_below, sample, seed)` of the approximate Greedy-Rate1 search, `None` for the
+/// exact one.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false, noise=0.0))]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false, noise=0.0, approx=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_coalescent(
     py: Python<'_>,
@@ -183,6 +185,7 @@ fn fit_coalescent(
     n_jobs: Option<usize>,
     verbose: bool,
     noise: f64,
+    approx: Option<(usize, usize, u64)>,
 ) -> PyResult<(PyTree, f64)> {
     let inference = match inference {
         "greedy-rate1" => Inference::GreedyRate1,
@@ -202,6 +205,11 @@ fn fit_coalescent(
     let params = CoalescentParams::new()
         .inference(inference)
         .n_threads(n_jobs)
+        .approx(approx.map(|(exact_below, sample, seed)| ApproxParams {
+            exact_below,
+            sample,
+            seed,
+        }))
         .check()?;
     let x = x.as_array();
     let label = verbose.then_some("coalescent");

@@ -29,6 +29,7 @@ use super::evaluate::evaluate;
 use super::greedy::greedy;
 use super::merge::MergeRule;
 use super::mixing::Mixing;
+pub use crate::approx::ApproxParams;
 use crate::error::{Result, RoseTreeError};
 use crate::models::RowQueries;
 use crate::parallel::{PAR_THRESHOLD, Threads};
@@ -37,46 +38,6 @@ use crate::tree::Topology;
 
 /// Levels of sample-and-split before the remaining parts are cut into exact blocks.
 const MAX_DEPTH: usize = 32;
-
-/// Options of the approximate search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ApproxParams {
-    /// Parts with at most this many rows are built by the exact greedy search.
-    pub exact_below: usize,
-    /// Rows sampled to find the top-level clusters of a larger part.
-    pub sample: usize,
-    /// Seed of the sampling.
-    pub seed: u64,
-}
-
-impl Default for ApproxParams {
-    fn default() -> Self {
-        Self {
-            exact_below: 4000,
-            sample: 1000,
-            seed: 0,
-        }
-    }
-}
-
-impl ApproxParams {
-    /// Checks the options.
-    ///
-    /// # Errors
-    /// [`RoseTreeError::InvalidParameter`] on `exact_below` below 2 or `sample` below 2.
-    pub fn check(&self) -> Result<()> {
-        if self.exact_below < 2 {
-            return Err(RoseTreeError::param("exact_below", "must be at least 2"));
-        }
-        if self.sample < 2 || self.sample > self.exact_below {
-            return Err(RoseTreeError::param(
-                "approx_sample",
-                format!("must lie between 2 and exact_below = {}", self.exact_below),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// A tree over global row ids, built bottom-up before it is numbered.
 enum Shape {

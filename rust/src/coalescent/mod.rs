@@ -6,7 +6,9 @@
 //! ([`crate::models::messages`]: Brownian diffusion or independent-sites mutation).
 //! [`log_joint`] evaluates `ln p(x, π)` (eq 7) for any timed binary tree; [`fit`] finds a
 //! tree by Greedy-Rate1 ([`greedy_rate1`], §4.2, `O(n²)`) or by Greedy-MaxProb and
-//! Greedy-MinDuration ([`greedy_maxprob`], [`greedy_minduration`], §4.2, `O(n³)`); [`smc`] samples weighted trees by
+//! Greedy-MinDuration ([`greedy_maxprob`], [`greedy_minduration`], §4.2, `O(n³)`), or
+//! approximately by Greedy-Rate1 on parts of the data ([`greedy_rate1_approx`], about
+//! `O(n · exact_below)`); [`smc`] samples weighted trees by
 //! sequential Monte Carlo (SMC-PriorPrior, -PriorPost, -PostPost, §4.1) with an unbiased
 //! estimate of `p(x)`.
 //!
@@ -25,6 +27,7 @@
 //! # Ok::<(), rosetree::RoseTreeError>(())
 //! ```
 
+pub mod approx;
 pub mod exact_greedy;
 pub mod greedy;
 pub mod hyper;
@@ -34,6 +37,7 @@ pub mod params;
 pub mod predict;
 pub mod smc;
 
+pub use approx::{ApproxParams, cut_groups, greedy_rate1_approx};
 pub use exact_greedy::{greedy_maxprob, greedy_minduration};
 pub use greedy::{CoalescentFit, greedy_rate1};
 pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};
@@ -50,7 +54,7 @@ use crate::parallel::Threads;
 /// # Errors
 /// Whatever [`MessageModel::leaf_messages`] reports for the data, and the errors of the
 /// inference ([`greedy_rate1`], [`greedy_maxprob`], [`greedy_minduration`]).
-pub fn fit<M: MessageModel>(
+pub fn fit<M: MessageModel + Clone>(
     model: &M,
     params: &ValidCoalescentParams,
     x: ArrayView2<'_, f64>,
@@ -63,7 +67,7 @@ pub fn fit<M: MessageModel>(
 ///
 /// # Errors
 /// As [`fit`], plus [`crate::RoseTreeError::Interrupted`].
-pub fn fit_leaves<M: MessageModel>(
+pub fn fit_leaves<M: MessageModel + Clone>(
     model: &M,
     params: &ValidCoalescentParams,
     leaves: Vec<(M::Message, f64)>,
@@ -71,7 +75,10 @@ pub fn fit_leaves<M: MessageModel>(
 ) -> Result<CoalescentFit> {
     let threads = Threads::new(params.n_threads)?;
     match params.inference {
-        Inference::GreedyRate1 => greedy_rate1(model, leaves, &threads, interrupt),
+        Inference::GreedyRate1 => match params.approx {
+            Some(approx) => greedy_rate1_approx(model, leaves, approx, &threads, interrupt),
+            None => greedy_rate1(model, leaves, &threads, interrupt),
+        },
         Inference::GreedyMaxProb => greedy_maxprob(model, leaves, &threads, interrupt),
         Inference::GreedyMinDuration => greedy_minduration(model, leaves, &threads, interrupt),
     }

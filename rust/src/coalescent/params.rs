@@ -3,6 +3,7 @@
 
 use std::ops::Deref;
 
+use crate::approx::ApproxParams;
 use crate::error::{Result, RoseTreeError};
 
 /// How the tree is inferred (Teh et al. §4).
@@ -25,6 +26,9 @@ pub struct CoalescentParams {
     pub inference: Inference,
     /// Worker threads for pair scoring; `None` uses rayon's global pool.
     pub n_threads: Option<usize>,
+    /// The approximate, linear-time search ([`super::greedy_rate1_approx`]) with these
+    /// options; `None`: the exact search. Greedy-Rate1 only.
+    pub approx: Option<ApproxParams>,
 }
 
 impl Default for CoalescentParams {
@@ -39,7 +43,15 @@ impl CoalescentParams {
         Self {
             inference: Inference::GreedyRate1,
             n_threads: None,
+            approx: None,
         }
+    }
+
+    /// The approximate search with these options (`None`: exact). Greedy-Rate1 only.
+    #[must_use]
+    pub fn approx(mut self, approx: Option<ApproxParams>) -> Self {
+        self.approx = approx;
+        self
     }
 
     /// The inference algorithm.
@@ -63,6 +75,16 @@ impl CoalescentParams {
     pub fn check(self) -> Result<ValidCoalescentParams> {
         if self.n_threads == Some(0) {
             return Err(RoseTreeError::param("n_jobs", "must be at least 1"));
+        }
+        if let Some(approx) = self.approx {
+            if self.inference != Inference::GreedyRate1 {
+                return Err(RoseTreeError::param(
+                    "approximate",
+                    "the approximate search is a Greedy-Rate1 search: use \
+                     inference=\"greedy-rate1\"",
+                ));
+            }
+            approx.check()?;
         }
         Ok(ValidCoalescentParams(self))
     }

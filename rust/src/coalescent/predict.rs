@@ -99,7 +99,6 @@ impl<M: MessageModel> Predictor<M> {
     /// [`RoseTreeError::InvalidTree`] if the tree is not a timed binary coalescent tree over
     /// the rows of `x`; whatever [`MessageModel::leaf_messages`] reports for the data.
     pub fn new(model: M, x: ndarray::ArrayView2<'_, f64>, tree: Tree) -> Result<Self> {
-        let heights = check_timed_tree(&tree)?.to_vec();
         let n = tree.n_leaves();
         if x.nrows() != n {
             return Err(RoseTreeError::InvalidTree(format!(
@@ -107,12 +106,31 @@ impl<M: MessageModel> Predictor<M> {
                 x.nrows()
             )));
         }
-        let nodes = tree.nodes();
-        let mut up: Vec<M::Message> = model
+        let leaves = model
             .leaf_messages(x)?
             .into_iter()
             .map(|(m, _)| m)
             .collect();
+        Self::from_leaves(model, leaves, tree)
+    }
+
+    /// [`Predictor::new`] from the leaves' messages already computed (the first part of
+    /// what [`MessageModel::leaf_messages`] returns), leaf `i` first.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] if the tree is not a timed binary coalescent tree over
+    /// `leaves`.
+    pub fn from_leaves(model: M, leaves: Vec<M::Message>, tree: Tree) -> Result<Self> {
+        let heights = check_timed_tree(&tree)?.to_vec();
+        let n = tree.n_leaves();
+        if leaves.len() != n {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "the tree has {n} leaves but {} leaf messages were given",
+                leaves.len()
+            )));
+        }
+        let nodes = tree.nodes();
+        let mut up = leaves;
         for (v, node) in nodes.iter().enumerate().skip(n) {
             let incoming: Vec<M::Message> = node
                 .children
@@ -204,11 +222,17 @@ impl<M: MessageModel> Predictor<M> {
         index: usize,
     ) -> Result<(f64, Vec<f64>)> {
         let (leaf, leaf_log_z) = self.model.leaf_message(row, index)?;
+        Ok(self.log_density_by_branch_of(&leaf, leaf_log_z))
+    }
+
+    /// [`Predictor::log_density_by_branch`] for a new row given by its leaf message and that
+    /// message's `ln Z_leaf` (as [`MessageModel::leaf_message`] returns them).
+    pub fn log_density_by_branch_of(&self, leaf: &M::Message, leaf_log_z: f64) -> (f64, Vec<f64>) {
         let h = self.tree.heights().expect("checked: the tree has heights");
         let root = self.tree.root();
         let mut by_branch = vec![Vec::new(); self.tree.nodes().len()];
         for q in &self.quadrature {
-            let new_leaf = self.model.propagate(&leaf, -q.t);
+            let new_leaf = self.model.propagate(leaf, -q.t);
             let log_f = if q.node == root && q.t <= h[root] {
                 // A new root at t: the old root's message and the new leaf meet there.
                 let old = self.model.propagate(&self.up[root], h[root] - q.t);
@@ -221,12 +245,12 @@ impl<M: MessageModel> Predictor<M> {
             by_branch[q.node].push(q.log_weight + log_f + leaf_log_z - self.log_norm);
         }
         let per_branch: Vec<f64> = by_branch.iter().map(|v| log_sum_exp(v)).collect();
-        Ok((log_sum_exp(&per_branch), per_branch))
+        (log_sum_exp(&per_branch), per_branch)
     }
 }
 
 /// `ln Σ exp(v)`; `−∞` for an empty slice.
-fn log_sum_exp(v: &[f64]) -> f64 {
+pub(crate) fn log_sum_exp(v: &[f64]) -> f64 {
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if max == f64::NEG_INFINITY || max.is_nan() {
         return max;

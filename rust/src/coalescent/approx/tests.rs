@@ -1,0 +1,170 @@
+//! The approximate Greedy-Rate1 search: a valid timed tree whose `ln p(x, π)` is the exact
+//! evaluation of the tree returned, the exact search below `exact_below`, the same tree for
+//! any number of threads, close to the exact tree's `ln p(x, π)` on clustered data.
+
+use ndarray::Array2;
+use rand::Rng;
+
+use super::*;
+use crate::coalescent::{check_timed_tree, log_joint};
+use crate::models::messages::tests::{normal, rng};
+use crate::models::messages::{BrownianDiffusion, MultinomialMutation};
+
+/// `n` rows in `d` dimensions around `k` well-separated centres.
+fn mixture(n: usize, d: usize, k: usize, seed: u64) -> Array2<f64> {
+    let mut g = rng(seed);
+    let centres: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..d).map(|_| 8.0 * normal(&mut g)).collect())
+        .collect();
+    Array2::from_shape_fn((n, d), |(i, j)| centres[i % k][j] + normal(&mut g))
+}
+
+/// `n` rows of `d` binary features copied from `k` prototypes with 10 % flipped.
+fn binary(n: usize, d: usize, k: usize, seed: u64) -> Array2<f64> {
+    let mut g = rng(seed);
+    let protos: Vec<Vec<bool>> = (0..k)
+        .map(|_| (0..d).map(|_| g.random::<bool>()).collect())
+        .collect();
+    Array2::from_shape_fn((n, d), |(i, j)| {
+        let flip = g.random::<f64>() < 0.1;
+        f64::from(u8::from(protos[i % k][j] ^ flip))
+    })
+}
+
+fn params(exact_below: usize, sample: usize, seed: u64) -> ApproxParams {
+    ApproxParams {
+        exact_below,
+        sample,
+        seed,
+    }
+}
+
+fn fit_approx<M: MessageModel + Clone>(
+    model: &M,
+    x: &Array2<f64>,
+    p: ApproxParams,
+    threads: Option<usize>,
+) -> CoalescentFit {
+    let threads = Threads::new(threads).unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    greedy_rate1_approx(model, leaves, p, &threads, &|| false).unwrap()
+}
+
+fn check_fit<M: MessageModel + Clone>(model: &M, x: &Array2<f64>, fit: &CoalescentFit) {
+    check_timed_tree(&fit.tree).unwrap();
+    assert_eq!(fit.tree.n_leaves(), x.nrows());
+    let again = log_joint(model, x.view(), &fit.tree).unwrap();
+    assert!(
+        (fit.log_joint - again).abs() <= 1e-9 * again.abs().max(1.0),
+        "{} vs {again}",
+        fit.log_joint
+    );
+    // Ids in time order, the most recent first, as the exact search numbers them.
+    let h = fit.tree.heights().unwrap();
+    assert!(h[x.nrows()..].windows(2).all(|w| w[0] >= w[1]));
+}
+
+#[test]
+fn brownian_tree_is_valid_and_its_log_joint_exact() {
+    let x = mixture(600, 3, 5, 1);
+    let model = BrownianDiffusion::isotropic(1.0, 3).unwrap();
+    let fit = fit_approx(&model, &x, params(100, 50, 7), Some(1));
+    check_fit(&model, &x, &fit);
+}
+
+#[test]
+fn multinomial_tree_is_valid_and_its_log_joint_exact() {
+    let x = binary(500, 12, 4, 2);
+    let model = MultinomialMutation::from_data(x.view(), &[2; 12], &[1.0]).unwrap();
+    let fit = fit_approx(&model, &x, params(80, 40, 3), Some(2));
+    check_fit(&model, &x, &fit);
+}
+
+#[test]
+fn same_tree_for_any_number_of_threads() {
+    let x = mixture(700, 2, 6, 4);
+    let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    let one = fit_approx(&model, &x, params(90, 30, 11), Some(1));
+    let two = fit_approx(&model, &x, params(90, 30, 11), Some(2));
+    let four = fit_approx(&model, &x, params(90, 30, 11), Some(4));
+    assert_eq!(one.tree, two.tree);
+    assert_eq!(one.tree, four.tree);
+    assert_eq!(one.log_joint.to_bits(), two.log_joint.to_bits());
+}
+
+#[test]
+fn small_data_is_the_exact_search() {
+    let x = mixture(120, 2, 3, 5);
+    let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    let approx = fit_approx(&model, &x, params(120, 50, 1), Some(1));
+    let threads = Threads::new(Some(1)).unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let exact = greedy_rate1(&model, leaves, &threads, &|| false).unwrap();
+    assert_eq!(approx.tree, exact.tree);
+    assert_eq!(approx.log_joint.to_bits(), exact.log_joint.to_bits());
+}
+
+#[test]
+fn close_to_the_exact_tree_on_clustered_data() {
+    let x = mixture(800, 4, 8, 6);
+    let model = BrownianDiffusion::isotropic(1.0, 4).unwrap();
+    let approx = fit_approx(&model, &x, params(200, 100, 2), None);
+    let threads = Threads::new(None).unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let exact = greedy_rate1(&model, leaves, &threads, &|| false).unwrap();
+    let gap = (approx.log_joint - exact.log_joint) / exact.log_joint.abs();
+    assert!(
+        gap.abs() < 0.01,
+        "{} vs {}",
+        approx.log_joint,
+        exact.log_joint
+    );
+}
+
+#[test]
+fn rows_that_do_not_split_are_cut_into_blocks() {
+    // Identical rows: every row goes to the same group, and blocks take over. They merge
+    // at time 0, where the density is infinite, as in the exact search.
+    let x = Array2::from_elem((300, 2), 0.5);
+    let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    let fit = fit_approx(&model, &x, params(50, 20, 3), Some(2));
+    check_timed_tree(&fit.tree).unwrap();
+    assert_eq!(
+        fit.log_joint,
+        log_joint(&model, x.view(), &fit.tree).unwrap()
+    );
+}
+
+#[test]
+fn interrupt_and_bad_options() {
+    let x = mixture(300, 2, 3, 8);
+    let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    let threads = Threads::new(Some(2)).unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let err = greedy_rate1_approx(&model, leaves.clone(), params(50, 20, 0), &threads, &|| {
+        true
+    })
+    .unwrap_err();
+    assert!(matches!(err, RoseTreeError::Interrupted), "{err}");
+    let err =
+        greedy_rate1_approx(&model, leaves, params(50, 60, 0), &threads, &|| false).unwrap_err();
+    assert!(err.to_string().contains("approx_sample"), "{err}");
+    let err = crate::coalescent::CoalescentParams::new()
+        .inference(crate::coalescent::Inference::GreedyMaxProb)
+        .approx(Some(params(50, 20, 0)))
+        .check()
+        .unwrap_err();
+    assert!(err.to_string().contains("approximate"), "{err}");
+}
+
+#[test]
+fn cut_groups_splits_the_oldest_large_group_first() {
+    let x = mixture(200, 2, 4, 9);
+    let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    let fit = fit_approx(&model, &x, params(200, 100, 0), Some(1));
+    let groups = cut_groups(&fit.tree, 60);
+    assert!(groups.len() >= 4);
+    let covered: usize = groups.iter().map(|&g| fit.tree.nodes()[g].n_leaves).sum();
+    assert_eq!(covered, 200);
+    assert!(groups.iter().all(|&g| fit.tree.nodes()[g].n_leaves <= 60));
+}
