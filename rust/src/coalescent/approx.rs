@@ -42,11 +42,9 @@
 //! before any is built, so the tree depends on the seed only, not on the number of threads.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use rayon::prelude::*;
 
 use super::greedy::{CoalescentFit, greedy_rate1};
 use super::kingman::log_joint_from_leaves;
@@ -67,9 +65,6 @@ const MAX_GROUPS: usize = 64;
 /// Rows routed in parallel from this many: a row's density costs a quadrature over the
 /// sample tree's branches, so even a few are worth spreading.
 const ROUTE_PARALLEL: usize = 2;
-
-/// How often the calling thread polls its interrupt while the parts are built.
-const POLL: Duration = Duration::from_millis(20);
 
 /// A tree over global row ids, built bottom-up before it is numbered and timed.
 enum Shape {
@@ -117,35 +112,26 @@ pub fn greedy_rate1_approx<M: MessageModel + Clone>(
     if n <= params.exact_below {
         return greedy_rate1(model, leaves, threads, interrupt);
     }
-    let stop = AtomicBool::new(false);
     let placed = AtomicUsize::new(0);
-    let search = Approx {
-        model,
-        leaves: &leaves,
-        threads,
-        stop: &stop,
-        placed: &placed,
-        params,
-    };
     // The parts are built on the pool; this thread polls the interrupt (which need not be
-    // callable from other threads) and reports progress.
-    let shape = std::thread::scope(|scope| {
-        let worker =
-            scope.spawn(|| threads.install(|| search.build((0..n).collect(), 0, params.seed)));
-        while !worker.is_finished() {
-            if interrupt() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            progress::report(
-                "approximate coalescent: rows placed",
-                placed.load(Ordering::Relaxed),
-                n,
-            );
-            std::thread::park_timeout(POLL);
-        }
-        worker
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    // callable from other threads) and reports the rows placed, not the parts' own steps.
+    let report = || {
+        progress::report(
+            "approximate coalescent: rows placed",
+            placed.load(Ordering::Relaxed),
+            n,
+        );
+    };
+    let shape = threads.run_polled(interrupt, &report, |stop| {
+        let search = Approx {
+            model,
+            leaves: &leaves,
+            threads,
+            stop,
+            placed: &placed,
+            params,
+        };
+        progress::watch_with(None, || search.build((0..n).collect(), 0, params.seed))
     })?;
     if interrupt() {
         return Err(RoseTreeError::Interrupted);
@@ -285,17 +271,13 @@ impl<M: MessageModel + Clone> Approx<'_, M> {
     ) -> Result<Vec<Option<Shape>>> {
         // Seeds are drawn before any part is built: the tree does not depend on scheduling.
         let seeded: Vec<(Vec<usize>, u64)> = parts.into_iter().map(|p| (p, rng.random())).collect();
-        let built: Vec<Result<Option<Shape>>> = seeded
-            .into_par_iter()
-            .map(|(part, seed)| {
-                if part.is_empty() {
-                    Ok(None)
-                } else {
-                    self.build(part, depth + 1, seed).map(Some)
-                }
-            })
-            .collect();
-        built.into_iter().collect()
+        self.threads.try_map_owned(seeded, 2, |(part, seed)| {
+            if part.is_empty() {
+                Ok(None)
+            } else {
+                self.build(part, depth + 1, seed).map(Some)
+            }
+        })
     }
 
     /// Rows that do not split: blocks of `sample` rows in the order given (random, as the
