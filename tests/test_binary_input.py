@@ -74,3 +74,20 @@ def test_a_value_outside_zero_one_names_its_row_and_column(dtype: type, value: f
     with pytest.raises(rt.InvalidDataError, match="beta-Bernoulli") as info:
         _fit(x, model=rt.BetaBernoulli(1.0, 1.0))
     assert (info.value.row, info.value.column) == (4, 66)
+
+
+@pytest.mark.parametrize("dtype", [bool, np.uint8])
+def test_binary_input_is_not_copied_to_float64(dtype: type) -> None:
+    """NumPy's allocations are traced: none as large as a float64 copy of X is made."""
+    import tracemalloc
+
+    x = _binary(n=6000, d=64).astype(dtype)
+    float64_copy = x.size * 8
+    tracemalloc.start()
+    try:
+        est = rt.BayesianRoseTree(approximate=True).fit(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(est.model_, rt.BetaBernoulli)
+    assert peak < float64_copy / 2, f"{peak} bytes traced, a float64 copy is {float64_copy}"
