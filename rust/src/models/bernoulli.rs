@@ -96,40 +96,38 @@ fn dot_bits(w: &[f64], words: &[u64], d: usize) -> f64 {
     if 4 * ones as usize <= d {
         return sum_set_bits(w, words);
     }
-    // Columns below `full` go to accumulator `i % 4` (each accumulator walks its own bits,
-    // a quarter of every word, in column order), the rest to the tail.
-    const LANE: u64 = 0x1111_1111_1111_1111;
+    // Columns below `full` go to accumulator `i % 4`, four at a time: each weight is kept
+    // or zeroed by the mask of its bit (`w · 1 = w`, and `w · 0` added nothing), which is
+    // branch-free and vectorises like the dot product over counts.
     let full = d / 4 * 4;
     let mut acc = [0.0_f64; 4];
-    let mut tail = 0.0;
-    for (k, &word) in words.iter().enumerate() {
-        let (lo, w) = (64 * k, &w[64 * k..]);
-        let head = if lo + 64 <= full {
-            word
-        } else {
-            let keep = full.saturating_sub(lo);
-            let head = if keep == 0 {
-                0
-            } else {
-                word & (u64::MAX >> (64 - keep))
-            };
-            let mut rest = word ^ head;
-            while rest != 0 {
-                tail += w[rest.trailing_zeros() as usize];
-                rest &= rest - 1;
-            }
-            head
-        };
-        for (lane, a) in acc.iter_mut().enumerate() {
-            let mut rest = head & (LANE << lane);
-            while rest != 0 {
-                *a += w[rest.trailing_zeros() as usize];
-                rest &= rest - 1;
-            }
+    for (g, w4) in w[..full].chunks_exact(4).enumerate() {
+        let nibble = (words[g >> 4] >> ((g & 15) * 4)) & 15;
+        let mask = &NIBBLE_MASKS[nibble as usize];
+        for k in 0..4 {
+            acc[k] += f64::from_bits(w4[k].to_bits() & mask[k]);
         }
     }
+    let tail: f64 = (full..d).map(|i| w[i] * f64::from(bit(words, i))).sum();
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
+
+/// For each nibble `v`, four masks: all ones where bit `k` of `v` is set, else zero.
+const NIBBLE_MASKS: [[u64; 4]; 16] = {
+    let mut t = [[0_u64; 4]; 16];
+    let mut v = 0;
+    while v < 16 {
+        let mut k = 0;
+        while k < 4 {
+            if v >> k & 1 == 1 {
+                t[v][k] = u64::MAX;
+            }
+            k += 1;
+        }
+        v += 1;
+    }
+    t
+};
 
 /// `ln f` of two complete rows, which depends on each column's number of ones `k ∈ {0, 1, 2}`
 /// alone: with `c_i(k) = ln B(α_i + k, β_i + 2 − k) − ln B(α_i, β_i)`,
