@@ -32,12 +32,20 @@ memory of the child above its baseline):
    ``--coalescent-sizes`` (default 2·10⁴ and 10⁵), with the growth exponent; and its
    ``log_joint_`` against the exact Greedy-Rate1 tree's at
    n = 8,000.
+7. With ``--huge [N]``: ``approximate=True`` on N (default 10⁷) hierarchical rows given as a
+   ``bool`` array (generated in blocks, so the child never holds them as float64), its time
+   and peak memory, the input's own size apart.
+
+``--speed`` runs part 2's exact searches (BRT and BHC at n = 8,000, d = 64, one thread)
+against SciPy and fastcluster alone, ``--repeat`` times, each tool once per round.
 
 Usage::
 
     python benchmarks/bench_scale.py --json benchmarks/scale_results.json
     python benchmarks/bench_scale.py --quick          # n = 2·10⁴ and 10⁵, a smoke test
     python benchmarks/bench_scale.py --coalescent     # part 6 only
+    python benchmarks/bench_scale.py --speed --repeat 3
+    python benchmarks/bench_scale.py --huge 2000000   # only part 7
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_brt import machine, make_binary, make_gauss
+from bench_brt import SEED, machine, make_binary, make_gauss
 
 
 def flat(n: int, k: int, seed: int = 0, d: int = 64) -> np.ndarray:
@@ -104,6 +112,19 @@ def gauss20(n: int, seed: int = 0, d: int = 20, k: int = 16) -> np.ndarray:
     return centres[rng.integers(k, size=n)] + rng.normal(size=(n, d))
 
 
+def huge_binary(n: int, d: int = 64, block: int = 250_000) -> np.ndarray:
+    """``make_binary``'s hierarchy (same prototypes) as a bool array, ``block`` rows at a time."""
+    rng = np.random.default_rng(SEED)
+    supers = rng.random((4, d)) < 0.5
+    protos = supers[np.arange(12) % 4] ^ (rng.random((12, d)) < 0.2)
+    out = np.empty((n, d), dtype=bool)
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        r = np.random.default_rng([SEED, lo])
+        out[lo:hi] = protos[r.integers(12, size=hi - lo)] ^ (r.random((hi - lo, d)) < 0.1)
+    return out
+
+
 def _data(job: dict[str, Any]) -> np.ndarray:
     if job["data"] == "gauss20":
         return gauss20(job["n"])
@@ -111,6 +132,8 @@ def _data(job: dict[str, Any]) -> np.ndarray:
         return flat(job["n"], 16, d=16)
     if job["data"] == "gauss":
         return make_gauss(job["n"])
+    if job.get("dtype") == "bool":
+        return huge_binary(job["n"])
     return GENERATORS[job["data"]](job["n"])
 
 
@@ -119,6 +142,7 @@ def _child(job: dict[str, Any], out: Any) -> None:
     if job.get("threads"):
         os.environ["RAYON_NUM_THREADS"] = str(job["threads"])
     X = _data(job)
+    job_input_mib = X.nbytes / 2**20
     tool = job["tool"]
     if tool == "scipy":
         from scipy.cluster.hierarchy import linkage
@@ -168,7 +192,7 @@ def _child(job: dict[str, Any], out: Any) -> None:
     seconds = time.perf_counter() - start
     peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
     scored = tool in ("rosetree", "coalescent")
-    out.send((seconds, peak, float(result) if scored else None))
+    out.send((seconds, peak, float(result) if scored else None, job_input_mib))
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
@@ -177,9 +201,15 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     here, there = ctx.Pipe()
     proc = ctx.Process(target=_child, args=(job, there))
     proc.start()
-    seconds, peak, log_evidence = here.recv()
+    seconds, peak, log_evidence, input_mib = here.recv()
     proc.join()
-    res = {**job, "seconds": seconds, "peak_mib": peak, "log_evidence": log_evidence}
+    res = {
+        **job,
+        "seconds": seconds,
+        "peak_mib": peak,
+        "input_mib": input_mib,
+        "log_evidence": log_evidence,
+    }
     shown = {k: v for k, v in job.items() if k != "tool"}
     ev = "" if log_evidence is None else f", ln p(D|T)/n = {log_evidence / job['n']:.4f}"
     print(f"  {job['tool']} {shown}: {seconds:.2f} s, {peak:.0f} MiB{ev}", flush=True)
@@ -196,7 +226,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", type=Path)
     p.add_argument("--coalescent", action="store_true", help="only the coalescent part")
     p.add_argument("--coalescent-sizes", type=int, nargs="+", default=[20_000, 100_000])
+    p.add_argument("--speed", action="store_true", help="only the exact searches at 8,000")
+    p.add_argument("--repeat", type=int, default=1, help="rounds of --speed")
+    p.add_argument("--huge", type=int, nargs="?", const=10_000_000, help="only part 7")
     args = p.parse_args(argv)
+    header = {**machine(), "command": " ".join(["python", *sys.argv])}
+    if args.speed:
+        return _speed(args.repeat, header, args.json)
+    if args.huge:
+        job = {"tool": "rosetree", "model": "bernoulli", "data": "hierarchical"}
+        res = run({**job, "n": args.huge, "dtype": "bool", "approximate": True})
+        print(f"  {args.huge:,} bool rows: input {res['input_mib']:.0f} MiB")
+        if args.json:
+            args.json.write_text(json.dumps({"header": header, "huge": res}, indent=1) + "\n")
+        return {"huge": res}
     if args.quick:
         args.sizes = [20_000, 100_000]
     cores = os.cpu_count() or 1
@@ -331,6 +374,29 @@ def coalescent(sizes: list[int]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _speed(repeat: int, header: dict[str, Any], out: Path | None) -> dict[str, Any]:
+    """Exact BRT and BHC at n = 8,000, one thread, against SciPy and fastcluster."""
+    base = {"n": 8000, "data": "hierarchical", "threads": 1}
+    jobs = {
+        "scipy": {**base, "tool": "scipy"},
+        "fastcluster": {**base, "tool": "fastcluster"},
+        "BRT": {**base, "tool": "rosetree", "model": "bernoulli", "n_jobs": 1},
+        "BHC": {**base, "tool": "rosetree", "model": "bernoulli", "n_jobs": 1, "binary": True},
+    }
+    rounds = [{name: run(job)["seconds"] for name, job in jobs.items()} for _ in range(repeat)]
+    best = {name: min(r[name] for r in rounds) for name in jobs}
+    for name in ("BRT", "BHC"):
+        print(
+            f"  {name} exact, one thread, best of {repeat}: {best[name]:.2f} s, "
+            f"{best[name] / best['scipy']:.2f}x SciPy ({best['scipy']:.2f} s), "
+            f"{best[name] / best['fastcluster']:.2f}x fastcluster ({best['fastcluster']:.2f} s)"
+        )
+    results = {"header": header, "rounds": rounds, "best": best}
+    if out:
+        out.write_text(json.dumps(results, indent=1) + "\n")
+    return results
 
 
 if __name__ == "__main__":

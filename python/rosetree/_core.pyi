@@ -175,7 +175,11 @@ class BrtFit:
     def resolved_model(self) -> dict[str, Any]: ...
 
 def fit_brt(
-    train: npt.NDArray[np.float64] | _Csr,
+    train: npt.NDArray[np.float64]
+    | npt.NDArray[np.bool_]
+    | npt.NDArray[np.uint8]
+    | npt.NDArray[np.float32]
+    | _Csr,
     model: ModelSpec,
     params: BrtParams,
     *,

@@ -37,6 +37,11 @@ def data_kind(X: Any) -> str:
 
     NaN entries (missing) are left out; a sparse matrix's implicit entries are zeros.
     """
+    dtype = getattr(X, "dtype", None)
+    if dtype == np.bool_ or (dtype == np.uint8 and X.size and X.max() <= 1):
+        return "binary"  # read in place: no float64 copy of a large binary array
+    if dtype == np.uint8:
+        return "counts"
     values = _observed_values(X)
     if np.all((values == 0.0) | (values == 1.0)):
         return "binary"

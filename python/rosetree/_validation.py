@@ -44,16 +44,37 @@ def _frame_values(frame: Any, name: str) -> np.ndarray:
     return np.column_stack(columns)
 
 
+#: Dtypes that the core's fit reads as they are, without a float64 copy of ``X``.
+NARROW_DTYPES = (np.dtype(bool), np.dtype(np.uint8), np.dtype(np.float32))
+
+
 def check_array(
-    X: Any, *, allow_nan: bool = True, min_rows: int = 2, name: str = "X"
+    X: Any,
+    *,
+    allow_nan: bool = True,
+    min_rows: int = 2,
+    name: str = "X",
+    keep_narrow: bool = False,
 ) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-D float64 array, or raise naming the problem.
 
     Accepts anything :func:`numpy.asarray` accepts, pandas DataFrames (their values), and
     SciPy sparse matrices (densified). NaN marks a missing entry where ``allow_nan``; the
     cluster model decides whether it supports missing entries. Infinite values are rejected
-    here, with their row and column.
+    here, with their row and column. With ``keep_narrow``, a NumPy array of dtype ``bool``,
+    ``uint8`` or ``float32`` keeps its dtype (C-contiguous), so that the core reads it
+    without a float64 copy (binary data at a byte, or less, an entry).
     """
+    if keep_narrow and isinstance(X, np.ndarray) and X.dtype in NARROW_DTYPES and X.ndim == 2:
+        _check_shape(X.shape, min_rows, name)
+        narrow: np.ndarray = np.ascontiguousarray(X)
+        if narrow.dtype == np.float32:
+            bad = np.isinf(narrow) if allow_nan else ~np.isfinite(narrow)
+            if bad.any():
+                row, col = (int(i) for i in np.argwhere(bad)[0])
+                what = "an infinite value" if np.isinf(narrow[row, col]) else "NaN"
+                raise InvalidDataError(f"{name} has {what} in row {row}, column {col}", row, col)
+        return narrow
     if is_sparse(X):
         X = X.toarray()
     elif hasattr(X, "to_numpy") and hasattr(X, "columns"):  # pandas.DataFrame

@@ -313,8 +313,10 @@ class BayesianRoseTree(ClusterEstimator):
         )
         names = feature_names(X)
         with naming_columns(names):
+            # The conjugate models read bool, uint8 and float32 arrays in place.
+            narrow = not learn and (isinstance(spec, AutoModel) or spec._reads_sparse)
             if not (is_sparse(X) and spec._reads_sparse and not learn):
-                X = check_array(X, allow_nan=spec._accepts_missing)
+                X = check_array(X, allow_nan=spec._accepts_missing, keep_narrow=narrow)
             n_features = int(X.shape[1])
             # Under "auto", real-valued data get a Gaussian model either way.
             auto_real = isinstance(spec, AutoModel) and data_kind(X) == "real"

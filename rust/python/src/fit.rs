@@ -23,11 +23,14 @@ use rosetree::error::RoseTreeError;
 use rosetree::models::{ClusterModel, RowQueries};
 use rosetree::parallel::Threads;
 
-/// Training data as Python passes it: a dense array, or a CSR matrix as
-/// `(indptr, indices, data, n_cols)`.
+/// Training data as Python passes it: a dense array (`float64`, or binary data as `bool` or
+/// `uint8`, or `float32`), or a CSR matrix as `(indptr, indices, data, n_cols)`.
 #[derive(FromPyObject)]
 pub(crate) enum Training<'py> {
     Dense(PyReadonlyArray2<'py, f64>),
+    Bool(PyReadonlyArray2<'py, bool>),
+    Bytes(PyReadonlyArray2<'py, u8>),
+    Single(PyReadonlyArray2<'py, f32>),
     Csr(
         PyReadonlyArray1<'py, i64>,
         PyReadonlyArray1<'py, i64>,
@@ -39,6 +42,8 @@ pub(crate) enum Training<'py> {
 /// The training data a fit keeps (a private copy).
 pub(crate) enum TrainingData {
     Dense(Array2<f64>),
+    /// `bool` or `uint8` data, one byte an entry (an eighth of a `float64` copy).
+    Bytes(Array2<u8>),
     Csr {
         indptr: Vec<i64>,
         indices: Vec<i64>,
@@ -52,6 +57,9 @@ impl Training<'_> {
     pub(crate) fn to_owned_data(&self) -> PyResult<TrainingData> {
         Ok(match self {
             Self::Dense(x) => TrainingData::Dense(x.as_array().to_owned()),
+            Self::Bool(x) => TrainingData::Bytes(x.as_array().mapv(u8::from)),
+            Self::Bytes(x) => TrainingData::Bytes(x.as_array().to_owned()),
+            Self::Single(x) => TrainingData::Dense(x.as_array().mapv(f64::from)),
             Self::Csr(indptr, indices, data, n_cols) => {
                 let data = TrainingData::Csr {
                     indptr: indptr.as_slice()?.to_vec(),
@@ -70,6 +78,7 @@ impl TrainingData {
     fn n_rows(&self) -> usize {
         match self {
             Self::Dense(x) => x.nrows(),
+            Self::Bytes(x) => x.nrows(),
             Self::Csr { indptr, .. } => indptr.len().saturating_sub(1),
         }
     }
@@ -77,6 +86,7 @@ impl TrainingData {
     fn n_cols(&self) -> usize {
         match self {
             Self::Dense(x) => x.ncols(),
+            Self::Bytes(x) => x.ncols(),
             Self::Csr { n_cols, .. } => *n_cols,
         }
     }
@@ -118,6 +128,14 @@ impl TrainingData {
     pub(crate) fn model(&self, spec: &ModelSpec) -> PyResult<AnyModel> {
         match self {
             Self::Dense(x) => build_model(spec, x.view()),
+            Self::Bytes(x) => match spec {
+                ModelSpec::Conjugate(spec) => Ok(spec.build_bytes(x.view())?.into()),
+                ModelSpec::Callback(_) => Err(RoseTreeError::param(
+                    "model",
+                    "a Python cluster model needs float64 training data",
+                )
+                .into()),
+            },
             Self::Csr {
                 indptr,
                 indices,
@@ -138,6 +156,18 @@ impl TrainingData {
     fn row_stats<M: ClusterModel>(&self, m: &M) -> PyResult<Vec<M::Stats>> {
         match self {
             Self::Dense(x) => Ok(m.leaf_stats_all(x.view())?),
+            // One row at a time as doubles: no copy of the whole array.
+            Self::Bytes(x) => {
+                let mut row = ndarray::Array1::zeros(x.ncols());
+                Ok(x.rows()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, bytes)| {
+                        row.zip_mut_with(&bytes, |v, &b| *v = f64::from(b));
+                        m.leaf_stats(row.view(), r)
+                    })
+                    .collect::<rosetree::Result<Vec<_>>>()?)
+            }
             Self::Csr { data, .. } => Ok(self
                 .csr_rows()?
                 .iter()
@@ -152,8 +182,9 @@ impl TrainingData {
     /// included), CSR rows appended to dense data are densified.
     fn append(&self, more: &TrainingData) -> TrainingData {
         match (self, more) {
-            (Self::Dense(x), more) => {
+            (Self::Dense(_) | Self::Bytes(_), more) => {
                 let extra = more.dense_rows(0, more.n_rows());
+                let x = self.dense_rows(0, self.n_rows());
                 Self::Dense(concatenate![Axis(0), x.view(), extra.view()])
             }
             (
@@ -175,7 +206,8 @@ impl TrainingData {
                     indptr.push(indices.len() as i64);
                 };
                 match more {
-                    Self::Dense(x) => {
+                    Self::Dense(_) | Self::Bytes(_) => {
+                        let x = more.dense_rows(0, more.n_rows());
                         for row in x.rows() {
                             push(&mut row.iter().copied().enumerate().filter(|(_, v)| *v != 0.0));
                         }
@@ -206,6 +238,7 @@ impl TrainingData {
     fn dense_rows(&self, start: usize, stop: usize) -> Array2<f64> {
         match self {
             Self::Dense(x) => x.slice(s![start..stop, ..]).to_owned(),
+            Self::Bytes(x) => x.slice(s![start..stop, ..]).mapv(f64::from),
             Self::Csr {
                 indptr,
                 indices,
@@ -664,6 +697,7 @@ impl PyBrtFit {
     fn training<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(match &*self.training {
             TrainingData::Dense(x) => x.clone().into_pyarray(py).into_any(),
+            TrainingData::Bytes(x) => x.mapv(f64::from).into_pyarray(py).into_any(),
             TrainingData::Csr {
                 indptr,
                 indices,

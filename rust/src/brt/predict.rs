@@ -546,7 +546,7 @@ impl Predictor<BetaBernoulli> {
             while let Some(a) = v {
                 let s = &self.stats[a];
                 for (dj, &j) in delta.iter_mut().zip(&columns) {
-                    let p = (alpha[j] + f64::from(s.ones()[j]))
+                    let p = (alpha[j] + f64::from(s.ones_in(j)))
                         / (alpha[j] + beta[j] + f64::from(s.observed(j)));
                     *dj = log_add_exp(self.log_r[a] + p.ln(), self.log_1m_r[a] + *dj);
                 }

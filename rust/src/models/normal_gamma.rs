@@ -118,6 +118,16 @@ impl ColumnMoments {
         }))
     }
 
+    /// Moments of the columns of an array of small whole numbers (binary data given as
+    /// `bool` or `uint8`), read in place.
+    pub fn bytes(x: ArrayView2<'_, u8>) -> Self {
+        Self::from_entries(x.nrows(), x.ncols(), || {
+            x.indexed_iter()
+                .filter(|(_, v)| **v != 0)
+                .map(|((_, j), &v)| (j, f64::from(v)))
+        })
+    }
+
     /// Moments of the columns of a CSR matrix with `n_cols` columns (`indptr`, `indices`,
     /// `data` as in SciPy); unstored entries are zeros and stored NaN entries missing.
     ///

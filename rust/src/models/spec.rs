@@ -155,6 +155,25 @@ impl ModelSpec {
         })
     }
 
+    /// As [`ModelSpec::build`] for data given as small whole numbers (`bool` or `uint8`
+    /// arrays): the moments behind data-driven defaults are read in place, without a
+    /// floating-point copy (except for the Normal–inverse-Wishart defaults, which need one).
+    ///
+    /// # Errors
+    /// As [`ModelSpec::build`].
+    pub fn build_bytes(&self, x: ArrayView2<'_, u8>) -> Result<Conjugate> {
+        let d = x.ncols();
+        let moments = || Ok(ColumnMoments::bytes(x));
+        match self {
+            Self::BetaBernoulli { alpha, beta } => bernoulli(alpha, beta, d, moments),
+            Self::NormalGamma { m0, kappa0, a0, b0 } => {
+                normal_gamma(m0, *kappa0, *a0, b0, d, moments)
+            }
+            Self::NormalInverseWishart { .. } => self.build(x.mapv(f64::from).view()),
+            spec => spec.build(ndarray::Array2::<f64>::zeros((0, d)).view()),
+        }
+    }
+
     /// As [`ModelSpec::build`] for data given as a CSR matrix with `n_cols` columns: the
     /// moments behind data-driven defaults are read from the sparse entries, without a dense
     /// copy.
