@@ -378,6 +378,52 @@ mod tests {
         }
     }
 
+    /// The job runs off the calling thread, sees `stop` once `interrupt` fires, reports
+    /// progress to the caller's watcher, and a panic comes back to the caller; a job inside
+    /// a job runs on the thread it was called from.
+    #[test]
+    fn polled_jobs_stop_report_and_panic_where_they_were_called() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicUsize;
+
+        for threads in [
+            Threads::new(Some(1)),
+            Threads::new(Some(2)),
+            Threads::new(None),
+        ] {
+            let threads = threads.unwrap();
+            let caller = std::thread::current().id();
+            let polls = AtomicUsize::new(0);
+            let interrupt = || polls.fetch_add(1, Ordering::Relaxed) >= 3;
+            let seen = Arc::new(progress::Progress::default());
+            let steps = progress::watch(&seen, || {
+                threads.run_polled(&interrupt, &|| {}, |stop| {
+                    assert_ne!(std::thread::current().id(), caller);
+                    let mut steps = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        steps += 1;
+                        progress::report("waiting", steps, 0);
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    // Inside the job, another one runs right here.
+                    let here = std::thread::current().id();
+                    let inner =
+                        threads.run_polled(&|| false, &|| {}, |_| std::thread::current().id());
+                    if !threads.sequential() {
+                        assert_eq!(inner, here);
+                    }
+                    steps
+                })
+            });
+            assert!(polls.load(Ordering::Relaxed) >= 4);
+            assert_eq!(seen.latest(), Some(("waiting", steps, 0)));
+            let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                threads.run_polled(&|| false, &|| {}, |_| panic!("in the job"))
+            }));
+            assert!(panicked.is_err());
+        }
+    }
+
     #[test]
     fn owned_maps_keep_order_and_the_first_error() {
         for threads in [Threads::new(Some(1)), Threads::new(Some(2))] {
