@@ -14,10 +14,12 @@ pub(crate) const PAR_THRESHOLD: usize = 1024;
 
 /// Where parallel loops run: rayon's global pool (which respects `RAYON_NUM_THREADS`), a
 /// dedicated pool of a given size, or the calling thread alone (one thread: no pool, so no
-/// hand-over between threads at every step of a search). Only the parallel sections enter
-/// the pool; the driving loop stays on the caller's thread, so a caller can poll for
-/// interrupts there (Python delivers signals to the main thread only). Results never depend
-/// on the choice: every parallel reduction in the crate is over a total order.
+/// hand-over between threads at every step of a search). Interrupts are polled on the
+/// caller's thread (Python delivers signals to the main thread only): either the driving
+/// loop of a computation stays there and only its parallel sections enter the pool, or the
+/// whole computation runs on the pool while the caller polls ([`Threads::run_polled`]).
+/// Results never depend on the choice: every parallel reduction in the crate is over a
+/// total order.
 ///
 /// Every parallel section of the crate goes through these methods, so that one thread
 /// really means one.

@@ -19,9 +19,6 @@ use crate::error::{Result, RoseTreeError};
 use crate::parallel::{PAR_THRESHOLD, Threads};
 use crate::progress;
 
-/// The interrupt callback is polled between steps at most this often, and the initial scan
-/// is cut into blocks of about this much work, so that an interrupt is noticed within a
-/// fraction of a second however costly a pair score is.
 /// Partners a rescanned cluster remembers. A cluster is rescanned when every partner on
 /// its list has merged away; on data with many near-equal rows that happens to nearly
 /// every row once (its nearest rows merge among themselves first), and a longer list then
@@ -29,6 +26,9 @@ use crate::progress;
 /// with 8 entries, 15,500 with 32), while the first scan of every row keeps the short list.
 const RESCAN_ROOM: usize = 32;
 
+/// The interrupt callback is polled between steps at most this often, and the initial scan
+/// is cut into blocks of about this much work, so that an interrupt is noticed within a
+/// fraction of a second however costly a pair score is.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 struct Engine<'a, L: Linkage> {
