@@ -4,7 +4,11 @@
 //! send every row to one of the sample tree's top clusters and treat each cluster's rows the
 //! same way until a part has at most `exact_below` rows.
 
+use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
 use crate::error::{Result, RoseTreeError};
+use crate::parallel::Threads;
 
 /// Options of the approximate search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,4 +48,26 @@ impl ApproxParams {
         }
         Ok(())
     }
+}
+
+/// Each part's result (`None` for an empty part) from `build(part, seed)`, in parallel on
+/// `threads`. The seeds are drawn from `rng` before any part is built, in part order, so the
+/// results do not depend on scheduling or on the number of threads.
+///
+/// # Errors
+/// The first error of `build` in part order.
+pub(crate) fn build_parts<S: Send>(
+    threads: &Threads,
+    parts: Vec<Vec<usize>>,
+    rng: &mut Xoshiro256PlusPlus,
+    build: impl Fn(Vec<usize>, u64) -> Result<S> + Sync + Send,
+) -> Result<Vec<Option<S>>> {
+    let seeded: Vec<(Vec<usize>, u64)> = parts.into_iter().map(|p| (p, rng.random())).collect();
+    threads.try_map_owned(seeded, 2, |(part, seed)| {
+        if part.is_empty() {
+            Ok(None)
+        } else {
+            build(part, seed).map(Some)
+        }
+    })
 }

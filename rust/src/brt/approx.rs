@@ -21,7 +21,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::RoseTree;
@@ -30,6 +30,7 @@ use super::greedy::greedy;
 use super::merge::MergeRule;
 use super::mixing::Mixing;
 pub use crate::approx::ApproxParams;
+use crate::approx::build_parts;
 use crate::error::{Result, RoseTreeError};
 use crate::models::RowQueries;
 use crate::parallel::{PAR_THRESHOLD, Threads};
@@ -294,14 +295,8 @@ impl<M: RowQueries> Approx<'_, M> {
         depth: usize,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Vec<Option<Shape>>> {
-        // Seeds are drawn before any part is built: the tree does not depend on scheduling.
-        let seeded: Vec<(Vec<usize>, u64)> = parts.into_iter().map(|p| (p, rng.random())).collect();
-        self.threads.try_map_owned(seeded, 2, |(part, seed)| {
-            if part.is_empty() {
-                Ok(None)
-            } else {
-                self.build(part, depth + 1, seed).map(Some)
-            }
+        build_parts(self.threads, parts, rng, |part, seed| {
+            self.build(part, depth + 1, seed)
         })
     }
 

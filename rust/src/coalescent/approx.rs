@@ -43,13 +43,14 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::greedy::{CoalescentFit, greedy_rate1};
 use super::kingman::log_joint_from_leaves;
 use super::predict::Predictor;
 pub use crate::approx::ApproxParams;
+use crate::approx::build_parts;
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
@@ -269,14 +270,8 @@ impl<M: MessageModel + Clone> Approx<'_, M> {
         depth: usize,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Vec<Option<Shape>>> {
-        // Seeds are drawn before any part is built: the tree does not depend on scheduling.
-        let seeded: Vec<(Vec<usize>, u64)> = parts.into_iter().map(|p| (p, rng.random())).collect();
-        self.threads.try_map_owned(seeded, 2, |(part, seed)| {
-            if part.is_empty() {
-                Ok(None)
-            } else {
-                self.build(part, depth + 1, seed).map(Some)
-            }
+        build_parts(self.threads, parts, rng, |part, seed| {
+            self.build(part, depth + 1, seed)
         })
     }
 
