@@ -71,3 +71,49 @@ pub(crate) fn build_parts<S: Send>(
         }
     })
 }
+
+/// The top of a sample tree (nodes `0..n_nodes`, root `root`, `children(v)`) above the
+/// `cut` nodes (increasing), with each cut node replaced by the shape built for its part
+/// (`built`, in `cut` order; `None` for an empty part) and each other node by `join` of its
+/// children's shapes. Nodes left with one child are dropped; `None` if nothing is left.
+/// Post-order without recursion: the top of a sample tree may be a long chain.
+pub(crate) fn assemble<'t, S>(
+    n_nodes: usize,
+    root: usize,
+    children: impl Fn(usize) -> &'t [usize],
+    cut: &[usize],
+    mut built: Vec<Option<S>>,
+    join: impl Fn(Vec<S>) -> S,
+) -> Option<S> {
+    let mut done: Vec<Option<S>> = (0..n_nodes).map(|_| None).collect();
+    let mut stack = vec![(root, false)];
+    while let Some((v, expanded)) = stack.pop() {
+        if let Ok(k) = cut.binary_search(&v) {
+            done[v] = built[k].take();
+        } else if expanded {
+            let mut kids: Vec<S> = children(v).iter().filter_map(|&c| done[c].take()).collect();
+            done[v] = match kids.len() {
+                0 => None,
+                1 => kids.pop(),
+                _ => Some(join(kids)),
+            };
+        } else {
+            stack.push((v, true));
+            stack.extend(children(v).iter().map(|&c| (c, false)));
+        }
+    }
+    done[root].take()
+}
+
+/// The shapes as the leaves of a balanced binary tree made by `join2`, in their order (one
+/// shape: itself).
+///
+/// # Panics
+/// If `shapes` is empty.
+pub(crate) fn balanced<S>(mut shapes: Vec<S>, join2: &impl Fn(S, S) -> S) -> S {
+    if shapes.len() == 1 {
+        return shapes.pop().expect("one shape");
+    }
+    let right = shapes.split_off(shapes.len() / 2);
+    join2(balanced(shapes, join2), balanced(right, join2))
+}

@@ -30,7 +30,7 @@ use super::greedy::greedy;
 use super::merge::MergeRule;
 use super::mixing::Mixing;
 pub use crate::approx::ApproxParams;
-use crate::approx::build_parts;
+use crate::approx::{assemble, balanced, build_parts};
 use crate::error::{Result, RoseTreeError};
 use crate::models::RowQueries;
 use crate::parallel::{PAR_THRESHOLD, Threads};
@@ -139,36 +139,6 @@ pub fn top_clusters(top: &RoseTree) -> Vec<usize> {
     }
     groups.sort_unstable();
     groups
-}
-
-/// The sample tree's structure above the `cut` nodes, with each cut node replaced by the
-/// shape built for its part (`built`, in `cut` order; `None` for an empty part). Nodes left
-/// with one child are dropped; `None` if nothing is left.
-fn assemble(top: &RoseTree, cut: &[usize], mut built: Vec<Option<Shape>>) -> Option<Shape> {
-    // Post-order over the sample tree without recursion (its top may be a long chain).
-    let mut done: Vec<Option<Shape>> = (0..top.nodes().len()).map(|_| None).collect();
-    let mut stack = vec![(top.root(), false)];
-    while let Some((v, expanded)) = stack.pop() {
-        if let Ok(k) = cut.binary_search(&v) {
-            done[v] = built[k].take();
-        } else if expanded {
-            let mut kids: Vec<Shape> = top
-                .node(v)
-                .children
-                .iter()
-                .filter_map(|&c| done[c].take())
-                .collect();
-            done[v] = match kids.len() {
-                0 => None,
-                1 => kids.pop(),
-                _ => Some(Shape::Node(kids)),
-            };
-        } else {
-            stack.push((v, true));
-            stack.extend(top.node(v).children.iter().map(|&c| (c, false)));
-        }
-    }
-    done[top.root()].take()
 }
 
 /// Post-order numbering: internal node `k` gets id `n + k`.
@@ -285,7 +255,16 @@ impl<M: RowQueries> Approx<'_, M> {
             return self.blocks(&rows, depth, &mut rng);
         }
         let built = self.build_all(parts, depth, &mut rng)?;
-        Ok(assemble(&top, &cut, built).expect("at least two parts are not empty"))
+        let children = |v: usize| top.node(v).children.as_slice();
+        let shape = assemble(
+            top.nodes().len(),
+            top.root(),
+            children,
+            &cut,
+            built,
+            Shape::Node,
+        );
+        Ok(shape.expect("at least two parts are not empty"))
     }
 
     /// Each part's tree (`None` for an empty part), built in parallel.
@@ -317,18 +296,9 @@ impl<M: RowQueries> Approx<'_, M> {
             .flatten()
             .collect();
         Ok(if self.binary {
-            balanced(children)
+            balanced(children, &|a, b| Shape::Node(vec![a, b]))
         } else {
             Shape::Node(children)
         })
     }
-}
-
-/// The shapes as the leaves of a balanced binary tree, in their order (one shape: itself).
-fn balanced(mut shapes: Vec<Shape>) -> Shape {
-    if shapes.len() == 1 {
-        return shapes.pop().expect("one shape");
-    }
-    let right = shapes.split_off(shapes.len() / 2);
-    Shape::Node(vec![balanced(shapes), balanced(right)])
 }

@@ -50,7 +50,7 @@ use super::greedy::{CoalescentFit, greedy_rate1};
 use super::kingman::log_joint_from_leaves;
 use super::predict::Predictor;
 pub use crate::approx::ApproxParams;
-use crate::approx::build_parts;
+use crate::approx::{assemble, balanced, build_parts};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
@@ -260,7 +260,16 @@ impl<M: MessageModel + Clone> Approx<'_, M> {
             return self.blocks(&rows, depth, &mut rng);
         }
         let built = self.build_all(parts, depth, &mut rng)?;
-        Ok(assemble(&top, &cut, built).expect("at least two parts are not empty"))
+        let children = |v: usize| top.nodes()[v].children.as_slice();
+        let shape = assemble(
+            top.nodes().len(),
+            top.root(),
+            children,
+            &cut,
+            built,
+            join_all,
+        );
+        Ok(shape.expect("at least two parts are not empty"))
     }
 
     /// Each part's tree (`None` for an empty part), built in parallel.
@@ -288,50 +297,20 @@ impl<M: MessageModel + Clone> Approx<'_, M> {
             .into_iter()
             .flatten()
             .collect();
-        Ok(balanced(children))
+        Ok(balanced(children, &join))
     }
 }
 
-/// The shapes as the leaves of a balanced binary tree, in their order (one shape: itself).
-fn balanced(mut shapes: Vec<Shape>) -> Shape {
-    if shapes.len() == 1 {
-        return shapes.pop().expect("one shape");
-    }
-    let right = shapes.split_off(shapes.len() / 2);
-    Shape::Join(Box::new(balanced(shapes)), Box::new(balanced(right)))
+/// Two shapes joined, to be timed by the Greedy-Rate1 rule.
+fn join(a: Shape, b: Shape) -> Shape {
+    Shape::Join(Box::new(a), Box::new(b))
 }
 
-/// The sample tree's structure above the `cut` nodes, with each cut node replaced by the
-/// shape built for its part (`built`, in `cut` order; `None` for an empty part). Nodes left
-/// with one child are dropped; `None` if nothing is left.
-fn assemble(top: &Tree, cut: &[usize], mut built: Vec<Option<Shape>>) -> Option<Shape> {
-    // Post-order over the sample tree without recursion (its top may be a long chain).
-    let mut done: Vec<Option<Shape>> = (0..top.nodes().len()).map(|_| None).collect();
-    let mut stack = vec![(top.root(), false)];
-    while let Some((v, expanded)) = stack.pop() {
-        if let Ok(k) = cut.binary_search(&v) {
-            done[v] = built[k].take();
-        } else if expanded {
-            let mut kids: Vec<Shape> = top.nodes()[v]
-                .children
-                .iter()
-                .filter_map(|&c| done[c].take())
-                .collect();
-            done[v] = match kids.len() {
-                0 => None,
-                1 => kids.pop(),
-                _ => {
-                    let right = kids.pop().expect("two children");
-                    let left = kids.pop().expect("two children");
-                    Some(Shape::Join(Box::new(left), Box::new(right)))
-                }
-            };
-        } else {
-            stack.push((v, true));
-            stack.extend(top.nodes()[v].children.iter().map(|&c| (c, false)));
-        }
-    }
-    done[top.root()].take()
+/// The children of a node of a (binary) sample tree, joined.
+fn join_all(mut kids: Vec<Shape>) -> Shape {
+    let right = kids.pop().expect("two children");
+    let left = kids.pop().expect("two children");
+    join(left, right)
 }
 
 /// Internal nodes over global ids, in post-order (children first): the two children and the
