@@ -95,6 +95,23 @@ def test_one_part_is_the_single_machine_fit(client):
     np.testing.assert_array_equal(est.predict(new).compute(), local.predict(new))
 
 
+def test_n_clusters_union_clusters_predict_as_the_single_machine_fit(client):
+    # The toy tree's classes are multi-way nodes: 5 clusters need a union of siblings.
+    X = rt.datasets.load_toy().data
+    kw = dict(model=rt.BetaBernoulli(alpha=0.7, beta=0.9), n_clusters=5, random_state=1)
+    local = rt.BayesianRoseTree(approximate=True, **kw).fit(X)
+    est = rtd.BayesianRoseTree(**kw).fit(X)
+    assert est.tree_.children == local.tree_.children
+    assert -1 in est.cluster_nodes_
+    np.testing.assert_array_equal(est.cluster_nodes_, local.cluster_nodes_)
+    for a, b in zip(est.cluster_members_, local.cluster_members_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(est.labels_.compute(), local.labels_)
+    new = np.vstack([X[::7], 1 - X[:3]])
+    np.testing.assert_allclose(est.predict_proba(new).compute(), local.predict_proba(new))
+    np.testing.assert_array_equal(est.predict(new).compute(), local.predict(new))
+
+
 def test_score_samples_is_the_flat_clusters_predictive(client):
     X = hierarchical(1200, seed=5)
     est = rtd.BayesianRoseTree(model=rt.BetaBernoulli(), chunk_rows=300, **SMALL).fit(X)

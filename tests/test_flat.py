@@ -185,6 +185,49 @@ def test_predict_proba_is_the_cluster_posterior_for_binary_data():
     np.testing.assert_array_equal(est.predict(new), np.argmax(expected, axis=1))
 
 
+def test_n_clusters_splits_a_multiway_node_into_exactly_that_many():
+    X = rt.datasets.load_toy().data
+    a = np.linspace(0.5, 2.0, X.shape[1])
+    model = rt.BetaBernoulli(alpha=a, beta=0.8)
+    tree = rt.BayesianRoseTree(model).fit(X).tree_
+    # The toy tree's three classes are nodes with 15-16 children each: no cut of its heights
+    # gives 4 or 5 clusters.
+    assert tree.max_clusters(5).max() + 1 == 3
+    for k in (4, 5):
+        est = rt.BayesianRoseTree(model, n_clusters=k).fit(X)
+        assert est.labels_.max() + 1 == k
+        np.testing.assert_array_equal(est.labels_, tree.max_clusters(k, split_multiway=True))
+        unions = [m for m in est.cluster_members_ if len(m) > 1]
+        assert len(unions) == 1  # the rest of one class's children, together
+        siblings = set(unions[0].tolist())
+        assert any(siblings <= set(children) for children in tree.children)
+        for c, (v, members) in enumerate(
+            zip(est.cluster_nodes_, est.cluster_members_, strict=True)
+        ):
+            rows = sorted(leaf for m in members for leaf in tree.leaves(int(m)))
+            assert rows == np.flatnonzero(est.labels_ == c).tolist()
+            assert v == (members[0] if len(members) == 1 else -1)
+        # A union's column is the sum of its subtrees' n_v f(x | D_v) terms.
+        new = np.array([[1] * 4 + [0] * 8, [0] * 8 + [1] * 4, [1, np.nan] + [0] * 10], float)
+        nodes = [int(v) for m in est.cluster_members_ for v in m]
+        terms = np.array(
+            [
+                [
+                    np.log(len(tree.leaves(v)))
+                    + bernoulli_log_f(np.vstack([X[tree.leaves(v)], x]), a, 0.8)
+                    - bernoulli_log_f(X[tree.leaves(v)], a, 0.8)
+                    for v in nodes
+                ]
+                for x in new
+            ]
+        )
+        by_node = np.exp(terms - special.logsumexp(terms, axis=1, keepdims=True))
+        owner = np.repeat(np.arange(k), [len(m) for m in est.cluster_members_])
+        expected = np.stack([by_node[:, owner == c].sum(axis=1) for c in range(k)], axis=1)
+        np.testing.assert_allclose(est.predict_proba(new), expected, rtol=1e-9, atol=1e-15)
+        np.testing.assert_array_equal(est.predict(new), np.argmax(expected, axis=1))
+
+
 def test_predict_proba_with_gaussian_clusters_is_a_student_t_mixture():
     X = np.array([[-2.1], [-1.8], [-2.4], [-2.0], [3.1], [3.3], [2.7], [3.0]])
     prior = dict(mu0=0.0, kappa0=0.5, nu0=3.0, psi0=1.0)

@@ -298,9 +298,14 @@ def _predict_block(
     n_features: int,
     keep: Any,
     chunks: _Chunks,
+    starts: np.ndarray | None,
     block_info: Any = None,
 ) -> np.ndarray:
-    """``what`` ("proba", "labels" or "score") of the rows of one chunk."""
+    """``what`` ("proba", "labels" or "score") of the rows of one chunk.
+
+    ``stats`` and ``log_weights`` are per member node of the flat clusters; ``starts``
+    (None: one node per cluster) is where each cluster's members begin among them.
+    """
     k, start = 0, 0
     if block_info is not None and 0 in block_info:
         k = block_info[0]["chunk-location"][0]
@@ -310,6 +315,9 @@ def _predict_block(
         terms = _core.brt_cluster_log_predictive(rows, model._spec(), stats) + log_weights
     except RoseTreeError as exc:
         raise _located(exc, ids, chunks) from None
+    if starts is not None:  # a cluster's terms: the log-sum-exp of its members'
+        top = terms.max(axis=1, keepdims=True)
+        terms = np.log(np.add.reduceat(np.exp(terms - top), starts, axis=1)) + top
     if what == "labels":
         return np.asarray(np.argmax(terms, axis=1), dtype=np.int64)
     top = terms.max(axis=1, keepdims=True)
@@ -453,10 +461,13 @@ class BayesianRoseTree(ParamsMixin):
     labels_ : dask.array.Array of shape (n_samples,)
         Flat clusters, chunked as the input's rows.
     cluster_nodes_ : ndarray of shape (K,)
-        The node of :attr:`tree_` that is each flat cluster.
+        The node of :attr:`tree_` that is each flat cluster; -1 for a union of sibling
+        subtrees (only with ``n_clusters``, as :class:`rosetree.BayesianRoseTree`).
+    cluster_members_ : list of ndarray
+        The nodes whose leaves make up each flat cluster (one, but for such a union).
     cluster_stats_ : list of ndarray
-        The sufficient statistics of each flat cluster (the model's encoding), what
-        prediction uses.
+        The sufficient statistics (the model's encoding) of each node of
+        :attr:`cluster_members_`, in order: what prediction uses.
     model_ : ClusterModel
         The cluster model with every hyperparameter given.
     constant_features_ : ndarray of int
@@ -656,15 +667,19 @@ class BayesianRoseTree(ParamsMixin):
         self.tree_ = RoseTree(core)
         self.log_evidence_ = float(self.tree_.log_evidence)
         self.gamma_, self.dp_alpha_ = float(self.gamma), float(self.dp_alpha)
-        nodes = _LocalRoseTree._flat_nodes(self, self.tree_)  # type: ignore[arg-type]
-        labels = self.tree_.labels_of(nodes)
-        first_rows = [self.tree_.leaves(v)[0] for v in nodes]
-        order = np.argsort(first_rows)
-        self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[order]
-        by_node = self._cluster_stats(client, fits, parts, top_stats, n)
-        self.cluster_stats_ = [by_node[int(v)] for v in self.cluster_nodes_]
-        sizes = self.tree_.sizes[self.cluster_nodes_].astype(np.float64)
+        flat = _LocalRoseTree._flat_groups(self, self.tree_)  # type: ignore[arg-type]
+        labels = self.tree_._labels_of_groups(flat)
+        self.cluster_members_ = [np.asarray(g, dtype=np.int64) for g in flat]
+        self.cluster_nodes_ = np.asarray([g[0] if len(g) == 1 else -1 for g in flat], np.int64)
+        members = np.concatenate(self.cluster_members_)
+        by_node = self._cluster_stats(client, fits, parts, top_stats, n, members)
+        self.cluster_stats_ = [by_node[int(v)] for v in members]
+        sizes = self.tree_.sizes[members].astype(np.float64)
         self._log_weights = np.log(sizes / n)
+        # Where each cluster's members begin among them (None: one node per cluster).
+        self._starts: np.ndarray | None = None
+        if len(members) > len(flat):
+            self._starts = np.cumsum([0, *(len(g) for g in flat[:-1])])
         self.labels_ = da.from_array(np.asarray(labels, dtype=np.int64), chunks=(X.chunks[0],))
         self.n_parts_ = n_parts
         self.n_features_in_ = d
@@ -781,8 +796,9 @@ class BayesianRoseTree(ParamsMixin):
         parts: list[tuple[Any, Any]],
         top_stats: list[np.ndarray],
         n: int,
+        nodes: np.ndarray,
     ) -> dict[int, np.ndarray]:
-        """The statistics of each flat cluster's node: from the stitch, or from its part."""
+        """The statistics of each of ``nodes``: from the stitch, or from its part."""
         n_part_internal = [n_nodes - len(ids) for _, ids, _, n_nodes in fits]
         first_top = n + sum(n_part_internal)
         part_of_row = np.empty(n, dtype=np.int64)
@@ -793,7 +809,7 @@ class BayesianRoseTree(ParamsMixin):
         offsets = np.cumsum([n, *n_part_internal])
         out: dict[int, np.ndarray] = {}
         wanted: dict[int, list[tuple[int, int]]] = {}
-        for v in (int(v) for v in self.cluster_nodes_):
+        for v in (int(v) for v in nodes):
             if v >= first_top:
                 out[v] = top_stats[v - first_top]
                 continue
@@ -841,13 +857,14 @@ class BayesianRoseTree(ParamsMixin):
             self.n_features_in_,
             self._keep,
             _Chunks(X.chunks[0]),
+            self._starts,
         )
         if what == "proba":
             return X.map_blocks(
                 _predict_block,
                 *args,
                 dtype=np.float64,
-                chunks=(X.chunks[0], (len(self.cluster_stats_),)),
+                chunks=(X.chunks[0], (len(self.cluster_nodes_),)),
             )
         return X.map_blocks(
             _predict_block,

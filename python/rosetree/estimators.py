@@ -164,10 +164,14 @@ class BayesianRoseTree(ClusterEstimator):
         adjusted Rand index at least that of ``"cut"`` on 8 of 9 labelled sets
         (``benchmarks/bench_flat.py``).
     n_clusters : int, default=None
-        If given, overrides ``flat_clusters``: at most ``n_clusters`` clusters, the lowest
-        cut of the tree's heights that gives no more (:meth:`RoseTree.max_clusters`, as
-        SciPy's ``fcluster(Z, n_clusters, "maxclust")`` on ``tree_.to_linkage()``). Fewer
-        only where a multi-way node or tied heights leave no cut with exactly that many.
+        If given, overrides ``flat_clusters``: ``min(n_clusters, n_samples)`` clusters.
+        They are the lowest cut of the tree's heights that gives no more (as SciPy's
+        ``fcluster(Z, n_clusters, "maxclust")`` on ``tree_.to_linkage()``); where a
+        multi-way node (or tied heights) leaves no cut with exactly that many, the node's
+        largest children become clusters and its other children one cluster together
+        (:meth:`RoseTree.max_clusters` with ``split_multiway=True``). Such a cluster is a
+        union of sibling subtrees: its entry of :attr:`cluster_nodes_` is -1 and
+        :attr:`cluster_members_` lists the subtrees.
     cut_threshold : float, default=0.5
         The threshold on :math:`r_T` of ``flat_clusters="cut"``, in [0, 1].
     verbose : bool, default=False
@@ -188,7 +192,11 @@ class BayesianRoseTree(ClusterEstimator):
         under the DP prior is one cluster), numbered ``0 .. K-1`` by first row.
     cluster_nodes_ : ndarray of shape (K,)
         The node of :attr:`tree_` that is each flat cluster: rows with label *k* are
-        ``tree_.leaves(cluster_nodes_[k])``. The columns of :meth:`predict_proba`.
+        ``tree_.leaves(cluster_nodes_[k])``. The columns of :meth:`predict_proba`. -1 for a
+        cluster that is a union of sibling subtrees (only with ``n_clusters``).
+    cluster_members_ : list of ndarray
+        The nodes of :attr:`tree_` whose leaves make up each flat cluster: one node, or for
+        a union of sibling subtrees (only with ``n_clusters``) several children of one node.
     model_ : ClusterModel
         The cluster model of the fitted tree: ``model`` itself, the one ``"auto"`` chose,
         or the learned one.
@@ -403,13 +411,12 @@ class BayesianRoseTree(ClusterEstimator):
         self._set_flat_clusters()
 
     def _set_flat_clusters(self) -> None:
-        """``log_evidence_``, ``labels_`` and ``cluster_nodes_`` of ``tree_``."""
+        """``log_evidence_``, ``labels_``, ``cluster_nodes_`` and ``cluster_members_``."""
         self.log_evidence_ = self.tree_.log_evidence
-        nodes = self._flat_nodes(self.tree_)
-        self.labels_ = self.tree_.labels_of(nodes)
-        # Labels are numbered by first row; the clusters' leaves are n rows in all.
-        first_rows = [self.tree_.leaves(v)[0] for v in nodes]
-        self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[np.argsort(first_rows)]
+        groups = self._flat_groups(self.tree_)
+        self.labels_ = self.tree_._labels_of_groups(groups)
+        self.cluster_members_ = [np.asarray(g, dtype=np.int64) for g in groups]
+        self.cluster_nodes_ = np.asarray([g[0] if len(g) == 1 else -1 for g in groups], np.int64)
 
     def partial_fit(self, X: Any, y: Any = None) -> BayesianRoseTree:
         r"""Add the rows of ``X`` to the fitted tree, one at a time, without refitting.
@@ -486,15 +493,21 @@ class BayesianRoseTree(ClusterEstimator):
             )
         check_cut_threshold(self.cut_threshold)
 
-    def _flat_nodes(self, tree: RoseTree) -> list[int]:
-        """The nodes of the flat clusters chosen by the estimator's parameters."""
+    def _flat_groups(self, tree: RoseTree) -> list[list[int]]:
+        """The nodes of each flat cluster chosen by the estimator's parameters, by first row.
+
+        A cluster is one node, or with ``n_clusters`` possibly several children of a
+        multi-way node.
+        """
         if self.n_clusters is not None:
-            return tree.max_clusters_nodes(int(self.n_clusters))
+            return tree.max_clusters_groups(int(self.n_clusters), split_multiway=True)
         if self.flat_clusters == "map":
-            return tree.map_nodes()
-        if self.flat_clusters == "dp":
-            tree = tree.remix("dp", dp_alpha=self.dp_alpha_)
-        return tree.cut_nodes(float(self.cut_threshold))
+            nodes = tree.map_nodes()
+        else:
+            cut = tree.remix("dp", dp_alpha=self.dp_alpha_) if self.flat_clusters == "dp" else tree
+            nodes = cut.cut_nodes(float(self.cut_threshold))
+        # Labels are numbered by first row.
+        return [[v] for v in sorted(nodes, key=lambda v: tree.leaves(v)[0])]
 
     def _seed(self) -> int:
         return check_seed(self.random_state)
@@ -604,8 +617,10 @@ class BayesianRoseTree(ClusterEstimator):
             As :meth:`score_samples`.
         """
         X = self._check_new_rows(X)
-        _, proba = self._predict_core(X, responsibilities=True, clusters=self.cluster_nodes_)
-        return np.asarray(proba)
+        members = self.cluster_members_
+        nodes = np.concatenate(members)
+        _, proba = self._predict_core(X, responsibilities=True, clusters=nodes)
+        return _sum_over_members(np.asarray(proba), members)
 
     def predict_node_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each cluster of the tree given each new row.
@@ -749,3 +764,11 @@ class BayesianRoseTree(ClusterEstimator):
         return sparse.csr_array(
             (data, indices.copy(), indptr.copy()), shape=(len(indptr) - 1, n_cols)
         )
+
+
+def _sum_over_members(proba: np.ndarray, members: list[np.ndarray]) -> np.ndarray:
+    """Columns of ``proba`` (one per member node, in order) summed cluster by cluster."""
+    if all(len(m) == 1 for m in members):
+        return proba
+    starts = np.cumsum([0] + [len(m) for m in members[:-1]])
+    return np.add.reduceat(proba, starts, axis=1)

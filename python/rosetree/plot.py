@@ -246,7 +246,7 @@ def plot_tree(
         A fitted or evaluated tree, e.g. ``BayesianRoseTree().fit(X).tree_`` or
         ``KingmanCoalescent().fit(X).tree_``; or a fitted :class:`BayesianRoseTree` itself,
         whose ``tree_`` is drawn with its flat clusters (:attr:`~BayesianRoseTree.labels_`,
-        the nodes ``cluster_nodes_``) coloured unless ``clusters`` says otherwise.
+        the subtrees ``cluster_members_``) coloured unless ``clusters`` says otherwise.
     labels : sequence of length n_leaves, optional
         Leaf names (default: row indices).
     ax : matplotlib.axes.Axes, optional
@@ -296,11 +296,16 @@ def plot_tree(
     ImportError
         If matplotlib is not installed.
     """
-    cluster_nodes = getattr(tree, "cluster_nodes_", None)
+    # The subtrees that make up the estimator's flat clusters (a cluster is one node, or a
+    # union of sibling subtrees with n_clusters).
+    members = getattr(tree, "cluster_members_", None)
+    nodes = getattr(tree, "cluster_nodes_", None)
+    if members is None and nodes is not None:  # the coalescent's and the diffusion tree's
+        members = [[v] for v in nodes]
     if not isinstance(tree, Tree) and isinstance(getattr(tree, "tree_", None), Tree):
         tree = tree.tree_  # a fitted estimator
         if clusters is None or (isinstance(clusters, str) and clusters == "labels"):
-            clusters = [] if cluster_nodes is None else [int(v) for v in cluster_nodes]
+            clusters = [] if members is None else [int(v) for m in members for v in m]
     elif isinstance(clusters, str) and clusters == "labels":
         raise InvalidParameterError(
             "clusters='labels' needs a fitted estimator (the nodes of its labels_)", "clusters"

@@ -189,9 +189,36 @@ class Tree:
         labels : ndarray of shape (n_leaves,)
             Cluster labels ``0 .. K-1`` (``K <= n_clusters``), numbered by first row.
         """
+        return self._labels_of_groups(
+            self.max_clusters_groups(n_clusters, split_multiway=split_multiway)
+        )
+
+    def _labels_of_groups(self, groups: Sequence[Sequence[int]]) -> np.ndarray:
+        """Label *k* for the leaves of every node in ``groups[k]`` (which partition them)."""
+        labels = np.empty(self.n_leaves, dtype=np.int64)
+        for k, group in enumerate(groups):
+            labels[[leaf for v in group for leaf in self.leaves(v)]] = k
+        return labels
+
+    def max_clusters_groups(
+        self, n_clusters: int, *, split_multiway: bool = False
+    ) -> list[list[int]]:
+        """The nodes that form each cluster of :meth:`max_clusters`, cluster by cluster.
+
+        Cluster *k* (label *k* of :meth:`max_clusters`, numbered by first row) is the union
+        of the leaves of the nodes in entry *k*: one node, or with ``split_multiway=True``
+        several children of one multi-way node, in increasing id order.
+        """
         if not check_flag(split_multiway, "split_multiway"):
-            return self.labels_of(self.max_clusters_nodes(n_clusters))
-        k = min(check_int(n_clusters, "n_clusters", cap=True), self.n_leaves)
+            groups = [[v] for v in self.max_clusters_nodes(n_clusters)]
+        else:
+            groups = self._split_multiway(
+                min(check_int(n_clusters, "n_clusters", cap=True), self.n_leaves)
+            )
+        return sorted(groups, key=lambda g: min(self.leaves(v)[0] for v in g))
+
+    def _split_multiway(self, k: int) -> list[list[int]]:
+        """Exactly ``k`` groups of nodes, from the lowest cut with at most ``k`` clusters."""
         groups: list[list[int]] = [[v] for v in self.max_clusters_nodes(k)]
         distances, children = self.distances, self.children
         assert distances is not None  # max_clusters_nodes refuses a tree without heights
@@ -207,11 +234,7 @@ class Tree:
                 continue
             by_size = sorted(kids, key=lambda c: (-len(self.leaves(c)), c))
             groups += [[c] for c in by_size[: free - 1]] + [sorted(by_size[free - 1 :])]
-        labels = np.empty(self.n_leaves, dtype=np.int64)
-        members = [[leaf for v in g for leaf in self.leaves(v)] for g in groups]
-        for label, rows in enumerate(sorted(members, key=min)):
-            labels[rows] = label
-        return labels
+        return groups
 
     def max_clusters_nodes(self, n_clusters: int) -> list[int]:
         """The nodes that form the clusters of :meth:`max_clusters`, in increasing id order."""
