@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 import rosetree as rt
-from rosetree import _core
+from rosetree import _core, _validation
 
 LINE = r"{label}: {phase} (\d+)/(\d+) \((\d+) s\)"
 
@@ -48,8 +48,32 @@ def test_coalescent_smc_reports_its_merges_and_the_end(every_poll, capsys):
     assert [done for done, *_ in rows] == sorted(done for done, *_ in rows)
     assert re.search(r"coalescent SMC: done in \d+\.\d s\n$", err)
     # The same fit in silence: progress never changes the result.
-    quiet = rt.KingmanCoalescent(**paper)
+    quiet = rt.KingmanCoalescent(**paper, verbose=False)
     assert quiet.fit(X).log_marginal_ == est.log_marginal_
+    assert capsys.readouterr().err == ""
+
+
+def test_by_default_a_fit_reports_only_once_it_has_run_a_while(every_poll, capsys, monkeypatch):
+    # verbose="auto" (the default) starts its lines AUTO_PROGRESS_AFTER seconds into a fit:
+    # here never, then at once, so that the test does not depend on how long the fit takes.
+    X = np.random.default_rng(2).normal(size=(480, 3))
+    paper = dict(inference="smc-priorpost", n_particles=10, random_state=0, noise=0.0, Lambda=1.0)
+    assert rt.KingmanCoalescent().verbose == "auto"
+    monkeypatch.setattr(_validation, "AUTO_PROGRESS_AFTER", 1e9)
+    silent = rt.KingmanCoalescent(**paper).fit(X)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(_validation, "AUTO_PROGRESS_AFTER", 0.0)
+    shown = rt.KingmanCoalescent(**paper).fit(X)
+    err = capsys.readouterr().err
+    assert _progress(err, "coalescent SMC", "sampling merges")
+    assert re.search(r"coalescent SMC: done in \d+\.\d s\n$", err)
+    assert shown.log_marginal_ == silent.log_marginal_
+    # Learning's rounds follow the same rule.
+    Y = np.random.default_rng(3).normal(size=(40, 2))
+    rt.KingmanCoalescent(learn_hyperparameters=True, hyper_iter=2).fit(Y)
+    assert "learning Lambda: round 1/2" in capsys.readouterr().err
+    monkeypatch.setattr(_validation, "AUTO_PROGRESS_AFTER", 1e9)
+    rt.KingmanCoalescent(learn_hyperparameters=True, hyper_iter=2).fit(Y)
     assert capsys.readouterr().err == ""
 
 

@@ -230,7 +230,7 @@ def fit_coalescent(
     root: float | None,
     inference: str,
     n_jobs: int | None,
-    verbose: bool = False,
+    verbose: float | None = None,
     noise: float = 0.0,
     approx: tuple[int, int, int] | None = None,
 ) -> tuple[Tree, float]: ...
@@ -244,7 +244,7 @@ def coalescent_smc(
     n_particles: int,
     seed: int,
     n_jobs: int | None,
-    verbose: bool = False,
+    verbose: float | None = None,
     noise: float = 0.0,
 ) -> tuple[list[Tree], list[float], float, list[float], int, float]: ...
 def coalescent_log_joint(

@@ -338,6 +338,25 @@ def check_flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
+#: With ``verbose="auto"``, how long a fit runs silently (seconds) before it reports progress.
+AUTO_PROGRESS_AFTER = 10.0
+
+
+def check_verbose(value: Any) -> float | None:
+    """Seconds before the first line of progress for ``verbose`` (``None``: never).
+
+    ``True``: from the first second; ``"auto"``: once the fit has run
+    :data:`AUTO_PROGRESS_AFTER` seconds; ``False``: never.
+    """
+    if isinstance(value, str) and value == "auto":
+        return AUTO_PROGRESS_AFTER
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"verbose must be True, False or 'auto', got {value!r}", "verbose"
+        )
+    return 0.0 if value else None
+
+
 def check_count(value: Any, name: str) -> int:
     """A positive integer that fits a machine word, or InvalidParameterError naming it."""
     return check_int(value, name)

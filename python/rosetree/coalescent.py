@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -26,6 +27,7 @@ from ._validation import (
     check_new_rows,
     check_positive,
     check_seed,
+    check_verbose,
     feature_names,
     is_int,
     is_real,
@@ -273,13 +275,14 @@ class KingmanCoalescent(ClusterEstimator):
         (greedy or SMC) are the same for any ``n_jobs``.
     n_jobs : int, default=None
         Threads for scoring pairs or moving particles (``None`` or -1: all cores).
-    verbose : bool, default=False
-        Progress on standard error: about once a second during a greedy search or SMC run
-        that takes longer than a second, and after each round of hyperparameter learning.
-        Fits stop on Ctrl-C (``KeyboardInterrupt``) within a fraction of a second either way.
-        Without it a fit prints nothing, however long: an SMC fit's cost grows with
-        ``n_particles`` and about the square of the number of rows, and can run to minutes,
-        so start large fits with ``verbose=True``.
+    verbose : bool or "auto", default="auto"
+        Progress on standard error: about once a second during a greedy search or SMC run,
+        and after each round of hyperparameter learning. ``True``: from the first second;
+        ``"auto"``: only once a fit has run for 10 seconds, so that quick fits stay silent
+        and long ones (an SMC fit's cost grows with ``n_particles`` and about the square of
+        the number of rows, and can run to minutes) say how far they have come; ``False``:
+        never. Fits stop on Ctrl-C (``KeyboardInterrupt``) within a fraction of a second
+        either way.
 
     Attributes
     ----------
@@ -356,7 +359,7 @@ class KingmanCoalescent(ClusterEstimator):
         Lambda_prior: Any = None,
         random_state: int | None = None,
         n_jobs: int | None = None,
-        verbose: bool = False,
+        verbose: bool | str = "auto",
         noise: float | None = None,
         approximate: bool = False,
         exact_below: int = 4000,
@@ -439,6 +442,8 @@ class KingmanCoalescent(ClusterEstimator):
         if likelihood == "brownian":
             _check_brownian_missing(X, options["root"] is None, learn)
         self.hyper_trace_: np.ndarray | None = None
+        # Progress from this many seconds into the fit (None: none).
+        self._progress = (check_verbose(self.verbose), time.monotonic())
         if learn:  # a bad prior fails before the first tree is fitted
             self._hyperprior(options, X.shape[1])
         fitted = self._infer(X, options)
@@ -542,7 +547,7 @@ class KingmanCoalescent(ClusterEstimator):
                 proposal=self.inference.removeprefix("smc-"),
                 n_particles=check_count(self.n_particles, "n_particles"),
                 seed=check_seed(self.random_state),
-                verbose=check_flag(self.verbose, "verbose"),
+                verbose=self._progress[0],
                 **options,
             )
             particles = [_wrap(t) for t in trees]
@@ -557,7 +562,7 @@ class KingmanCoalescent(ClusterEstimator):
         structure, log_joint = _core.fit_coalescent(
             X,
             inference=self.inference,
-            verbose=check_flag(self.verbose, "verbose"),
+            verbose=self._progress[0],
             approx=self._approx,
             **options,
         )
@@ -617,8 +622,9 @@ class KingmanCoalescent(ClusterEstimator):
             )
         trace = [objective]
         fitted_under = lam
+        after, started = self._progress
         for it in range(hyper_iter):
-            if self.verbose:
+            if after is not None and time.monotonic() - started >= after:
                 print(
                     f"learning Lambda: round {it + 1}/{hyper_iter}, "
                     f"ln p(x, tree) + ln p(Lambda) = {objective:.6g}",

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use crate::errors::PyResult;
 
 use super::tree::PyTree;
-use super::{run_interruptible, run_watched};
+use super::{Watch, run_interruptible, run_watched};
 use rosetree::coalescent::predict::Predictor;
 use rosetree::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use rosetree::coalescent::{self, ApproxParams, CoalescentParams, Inference};
@@ -156,7 +156,7 @@ fn fit_with<M: MessageModel + Clone + Send + 'static>(
     model: M,
     x: ArrayView2<'_, f64>,
     params: coalescent::ValidCoalescentParams,
-    label: Option<&str>,
+    label: Option<Watch<'_>>,
 ) -> PyResult<(PyTree, f64)>
 where
     M::Message: 'static,
@@ -169,11 +169,12 @@ where
 }
 
 /// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`. With
-/// `verbose`, a line of progress goes to `sys.stderr` about once a second. `approx` is
+/// `verbose` (seconds; `None`: never), a line of progress goes to `sys.stderr` about once a
+/// second once the fit has run that long. `approx` is
 /// `(exact_below, sample, seed)` of the approximate Greedy-Rate1 search, `None` for the
 /// exact one.
 #[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=false, noise=0.0, approx=None))]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=None, noise=0.0, approx=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_coalescent(
     py: Python<'_>,
@@ -183,7 +184,7 @@ fn fit_coalescent(
     root: Option<f64>,
     inference: &str,
     n_jobs: Option<usize>,
-    verbose: bool,
+    verbose: Option<f64>,
     noise: f64,
     approx: Option<(usize, usize, u64)>,
 ) -> PyResult<(PyTree, f64)> {
@@ -212,7 +213,7 @@ fn fit_coalescent(
         }))
         .check()?;
     let x = x.as_array();
-    let label = verbose.then_some("coalescent");
+    let label = Watch::after(verbose, "coalescent")?;
     with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => fit_with(py, m, x, params, label))
 }
 
@@ -227,7 +228,7 @@ fn smc_with<M: DurationPosterior + Send + 'static>(
     x: ArrayView2<'_, f64>,
     params: SmcParams,
     threads: Threads,
-    label: Option<&str>,
+    label: Option<Watch<'_>>,
 ) -> PyResult<SmcOutput>
 where
     M::Message: 'static,
@@ -257,11 +258,12 @@ where
 }
 
 /// Sequential Monte Carlo over coalescent trees of the rows of `x` (Teh et al. §4.1) with
-/// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`. With `verbose`, a line of progress
-/// goes to `sys.stderr` about once a second.
+/// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`. With `verbose` (seconds; `None`:
+/// never), a line of progress goes to `sys.stderr` about once a second once the run has
+/// taken that long.
 #[pyfunction]
 #[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs,
-                    verbose=false, noise=0.0))]
+                    verbose=None, noise=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn coalescent_smc(
     py: Python<'_>,
@@ -273,7 +275,7 @@ fn coalescent_smc(
     n_particles: usize,
     seed: u64,
     n_jobs: Option<usize>,
-    verbose: bool,
+    verbose: Option<f64>,
     noise: f64,
 ) -> PyResult<SmcOutput> {
     let proposal = match proposal {
@@ -294,10 +296,11 @@ fn coalescent_smc(
     let params = SmcParams::new(proposal, n_particles, seed);
     let threads = Threads::new(n_jobs)?;
     let x = x.as_array();
+    let label = Watch::after(verbose, "coalescent SMC")?;
     // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
     with_model!(
         build_model(likelihood, &lambda_, root, noise, x)?,
-        m => smc_with(py, m, x, params, threads, verbose.then_some("coalescent SMC"))
+        m => smc_with(py, m, x, params, threads, label)
     )
 }
 

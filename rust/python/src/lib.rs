@@ -157,17 +157,50 @@ fn run_interruptible<T: Send + 'static>(
     run_watched(py, None, work)
 }
 
-/// [`run_interruptible`], and with a `label`, a line of progress to `sys.stderr` about once
-/// a second (the engine's latest [`progress::report`]), and one when work that took longer
-/// than a second is done.
+/// Who watches a computation's progress: lines labelled `label`, the first once the work has
+/// run for `after` (zero: as soon as the engine reports).
+#[derive(Clone, Copy)]
+pub(crate) struct Watch<'a> {
+    label: &'a str,
+    after: Duration,
+}
+
+impl<'a> Watch<'a> {
+    /// Lines from the first second on when `verbose` holds, none otherwise.
+    pub(crate) fn when(verbose: bool, label: &'a str) -> Option<Self> {
+        verbose.then_some(Self { label, after: Duration::ZERO })
+    }
+
+    /// Lines once the work has run `after` seconds (`None`: never).
+    ///
+    /// # Errors
+    /// `InvalidParameterError` naming `verbose` for a negative or non-finite delay.
+    pub(crate) fn after(after: Option<f64>, label: &'a str) -> PyResult<Option<Self>> {
+        after
+            .map(|secs| {
+                Duration::try_from_secs_f64(secs)
+                    .map(|after| Self { label, after })
+                    .map_err(|_| {
+                        RoseTreeError::param("verbose", "the delay must be finite and >= 0").into()
+                    })
+            })
+            .transpose()
+    }
+}
+
+/// [`run_interruptible`], and with a [`Watch`], a line of progress to `sys.stderr` about
+/// once a second (the engine's latest [`progress::report`]) from `watch.after` on, and one
+/// when work that showed progress is done.
 ///
 /// # Errors
 /// As [`run_interruptible`].
 fn run_watched<T: Send + 'static>(
     py: Python<'_>,
-    label: Option<&str>,
+    watch: Option<Watch<'_>>,
     work: impl FnOnce(&dyn Fn() -> bool) -> rosetree::Result<T> + Send + 'static,
 ) -> PyResult<T> {
+    let label = watch.map(|w| w.label);
+    let quiet_for = watch.map_or(Duration::ZERO, |w| w.after);
     let cancel = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::channel();
     let flag = Arc::clone(&cancel);
@@ -221,7 +254,7 @@ fn run_watched<T: Send + 'static>(
                 }
                 let elapsed = started.elapsed();
                 if let (Some(label), Some((phase, done, total))) = (label, seen.latest()) {
-                    if elapsed >= shown + testing::progress_every() {
+                    if elapsed >= quiet_for && elapsed >= shown + testing::progress_every() {
                         shown = elapsed;
                         let secs = elapsed.as_secs_f64();
                         let line = format!("{label}: {phase} {done}/{total} ({secs:.0} s)");
@@ -256,7 +289,7 @@ fn fit_brt(
     verbose: bool,
 ) -> PyResult<fit::PyBrtFit> {
     let params = params.get().params;
-    let label = verbose.then_some("rose tree");
+    let label = Watch::when(verbose, "rose tree");
     let training = train.to_owned_data()?;
     let model = training.model(&model.get().spec)?;
     macro_rules! run {

@@ -7,7 +7,7 @@ use crate::errors::PyResult;
 
 use super::pydt::{hyperpriors, learn_flags};
 use super::tree::PyTree;
-use super::{progress_line, run_watched};
+use super::{Watch, progress_line, run_watched};
 use rosetree::pydt::PydtParams;
 use rosetree::pydt::em::{self, EmConfig};
 
@@ -61,7 +61,7 @@ fn pydt_greedy_em<'py>(
     };
     // With `verbose`, a line about once a second within passes (a pass over thousands of rows
     // takes minutes), and one at the end of each pass.
-    let label = verbose.then_some("pydt greedy EM");
+    let label = Watch::when(verbose, "pydt greedy EM");
     let result = run_watched(py, label, move |interrupt| {
         let mut progress = |pass: usize, row: &em::PassRow| {
             if verbose {
