@@ -168,7 +168,10 @@ pub(crate) struct Watch<'a> {
 impl<'a> Watch<'a> {
     /// Lines from the first second on when `verbose` holds, none otherwise.
     pub(crate) fn when(verbose: bool, label: &'a str) -> Option<Self> {
-        verbose.then_some(Self { label, after: Duration::ZERO })
+        verbose.then_some(Self {
+            label,
+            after: Duration::ZERO,
+        })
     }
 
     /// Lines once the work has run `after` seconds (`None`: never).

@@ -90,6 +90,11 @@ pub struct Predictor<M: MessageModel> {
     /// `ln Σ_nodes w · p(x | π′) / p(x | π)`, 0 unless a Gaussian root moves with the join.
     log_norm: f64,
     quadrature: Vec<Node>,
+    /// `t` of each quadrature node, in the same order.
+    times: Vec<f64>,
+    /// The quadrature nodes on the branch above each non-root node: `(node, start, end)`,
+    /// a range of `quadrature`.
+    branches: Vec<(usize, usize, usize)>,
 }
 
 impl<M: MessageModel> Predictor<M> {
@@ -171,6 +176,17 @@ impl<M: MessageModel> Predictor<M> {
                 })
                 .collect::<Vec<_>>(),
         );
+        let times = quadrature.iter().map(|q| q.t).collect();
+        // The nodes of one branch are consecutive (see `quadrature`); the root's are those
+        // above it, where the new row makes a new root.
+        let mut branches: Vec<(usize, usize, usize)> = Vec::new();
+        for (i, q) in quadrature.iter().enumerate() {
+            match branches.last_mut() {
+                Some((v, _, end)) if *v == q.node && *end == i => *end = i + 1,
+                _ if q.node == root => {}
+                _ => branches.push((q.node, i, i + 1)),
+            }
+        }
         Ok(Self {
             model,
             tree,
@@ -180,6 +196,8 @@ impl<M: MessageModel> Predictor<M> {
             root_log_z,
             log_norm,
             quadrature,
+            times,
+            branches,
         })
     }
 
@@ -229,18 +247,32 @@ impl<M: MessageModel> Predictor<M> {
     /// message's `ln Z_leaf` (as [`MessageModel::leaf_message`] returns them).
     pub fn log_density_by_branch_of(&self, leaf: &M::Message, leaf_log_z: f64) -> (f64, Vec<f64>) {
         let h = self.tree.heights().expect("checked: the tree has heights");
+        let nodes = self.tree.nodes();
         let root = self.tree.root();
-        let mut by_branch = vec![Vec::new(); self.tree.nodes().len()];
-        for q in &self.quadrature {
-            let new_leaf = self.model.propagate(leaf, -q.t);
-            let log_f = if q.node == root && q.t <= h[root] {
+        // ln f at every quadrature node: on the branches, a branch at a time.
+        let mut log_f = vec![f64::NAN; self.quadrature.len()];
+        for &(v, start, end) in &self.branches {
+            let top = nodes[v].parent.map_or(h[v], |p| h[p]);
+            self.model.branch_join_log_z(
+                &self.up[v],
+                &self.out[v],
+                top,
+                h[v],
+                leaf,
+                &self.times[start..end],
+                &mut log_f[start..end],
+            );
+        }
+        let mut by_branch = vec![Vec::new(); nodes.len()];
+        for (q, &on_branch) in self.quadrature.iter().zip(&log_f) {
+            let log_f = if q.node == root {
                 // A new root at t: the old root's message and the new leaf meet there.
                 let old = self.model.propagate(&self.up[root], h[root] - q.t);
+                let new_leaf = self.model.propagate(leaf, -q.t);
                 let (msg, log_z) = self.model.combine(&[old, new_leaf]);
                 log_z + self.model.root_log_z(&msg) - self.root_log_z
             } else {
-                let post = self.posterior_on_branch(q.node, q.t);
-                self.model.combine(&[post, new_leaf]).1
+                on_branch
             };
             by_branch[q.node].push(q.log_weight + log_f + leaf_log_z - self.log_norm);
         }

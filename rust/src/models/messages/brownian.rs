@@ -446,6 +446,56 @@ impl MessageModel for BrownianDiffusion {
         }
     }
 
+    /// Three inner products per call, then `O(1)` per time: the posterior mean on the
+    /// branch is `μ_u + w(μ_o − μ_u)` with `w = v_a / (v_a + v_b)` (`v_a`, `v_b` the
+    /// variance factors of the messages from below and above at `t`), so
+    /// `‖y − μ‖² = ‖y − μ_u‖² − 2w (y − μ_u)·(μ_o − μ_u) + w² ‖μ_o − μ_u‖²`, expanded about
+    /// whichever end the posterior mean is nearer (`w ≤ ½`: below) to limit cancellation.
+    /// Point masses and uninformative messages go the general way.
+    fn branch_join_log_z(
+        &self,
+        up: &GaussianMessage,
+        out: &GaussianMessage,
+        top: f64,
+        bottom: f64,
+        leaf: &GaussianMessage,
+        times: &[f64],
+        log_z: &mut [f64],
+    ) {
+        let general = |t: f64| {
+            let below = self.propagate(up, bottom - t);
+            let post = self.combine(&[below, self.propagate(out, t - top)]).0;
+            self.combine(&[post, self.propagate(leaf, -t)]).1
+        };
+        let (y, mu_u, mu_o) = (&leaf.mean, &up.mean, &out.mean);
+        // ‖y − μ_u‖², (y − μ_u)·(μ_o − μ_u), ‖y − μ_o‖², (y − μ_o)·(μ_u − μ_o), ‖μ_o − μ_u‖².
+        let (mut a_u, mut b_u, mut a_o, mut b_o, mut c) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for ((&y, &u), &o) in y.iter().zip(mu_u).zip(mu_o) {
+            let (from_u, from_o, gap) = (y - u, y - o, o - u);
+            a_u += from_u * from_u;
+            b_u += from_u * gap;
+            a_o += from_o * from_o;
+            b_o -= from_o * gap;
+            c += gap * gap;
+        }
+        for (&t, z) in times.iter().zip(log_z) {
+            let (va, vb, vl) = (up.var + (bottom - t), out.var + (t - top), leaf.var - t);
+            if !(va > 0.0 && vb > 0.0 && vl > 0.0 && (va + vb + vl).is_finite()) {
+                *z = general(t);
+                continue;
+            }
+            let total = va + vb;
+            let w = va / total;
+            let sq = if w <= 0.5 {
+                a_u - 2.0 * w * b_u + w * w * c
+            } else {
+                let w = vb / total;
+                a_o - 2.0 * w * b_o + w * w * c
+            };
+            *z = self.log_normal(sq.max(0.0), va * vb / total + vl);
+        }
+    }
+
     fn root_log_z(&self, msg: &GaussianMessage) -> f64 {
         match self.root {
             Root::Flat => 0.0,

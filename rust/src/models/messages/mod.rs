@@ -145,6 +145,35 @@ pub trait MessageModel: Sync {
     /// node integrated against the root's prior.
     fn root_log_z(&self, msg: &Self::Message) -> f64;
 
+    /// `ln Z` of a new leaf joining the branch above a node, at each time `t` of `times`:
+    /// `combine(&[posterior, propagate(leaf, −t)]).1`, where the posterior at `t` is
+    /// `combine(&[propagate(up, bottom − t), propagate(out, t − top)]).0`, `up` being the
+    /// node's message at its own time `bottom` from the data below it and `out` the message
+    /// at its parent's time `top` from everything else (`top ≤ t ≤ bottom ≤ 0`). The result
+    /// for `times[i]` goes to `log_z[i]` (the two have the same length).
+    ///
+    /// A new row's predictive density (`coalescent::Predictor`) asks this for every branch,
+    /// at many times each, so a model may do the work that does not depend on `t` once per
+    /// call; the default evaluates the definition at every time.
+    #[allow(clippy::too_many_arguments)]
+    fn branch_join_log_z(
+        &self,
+        up: &Self::Message,
+        out: &Self::Message,
+        top: f64,
+        bottom: f64,
+        leaf: &Self::Message,
+        times: &[f64],
+        log_z: &mut [f64],
+    ) {
+        for (&t, z) in times.iter().zip(log_z) {
+            let post = self
+                .combine(&[self.propagate(up, bottom - t), self.propagate(out, t - top)])
+                .0;
+            *z = self.combine(&[post, self.propagate(leaf, -t)]).1;
+        }
+    }
+
     /// Precomputes the parts of the merge normaliser of `left` and `right` that do not
     /// depend on the branch lengths.
     fn pair(&self, left: &Self::Message, right: &Self::Message) -> Self::Pair;

@@ -237,3 +237,51 @@ fn subtree_evidence_is_each_subtree_on_its_own() {
         assert!((evidence[i] - (log_z + model.root_log_z(msg))).abs() < 1e-15);
     }
 }
+
+/// Brownian motion's `branch_join_log_z` (inner products once, then `O(1)` per time) against
+/// its definition through `propagate` and `combine`, over random messages, branches and
+/// times, including a point-mass leaf below the branch and times at the branch's ends.
+#[test]
+fn brownian_branch_join_is_its_definition() {
+    let mut r = rng(11);
+    let d = 4;
+    let model = BrownianDiffusion::diagonal(&[0.5, 1.0, 2.0, 0.3], d).unwrap();
+    let message = |r: &mut Xoshiro256PlusPlus, var: f64| {
+        let row: Vec<f64> = (0..d).map(|_| 2.0 * normal(r)).collect();
+        let (msg, _) = model
+            .leaf_message(ndarray::ArrayView1::from(&row), 0)
+            .unwrap();
+        model.propagate(&msg, var)
+    };
+    for case in 0..200 {
+        let (up_var, out_var): (f64, f64) = (r.random(), 3.0 * r.random::<f64>());
+        let up = message(&mut r, if case % 4 == 0 { 0.0 } else { up_var });
+        let out = message(&mut r, out_var);
+        let leaf = message(&mut r, if case % 3 == 0 { 0.0 } else { 0.2 });
+        let bottom = if case % 2 == 0 {
+            0.0
+        } else {
+            -r.random::<f64>()
+        };
+        let top = bottom - 2.0 * r.random::<f64>() - 1e-3;
+        let mut times: Vec<f64> = (0..6)
+            .map(|_| top + (bottom - top) * r.random::<f64>())
+            .collect();
+        times.extend([top, bottom, bottom - 1e-9 * (bottom - top)]);
+        let mut got = vec![0.0; times.len()];
+        model.branch_join_log_z(&up, &out, top, bottom, &leaf, &times, &mut got);
+        for (&t, &got) in times.iter().zip(&got) {
+            let below = model.propagate(&up, bottom - t);
+            let post = model.combine(&[below, model.propagate(&out, t - top)]).0;
+            let want = model.combine(&[post, model.propagate(&leaf, -t)]).1;
+            if want.is_finite() {
+                assert!(
+                    (got - want).abs() <= 1e-10 * want.abs().max(1.0),
+                    "{got} vs {want}"
+                );
+            } else {
+                assert_eq!(got, want);
+            }
+        }
+    }
+}
