@@ -6,7 +6,8 @@ target directory and release profile, so that the core crate compiled for it is 
 stages it inside the Python package, where ``[tool.maturin] include`` picks it up::
 
     python/rosetree/include/rosetree.h           the header (rust/capi/include/rosetree.h)
-    python/rosetree/lib/librosetree_c.so         the shared library (.dylib on macOS)
+    python/rosetree/lib/librosetree_c.so         the shared library (.dylib on macOS, a
+                                                 DLL and its import library on Windows)
     python/rosetree/lib/pkgconfig/rosetree.pc    its pkg-config file, relative to itself
 
 ``rosetree.get_include()``, ``rosetree.get_library_dir()`` and
@@ -49,7 +50,8 @@ __all__ = [
 
 CRATE = "rosetree-capi"
 LIBRARY = "rosetree_c"  # the [lib] name: librosetree_c.so
-SHARED_SUFFIXES = (".so", ".dylib")
+SHARED_SUFFIXES = (".so", ".dylib", ".dll")
+IMPORT_LIBRARY = ".dll.lib"  # MSVC's import library of the DLL, for linking against it
 
 
 def _pc_file(version: str) -> str:
@@ -69,8 +71,8 @@ def _pc_file(version: str) -> str:
     )
 
 
-def _cargo_build(root: Path) -> tuple[Path, str]:
-    """Build the C interface in release mode; its shared library and version."""
+def _cargo_build(root: Path) -> tuple[list[Path], str]:
+    """Build the C interface in release mode; its shared library's files and version."""
     cargo = os.environ.get("CARGO", "cargo")
     command = [
         cargo, "build", "--release", "--locked", "--lib", "-p", CRATE,
@@ -85,10 +87,10 @@ def _cargo_build(root: Path) -> tuple[Path, str]:
         message: dict[str, Any] = json.loads(line)
         if message.get("reason") != "compiler-artifact" or message["target"]["name"] != LIBRARY:
             continue
-        shared = [f for f in message["filenames"] if f.endswith(SHARED_SUFFIXES)]
-        if shared:
+        files = [f for f in message["filenames"] if f.endswith((*SHARED_SUFFIXES, IMPORT_LIBRARY))]
+        if any(f.endswith(SHARED_SUFFIXES) for f in files):
             version = message["package_id"].rsplit("@", 1)[-1].split("#")[-1]
-            return Path(shared[0]), version
+            return [Path(f) for f in files], version
     raise RuntimeError(f"`{' '.join(command)}` reported no shared library lib{LIBRARY}")
 
 
@@ -100,7 +102,7 @@ def stage_c_interface(root: Path | None = None) -> Path:
     it would make the wheel four times larger (docs/c-api.md).
     """
     root = Path.cwd() if root is None else root
-    library, version = _cargo_build(root)
+    libraries, version = _cargo_build(root)
     package = root / "python" / "rosetree"
     include, lib = package / "include", package / "lib"
     for stale in (include, lib):
@@ -108,7 +110,8 @@ def stage_c_interface(root: Path | None = None) -> Path:
     (lib / "pkgconfig").mkdir(parents=True)
     include.mkdir()
     shutil.copy2(root / "rust" / "capi" / "include" / "rosetree.h", include / "rosetree.h")
-    shutil.copy2(library, lib / library.name)
+    for library in libraries:
+        shutil.copy2(library, lib / library.name)
     (lib / "pkgconfig" / "rosetree.pc").write_text(_pc_file(version), encoding="utf-8")
     print(f"rosetree: staged the C interface {version} in {package}", file=sys.stderr)
     return package

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
-_LIBRARY = "librosetree_c.dylib" if sys.platform == "darwin" else "librosetree_c.so"
+_LIBRARY = {"darwin": "librosetree_c.dylib", "win32": "rosetree_c.dll"}.get(
+    sys.platform, "librosetree_c.so"
+)
 
 
 def _directory(directory: Path, name: str) -> str:
