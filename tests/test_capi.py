@@ -3,7 +3,9 @@
 The library is built with cargo; the header, the C and C++ examples and a handle-abuse
 program are compiled with the system compilers and run under AddressSanitizer and
 UndefinedBehaviorSanitizer. The examples' output must equal the Python package's on the
-same data: the same tree, score, flat clusters and predictive densities.
+same data: the same tree, score, flat clusters and predictive densities. The C example is
+also built against the installed package's copy of the interface (``rosetree.get_include``,
+``get_library_dir``, and ``rosetree.pc`` through pkg-config).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,18 +57,25 @@ def library() -> Path:
     return Path(json.loads(meta.stdout)["target_directory"]) / "release"
 
 
-def _compile(out: Path, source: Path, library: Path | None, cpp: bool = False) -> Path:
+def _compile(
+    out: Path,
+    source: Path,
+    library: Path | None,
+    cpp: bool = False,
+    include: Path = CAPI / "include",
+    flags: Sequence[str] | None = None,
+) -> Path:
+    """Compile (and link, given the library's directory or flags) one program."""
     compiler = _tool("c++" if cpp else "cc")
-    flags = ["-std=c++17" if cpp else "-std=c99", *WARNINGS, *SANITIZE, "-I", str(CAPI / "include")]
-    # Without a library, compile only: the header must stand alone.
-    link = (
-        ["-c"]
-        if library is None
-        else ["-L", str(library), "-lrosetree_c", f"-Wl,-rpath,{library}", "-lm"]
-    )
-    result = subprocess.run(
-        [compiler, *flags, str(source), *link, "-o", str(out)], capture_output=True, text=True
-    )
+    std = ["-std=c++17" if cpp else "-std=c99", *WARNINGS, *SANITIZE]
+    if flags is not None:  # the include and link flags given whole, e.g. by pkg-config
+        build = [*std, str(source), *flags, "-lm"]
+    elif library is None:  # compile only: the header must stand alone
+        build = [*std, "-I", str(include), str(source), "-c"]
+    else:
+        build = [*std, "-I", str(include), str(source), "-L", str(library), "-lrosetree_c"]
+        build += [f"-Wl,-rpath,{library}", "-lm"]
+    result = subprocess.run([compiler, *build, "-o", str(out)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return out
 
@@ -177,3 +188,97 @@ def test_the_examples_print_what_python_fits(
         np.testing.assert_array_equal(
             np.array(got["log_predictive"].split(), dtype=float), want["log_predictive"]
         )
+
+
+# The C interface that the installed package carries (the wheel's, staged in place by
+# build_backend/rosetree_build.py in a source checkout).
+
+
+@pytest.fixture(scope="module")
+def installed() -> dict[str, Path]:
+    """The installed package's include, library and pkg-config directories."""
+    try:
+        dirs = {
+            "include": rt.get_include(),
+            "lib": rt.get_library_dir(),
+            "pkgconfig": rt.get_pkg_config_dir(),
+        }
+    except FileNotFoundError as exc:
+        # Only a source checkout may lack them; an installed package must have them.
+        if Path(rt.__file__).resolve().is_relative_to(ROOT / "python"):
+            pytest.skip(f"the C interface is not staged in this checkout: {exc}")
+        raise
+    return {name: Path(d) for name, d in dirs.items()}
+
+
+def test_the_package_finds_its_c_interface(installed: dict[str, Path]) -> None:
+    package = Path(rt.__file__).resolve().parent
+    assert installed["include"] == package / "include"
+    assert installed["lib"] == package / "lib"
+    assert installed["pkgconfig"] == package / "lib" / "pkgconfig"
+    # The same header as the source's (a stale install is caught here).
+    header = (installed["include"] / "rosetree.h").read_text()
+    assert header == (CAPI / "include" / "rosetree.h").read_text()
+    pc = (installed["pkgconfig"] / "rosetree.pc").read_text()
+    assert "prefix=${pcfiledir}/../..\n" in pc
+    assert f"Version: {rt.__version__}\n" in pc
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF dynamic section")
+def test_the_installed_library_needs_no_python(installed: dict[str, Path]) -> None:
+    readelf = _tool("readelf")
+    dynamic = subprocess.run(
+        [readelf, "-d", str(installed["lib"] / "librosetree_c.so")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    needed = [line.split("[")[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert "libc.so.6" in needed and not any("python" in lib for lib in needed), needed
+    assert "Library soname: [librosetree_c.so]" in dynamic
+
+
+def test_missing_files_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from rosetree import _cinterface
+
+    monkeypatch.setattr(_cinterface, "_PACKAGE", tmp_path)
+    for function, name in [
+        (rt.get_include, "rosetree.h"),
+        (rt.get_library_dir, "librosetree_c"),
+        (rt.get_pkg_config_dir, "rosetree.pc"),
+    ]:
+        with pytest.raises(FileNotFoundError, match=name):
+            function()
+
+
+def test_the_example_built_against_the_installed_package_prints_what_python_fits(
+    installed: dict[str, Path], tmp_path: Path
+) -> None:
+    X = _animals()
+    csv = tmp_path / "data.csv"
+    np.savetxt(csv, X, fmt="%.17g", delimiter=",", header=",".join("x" * X.shape[1]), comments="")
+    source = CAPI / "examples" / "fit.c"
+    # With the directories the package reports.
+    program = _compile(tmp_path / "fit", source, installed["lib"], include=installed["include"])
+    out = _run(program, "bhc", str(csv))
+    got, want = _fields(out), _python("bhc", X, 0)
+    assert got["newick"] == want["newick"]
+    assert float(got["score"]) == want["score"]
+    assert [int(v) for v in got["labels"].split()] == want["labels"]
+    # With pkg-config's flags for rosetree.pc, from the package's directory.
+    pkg_config = shutil.which("pkg-config")
+    if pkg_config is None:
+        pytest.skip("pkg-config is not on the PATH; the -I/-L build passed")
+    env = dict(os.environ, PKG_CONFIG_PATH=str(installed["pkgconfig"]))
+
+    def query(*args: str) -> list[str]:
+        result = subprocess.run(
+            [pkg_config, *args, "rosetree"], capture_output=True, text=True, env=env, check=True
+        )
+        return result.stdout.split()
+
+    libdir = Path(query("--variable=libdir")[0])
+    assert libdir.resolve() == installed["lib"].resolve()
+    flags = [*query("--cflags", "--libs"), f"-Wl,-rpath,{libdir}"]
+    program = _compile(tmp_path / "fit_pc", source, None, flags=flags)
+    assert _run(program, "bhc", str(csv)) == out

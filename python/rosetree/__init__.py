@@ -13,6 +13,7 @@ Non-binary hierarchical clusterings with a probabilistic meaning (Blundell, Teh 
 from __future__ import annotations
 
 from . import datasets, plot
+from ._cinterface import get_include, get_library_dir, get_pkg_config_dir
 from ._core import __version__
 from .coalescent import KingmanCoalescent, coalescent_log_joint
 from .config import (
@@ -73,6 +74,9 @@ __all__ = [
     "evaluate_tree",
     "evidence_gradient",
     "excess_bits",
+    "get_include",
+    "get_library_dir",
+    "get_pkg_config_dir",
     "learn_hyperparameters",
     "leave_one_out_accuracy",
     "log_evidence",
