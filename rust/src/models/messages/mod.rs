@@ -358,6 +358,23 @@ pub fn subtree_log_evidence_from_leaves<M: MessageModel>(
     Ok(evidence)
 }
 
+/// The message of the root of a timed tree over `leaves` and the sum of `ln Z` over its
+/// leaves and merges: eq 6 without the root term `ln Z_−∞`, and what the nodes above the
+/// tree see of it when it is a subtree of a larger tree.
+///
+/// # Errors
+/// As [`tree_log_likelihood_from_leaves`].
+pub fn upward_root<M: MessageModel>(
+    model: &M,
+    leaves: &[(M::Message, f64)],
+    tree: &Tree,
+) -> Result<(M::Message, f64)> {
+    check_leaf_count(leaves.len(), tree)?;
+    let mut log_z: f64 = leaves.iter().map(|(_, z)| z).sum();
+    let root = upward_pass(model, leaves, tree, |_, _, z| log_z += z)?;
+    Ok((root, log_z))
+}
+
 fn check_leaf_count(n_leaves: usize, tree: &Tree) -> Result<()> {
     if n_leaves != tree.n_leaves() {
         return Err(RoseTreeError::InvalidTree(format!(
