@@ -283,18 +283,27 @@ pub(crate) fn number_by_time(
     Ok((tree, new_id))
 }
 
-/// The evidence `E(v)` of every internal node of a part's tree (`E(m + k)` at index `k`),
-/// what [`Stitched::part_nodes`] places in the whole tree.
+/// The evidence `E(v)` of every node of a part's tree (`None` for one row), leaves first,
+/// with the root prior on `v` itself (as [`subtree_log_evidence_from_leaves`]): what the
+/// log-likelihood ratios of the whole tree's nodes need of the part
+/// ([`Stitched::part_nodes`] places its internal nodes, [`Part::rows`] its leaves).
 ///
 /// # Errors
-/// As [`subtree_log_evidence_from_leaves`].
+/// As [`subtree_log_evidence_from_leaves`]; [`RoseTreeError::InvalidTree`] without a tree
+/// for other than one leaf.
 pub fn part_evidence<M: MessageModel>(
     model: &M,
     leaves: &[(M::Message, f64)],
-    tree: &Tree,
+    tree: Option<&Tree>,
 ) -> Result<Vec<f64>> {
-    let all = subtree_log_evidence_from_leaves(model, leaves, tree)?;
-    Ok(all[tree.n_leaves()..].to_vec())
+    match tree {
+        Some(tree) => subtree_log_evidence_from_leaves(model, leaves, tree),
+        None if leaves.len() == 1 => Ok(vec![leaves[0].1 + model.root_log_z(&leaves[0].0)]),
+        None => Err(RoseTreeError::InvalidTree(format!(
+            "a part without a tree has one row, this one has {}",
+            leaves.len()
+        ))),
+    }
 }
 
 #[cfg(test)]

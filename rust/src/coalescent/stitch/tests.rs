@@ -8,7 +8,9 @@ use rand::Rng;
 use super::*;
 use crate::coalescent::{greedy_rate1, log_joint};
 use crate::models::messages::tests::{normal, rng};
-use crate::models::messages::{BrownianDiffusion, MaskedBrownian, MultinomialMutation, Root};
+use crate::models::messages::{
+    BrownianDiffusion, MaskedBrownian, MessageCodec, MultinomialMutation, Root,
+};
 use crate::parallel::Threads;
 
 fn mixture(n: usize, d: usize, seed: u64) -> Array2<f64> {
@@ -20,7 +22,7 @@ fn mixture(n: usize, d: usize, seed: u64) -> Array2<f64> {
 }
 
 /// The rows split at random into `k` parts, each fitted by Greedy-Rate1 and summarised.
-fn parts_of<M: MessageModel>(
+fn parts_of<M: MessageCodec>(
     model: &M,
     x: &Array2<f64>,
     k: usize,
@@ -42,7 +44,10 @@ fn parts_of<M: MessageModel>(
                     .unwrap()
                     .tree
             });
-            let summary = part_summary(model, &leaves, tree.as_ref()).unwrap();
+            let mut summary = part_summary(model, &leaves, tree.as_ref()).unwrap();
+            // As the summary travels between machines: encoded and decoded.
+            let encoded = model.encode_message(&summary.message);
+            summary.message = model.decode_message(&encoded).unwrap();
             Part {
                 rows,
                 tree,
@@ -59,7 +64,7 @@ fn chain(k: usize) -> Vec<[usize; 2]> {
         .collect()
 }
 
-fn check_against_rows<M: MessageModel>(model: &M, x: &Array2<f64>, k: usize, seed: u64) {
+fn check_against_rows<M: MessageCodec>(model: &M, x: &Array2<f64>, k: usize, seed: u64) {
     let parts = parts_of(model, x, k, seed);
     let stitched = stitch(model, x.nrows(), &parts, &chain(k)).unwrap();
     check_timed_tree(&stitched.tree).unwrap();
@@ -74,12 +79,15 @@ fn check_against_rows<M: MessageModel>(model: &M, x: &Array2<f64>, k: usize, see
     let leaves = model.leaf_messages(x.view()).unwrap();
     let all = subtree_log_evidence_from_leaves(model, &leaves, &stitched.tree).unwrap();
     for (part, nodes) in parts.iter().zip(&stitched.part_nodes) {
-        let Some(tree) = &part.tree else { continue };
         let part_leaves = model
             .leaf_messages(x.select(Axis(0), &part.rows).view())
             .unwrap();
-        let e = part_evidence(model, &part_leaves, tree).unwrap();
-        for (&v, &ev) in nodes.iter().zip(&e) {
+        let e = part_evidence(model, &part_leaves, part.tree.as_ref()).unwrap();
+        let m = part.rows.len();
+        for (&r, &ev) in part.rows.iter().zip(&e[..m]) {
+            assert!((all[r] - ev).abs() <= 1e-9 * ev.abs().max(1.0));
+        }
+        for (&v, &ev) in nodes.iter().zip(&e[m..]) {
             assert!((all[v] - ev).abs() <= 1e-9 * ev.abs().max(1.0));
             // The node has the part's leaves below it, as the part's node does.
             assert!(
@@ -198,4 +206,27 @@ fn bad_parts_and_tops_are_refused() {
     invalid(
         part_summary(&model, &model.leaf_messages(x.view()).unwrap(), None).map(|_| unreachable!()),
     );
+}
+
+#[test]
+fn messages_that_are_not_messages_are_refused() {
+    let brownian = BrownianDiffusion::isotropic(1.0, 2).unwrap();
+    assert!(brownian.decode_message(&[0.0, 1.0, 0.5]).is_ok());
+    for bad in [&[0.0, 1.0][..], &[0.0, f64::NAN, 0.5], &[0.0, 1.0, -1.0]] {
+        assert!(matches!(
+            brownian.decode_message(bad),
+            Err(RoseTreeError::InvalidParameter { .. })
+        ));
+    }
+    let masked = MaskedBrownian::new(brownian).unwrap();
+    assert!(
+        masked
+            .decode_message(&[0.0, 1.0, 0.5, f64::INFINITY])
+            .is_ok()
+    );
+    assert!(masked.decode_message(&[0.0, 1.0, -0.5, 1.0]).is_err());
+    let mutation = MultinomialMutation::new(&[vec![0.5, 0.5]], &[1.0]).unwrap();
+    assert!(mutation.decode_message(&[1.0, 1.0]).is_ok());
+    assert!(mutation.decode_message(&[1.0, -1.0]).is_err());
+    assert!(mutation.decode_message(&[1.0]).is_err());
 }

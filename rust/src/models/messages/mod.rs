@@ -178,6 +178,33 @@ pub trait MessageModel: Sync {
     fn optimal_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
 }
 
+/// Messages as plain numbers, so that a subtree's root message can travel between machines
+/// (`rosetree.dask`) and come back as the same message.
+pub trait MessageCodec: MessageModel {
+    /// The message's numbers: Brownian, the whitened mean then the variance factor;
+    /// masked Brownian, the whitened means then the per-feature variance factors;
+    /// mutation, every feature's block of entries.
+    fn encode_message(&self, msg: &Self::Message) -> Vec<f64>;
+
+    /// The message of [`encode_message`](MessageCodec::encode_message)'s numbers.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `message` for the wrong number of values, or
+    /// values no message has (a NaN, a negative variance or entry).
+    fn decode_message(&self, values: &[f64]) -> Result<Self::Message>;
+}
+
+/// Checks the length of an encoded message.
+pub(crate) fn check_message_len(values: &[f64], want: usize) -> Result<()> {
+    if values.len() == want {
+        return Ok(());
+    }
+    Err(RoseTreeError::param(
+        "message",
+        format!("needs {want} values, got {}", values.len()),
+    ))
+}
+
 /// Checks that a data row has the model's `d` values.
 ///
 /// # Errors
