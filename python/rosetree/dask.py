@@ -489,7 +489,7 @@ class _SplitFit(ParamsMixin):
         """The rows of smallest key among ``pieces``, in row order, on the client."""
         return _in_row_order(self._sample_future(client, pieces, seed, size).result())
 
-    def _expand(self, client: Any, root: _Node, model: ClusterModel, chunks: _Chunks) -> None:
+    def _expand(self, client: Any, root: _Node, model: Any, chunks: _Chunks) -> None:
         """Splits ``root`` into parts, level by level, each part's fit submitted as found.
 
         Within a level every group is sampled, split (on a worker) and routed at once;
@@ -576,9 +576,8 @@ class _SplitFit(ParamsMixin):
     def _submit_part(self, client: Any, node: _Node, model: Any, chunks: _Chunks) -> None:
         raise NotImplementedError
 
-    @staticmethod
-    def _route_task(piece: Any, model: Any, split: Any, chunks: _Chunks) -> Any:
-        raise NotImplementedError
+    #: ``(piece, model, split, chunks) -> pieces by group``, a static method of the family.
+    _route_task: Any = None
 
 
 class BayesianRoseTree(_SplitFit):
@@ -1099,6 +1098,7 @@ def _coal_split(
     """
     _, _, rows = _in_row_order(sample)
     tree = _core.coalescent_fit_part(rows, **spec, approx=approx, n_jobs=_coal_threads())[0]
+    assert tree is not None  # a sample has at least two rows
     groups, tau, posteriors = _core.coalescent_router(rows, tree, max_leaves=max_leaves, **spec)
     return tree.children(), groups, tau, posteriors
 
@@ -1401,7 +1401,7 @@ class KingmanCoalescent(_SplitFit):
             ]
             encode = functools.partial(_coal_encode, center=None, scale=None, k=k)
             cluster_model = BetaBernoulli()
-        spec = dict(
+        spec: dict[str, Any] = dict(
             likelihood=likelihood,
             lambda_=lam,
             root=root_s0,
@@ -1460,7 +1460,7 @@ class KingmanCoalescent(_SplitFit):
         nodes = self.cluster_tree_.cut_nodes(float(self.cut_threshold))
         order = np.argsort([self.cluster_tree_.leaves(v)[0] for v in nodes])
         self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[order]
-        labels = self.cluster_tree_.labels_of(self.cluster_nodes_)
+        labels = self.cluster_tree_.labels_of(self.cluster_nodes_.tolist())
         brt_fits = [(f[5], f[1], f[6], f[7]) for f in fits]
         brt_parts = [
             (fit, client.submit(_coal_cluster_rows, rows, encode, pure=True)) for fit, rows in parts

@@ -506,7 +506,7 @@ impl super::MessageCodec for BrownianDiffusion {
         let d = self.n_features();
         super::check_message_len(values, d + 1)?;
         let var = values[d];
-        if values[..d].iter().any(|v| !v.is_finite()) || !(var >= 0.0) {
+        if values[..d].iter().any(|v| !v.is_finite()) || var.is_nan() || var < 0.0 {
             return Err(RoseTreeError::param(
                 "message",
                 "needs a finite mean and a variance factor >= 0",

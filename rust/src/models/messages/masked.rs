@@ -437,7 +437,7 @@ impl super::MessageCodec for MaskedBrownian {
         let d = self.n_features();
         super::check_message_len(values, 2 * d)?;
         let (mean, var) = values.split_at(d);
-        if mean.iter().any(|v| !v.is_finite()) || var.iter().any(|v| !(*v >= 0.0)) {
+        if mean.iter().any(|v| !v.is_finite()) || var.iter().any(|v| v.is_nan() || *v < 0.0) {
             return Err(RoseTreeError::param(
                 "message",
                 "needs finite means and variance factors >= 0",
