@@ -446,6 +446,42 @@ def test_coalescent_workers_restarted_mid_fit_do_not_change_the_tree(client, mon
     assert again.log_joint_ == ref.log_joint_
 
 
+def test_coalescent_client_never_holds_the_data(client, monkeypatch):
+    n, d, size = 24000, 8, 300
+
+    def rows(block_id=None):
+        rng = np.random.default_rng(block_id[0])
+        centres = np.random.default_rng(0).normal(scale=5.0, size=(5, d))
+        return centres[rng.integers(5, size=3000)] + rng.normal(size=(3000, d))
+
+    X = da.map_blocks(rows, chunks=((3000,) * 8, (d,)), dtype=np.float64)
+    largest = [0]
+
+    def check(value):
+        if isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype == np.float64:
+            largest[0] = max(largest[0], value.shape[0])
+        elif isinstance(value, (list, tuple, dict)):
+            for v in value.values() if isinstance(value, dict) else value:
+                check(v)
+        return value
+
+    gather, result = distributed.Client.gather, distributed.Future.result
+    monkeypatch.setattr(distributed.Client, "gather", lambda *a, **k: check(gather(*a, **k)))
+    monkeypatch.setattr(distributed.Future, "result", lambda *a, **k: check(result(*a, **k)))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the whole array was computed on the client")
+
+    monkeypatch.setattr(da.Array, "compute", refuse)
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    est = rtd.KingmanCoalescent(sample_size=size, part_rows=4000, exact_below=1000).fit(X)
+    assert est.tree_.n_leaves == n
+    assert est.n_parts_ > 4
+    assert 0 < largest[0] <= size
+    monkeypatch.undo()
+    assert isinstance(est.predict(X), da.Array)
+
+
 def test_coalescent_bad_chunks_are_named(client):
     X = categories(900)
     X[650, 3] = 0.5
