@@ -411,7 +411,8 @@ def test_coalescent_same_tree_for_any_chunking_and_workers(client):
     ref = rtd.KingmanCoalescent(chunk_rows=2000, **kw).fit(X)
     assert ref.n_parts_ > 3
     ragged = da.concatenate([da.from_array(X[:123]), da.from_array(X[123:], chunks=(611, 4))])
-    for data in (da.from_array(X, chunks=(333, 4)), ragged):
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    for data in (da.from_array(X, chunks=(333, 4)), ragged, frame):
         again = rtd.KingmanCoalescent(**kw).fit(data)
         assert again.tree_.children == ref.tree_.children
         assert again.log_joint_ == ref.log_joint_
