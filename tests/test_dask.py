@@ -447,6 +447,36 @@ def test_coalescent_workers_restarted_mid_fit_do_not_change_the_tree(client, mon
     assert again.log_joint_ == ref.log_joint_
 
 
+def test_coalescent_worker_killed_while_a_part_is_fitted(client):
+    X = blobs(3000, d=16, seed=10)
+    kw = dict(chunk_rows=1000, random_state=4, sample_size=500, part_rows=1500)
+    kw.update(exact_below=1500)
+    ref = rtd.KingmanCoalescent(**kw).fit(X)
+    killed = None
+    for _ in range(5):
+        result = {}
+
+        def fit(into=result):
+            into["est"] = rtd.KingmanCoalescent(**kw).fit(X)
+
+        thread = threading.Thread(target=fit)
+        thread.start()
+        while thread.is_alive() and killed is None:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("rosetree-part") for k in keys):
+                    client.restart_workers([worker])
+                    killed = worker
+                    break
+            else:
+                threading.Event().wait(0.005)
+        thread.join()
+        if killed is not None:
+            break
+    assert killed is not None, "no part was seen running"
+    assert result["est"].tree_.children == ref.tree_.children
+    assert result["est"].log_joint_ == ref.log_joint_
+
+
 def test_coalescent_client_never_holds_the_data(client, monkeypatch):
     n, d, size = 24000, 8, 300
 
