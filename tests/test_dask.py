@@ -527,6 +527,9 @@ def test_coalescent_bad_chunks_are_named(client):
         rtd.KingmanCoalescent(chunk_rows=200).fit(X)
     with pytest.raises(InvalidParameterError, match="noise"):
         rtd.KingmanCoalescent("multinomial", noise=0.5).fit(categories(50))
+    with pytest.raises(InvalidParameterError, match="Lambda") as info:
+        rtd.KingmanCoalescent(Lambda=[1.0, 2.0]).fit(blobs(50))
+    assert info.value.parameter == "Lambda"
     with pytest.raises(rt.NotFittedError):
         rtd.KingmanCoalescent().predict(blobs(5))
 

@@ -1409,6 +1409,8 @@ class KingmanCoalescent(_SplitFit):
             masked=masked,
             counts=counts,
         )
+        # The model is checked here (Lambda's shape and values), before any work is sent.
+        _core.coalescent_route(np.empty((0, d)), [], 0.0, **spec)
         self._spec = spec
         self._encode = encode
         self.cluster_model_ = _resolved(cluster_model, encode(sample))
