@@ -26,6 +26,11 @@ What is approximated is the search, as in the single-machine ``approximate=True`
 to different groups are never siblings below the top of the tree. The tree does not depend
 on the number of workers, on the chunking, or on a worker that dies during the fit (Dask
 computes its tasks again).
+
+:class:`KingmanCoalescent` fits the Greedy-Rate1 coalescent the same way: rows are routed
+to the lineage of the sample tree they most probably join, and the joins above the parts
+are timed and scored from each part's root message and summed :math:`\ln Z`, so its
+``log_joint_`` is the exact :math:`\ln p(x, \pi)` of the tree returned.
 """
 
 from __future__ import annotations
