@@ -16,11 +16,18 @@ purity of the tree against the prototype labels. Then a cost model from the meas
 times (routing per row and level, subtree fits per row, the client's sample fits per
 split): the time for 10⁹ rows on 100 workers, an estimate, with its assumptions printed.
 
+With ``--family coalescent``: real rows (d = 20) around 12 Gaussian centres in 4
+super-clusters (super-centres N(0, 6²), centres 2 apart from theirs, unit noise), chunk by
+chunk the same way, and ``rosetree.dask.KingmanCoalescent()`` (Greedy-Rate1, Brownian,
+``Lambda="auto"``) against ``rosetree.KingmanCoalescent(approximate=True)``: wall time, peak
+memory, ``ln p(x, π)`` per row and dendrogram purity (no cost model).
+
 Usage::
 
     python benchmarks/bench_dask.py                      # 10⁶ rows, a few minutes on 2 cores
     python benchmarks/bench_dask.py --rows 200000        # a quick check
     python benchmarks/bench_dask.py --full               # 10⁷ × 64, the issue's size
+    python benchmarks/bench_dask.py --family coalescent --rows 100000
 """
 
 from __future__ import annotations
@@ -55,10 +62,93 @@ def block(k: int, rows: int, d: int = D, seed: int = SEED) -> tuple[np.ndarray, 
     return X.astype(np.float64), y
 
 
-def local_data(n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+#: Columns of the coalescent's real-valued rows.
+D_COAL = 20
+
+
+def gaussian_block(
+    k: int, rows: int, d: int = D_COAL, seed: int = SEED
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk ``k`` of the coalescent's rows: ``rows`` rows and their centre labels."""
+    rng = np.random.default_rng(seed)
+    supers = rng.normal(scale=6.0, size=(4, d))
+    centres = supers[np.arange(12) % 4] + rng.normal(scale=2.0, size=(12, d))
+    rng = np.random.default_rng([seed, k])
+    y = rng.integers(12, size=rows)
+    return centres[y] + rng.normal(size=(rows, d)), y
+
+
+def local_data(n: int, chunk: int, make: Any = block) -> tuple[np.ndarray, np.ndarray]:
     """All ``n`` rows and labels in memory, chunk by chunk as the workers make them."""
-    parts = [block(k, min(chunk, n - k * chunk)) for k in range(math.ceil(n / chunk))]
+    parts = [make(k, min(chunk, n - k * chunk)) for k in range(math.ceil(n / chunk))]
     return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def coalescent_single_machine(n: int, chunk: int, threads: int, out: Any) -> None:
+    """The single-machine approximate coalescent, in a process of its own."""
+    X, y = local_data(n, chunk, gaussian_block)
+    before = peak_mib()
+    start = time.perf_counter()
+    est = rt.KingmanCoalescent(approximate=True, random_state=0, n_jobs=threads).fit(X)
+    seconds = time.perf_counter() - start
+    out.send(
+        dict(
+            seconds=seconds,
+            peak_mib=peak_mib(),
+            data_mib=X.nbytes / 2**20,
+            peak_before_fit_mib=before,
+            log_joint_per_row=est.log_joint_ / n,
+            dendrogram_purity=rt.dendrogram_purity(est.tree_, y),
+            n_clusters=est.n_clusters_,
+        )
+    )
+
+
+def coalescent_distributed_fit(n: int, chunk: int, workers: int, args: argparse.Namespace) -> dict:
+    """``rosetree.dask.KingmanCoalescent`` on a LocalCluster: time, memory, quality."""
+    import dask.array as da
+    import rosetree.dask as rtd
+    from distributed import Client, LocalCluster
+
+    sizes = [min(chunk, n - k * chunk) for k in range(math.ceil(n / chunk))]
+    with (
+        LocalCluster(
+            n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        X = da.map_blocks(
+            lambda block_id=None: gaussian_block(block_id[0], sizes[block_id[0]])[0],
+            chunks=(tuple(sizes), (D_COAL,)),
+            dtype=np.float64,
+        )
+        y = da.map_blocks(
+            lambda block_id=None: gaussian_block(block_id[0], sizes[block_id[0]])[1],
+            chunks=(tuple(sizes),),
+            dtype=np.int64,
+        )
+        est = rtd.KingmanCoalescent(
+            sample_size=args.sample_size, part_rows=args.part_rows, random_state=0
+        )
+        start, cpu = time.perf_counter(), time.process_time()
+        est.fit(X)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        client_peak = peak_mib()
+        worker_peaks = client.run(peak_mib)
+        scheduler_peak = client.run_on_scheduler(peak_mib)
+        labels = client.compute(y).result()
+    return dict(
+        seconds=seconds,
+        client_peak_mib=client_peak,
+        scheduler_peak_mib=scheduler_peak,
+        worker_peak_mib=sorted(worker_peaks.values()),
+        log_joint_per_row=est.log_joint_ / n,
+        dendrogram_purity=rt.dendrogram_purity(est.tree_, labels),
+        n_clusters=est.n_clusters_,
+        n_parts=est.n_parts_,
+        client_and_scheduler_cpu_seconds=cpu,
+        estimator_pickle_bytes_per_row=len(__import__("pickle").dumps(est)) / n,
+    )
 
 
 def peak_mib() -> float:
@@ -230,8 +320,12 @@ def main() -> None:
     parser.add_argument("--part-rows", type=int, default=20_000)
     parser.add_argument("--skip-single", action="store_true")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--family", choices=("rose-tree", "coalescent"), default="rose-tree")
     args = parser.parse_args()
     n = 10_000_000 if args.full else args.rows
+    if args.family == "coalescent":
+        coalescent_main(n, args)
+        return
     print(f"n = {n:,} rows × {D} binary columns, chunks of {args.chunk_rows:,}")
     results: dict[str, Any] = dict(rows=n, features=D, chunk_rows=args.chunk_rows)
     results["dask"] = distributed_fit(n, args.chunk_rows, args.workers, args)
@@ -246,6 +340,30 @@ def main() -> None:
         print(json.dumps(results["single_machine"], indent=1))
     results["cost_model"] = cost_model(n, results["dask"])
     print(json.dumps(results["cost_model"], indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def coalescent_main(n: int, args: argparse.Namespace) -> None:
+    """The coalescent's comparison; prints (and with ``--json`` writes) the results."""
+    print(f"n = {n:,} rows × {D_COAL} real columns, chunks of {args.chunk_rows:,}")
+    results: dict[str, Any] = dict(rows=n, features=D_COAL, chunk_rows=args.chunk_rows)
+    results["dask"] = coalescent_distributed_fit(n, args.chunk_rows, args.workers, args)
+    print(json.dumps(results["dask"], indent=1))
+    if not args.skip_single:
+        ctx = mp.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(
+            target=coalescent_single_machine, args=(n, args.chunk_rows, args.workers, send)
+        )
+        child.start()
+        results["single_machine"] = recv.recv()
+        child.join()
+        print(json.dumps(results["single_machine"], indent=1))
+        ratio = results["dask"]["seconds"] / results["single_machine"]["seconds"]
+        results["time_ratio_dask_over_single"] = ratio
+        print(f"time ratio (dask / single machine): {ratio:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -331,3 +331,243 @@ def test_constant_columns_are_left_out_as_on_one_machine(client):
     # Prediction takes rows with every column, as fitted.
     predicted = est.predict(X[:200]).compute()
     assert np.mean(predicted == est.labels_[:200].compute()) > 0.9
+
+
+# ---------------------------------------------------------------------- the coalescent
+def blobs(n, d=4, seed=0, missing=0.0):
+    """Gaussian rows around 6 centres in 2 super-clusters; a fraction ``missing`` is NaN."""
+    rng = np.random.default_rng(seed)
+    supers = rng.normal(scale=8.0, size=(2, d))
+    centres = supers[np.arange(6) % 2] + rng.normal(scale=2.5, size=(6, d))
+    X = centres[rng.integers(6, size=n)] + rng.normal(size=(n, d))
+    X[rng.random(X.shape) < missing] = np.nan
+    return X
+
+
+def categories(n, d=10, seed=0):
+    """Categorical rows (3 states) copied from 4 prototypes with 15 % of entries redrawn."""
+    rng = np.random.default_rng(seed)
+    protos = rng.integers(3, size=(4, d))
+    X = protos[rng.integers(4, size=n)]
+    redraw = rng.random(X.shape) < 0.15
+    X[redraw] = rng.integers(3, size=int(redraw.sum()))
+    return X.astype(float)
+
+
+COAL_SMALL = dict(sample_size=300, part_rows=400, exact_below=200, approx_sample=100)
+
+
+def coal_log_joint(X, est):
+    return rt.coalescent_log_joint(
+        X,
+        est.tree_,
+        likelihood=est.likelihood,
+        Lambda=est.Lambda_,
+        root=est.root,
+        noise=est.noise_,
+    )
+
+
+@pytest.mark.parametrize(
+    ("likelihood", "make"),
+    [
+        ("brownian", lambda: blobs(2400, seed=1)),
+        ("brownian", lambda: blobs(2400, seed=2, missing=0.1)),
+        ("multinomial", lambda: categories(2400, seed=3)),
+    ],
+)
+def test_coalescent_stitched_log_joint_is_that_of_the_tree(client, likelihood, make):
+    X = make()
+    est = rtd.KingmanCoalescent(likelihood, chunk_rows=500, random_state=3, **COAL_SMALL).fit(X)
+    assert est.n_parts_ > 5
+    assert est.tree_.n_leaves == len(X)
+    # The exact log joint of the tree returned, evaluated here from every row.
+    assert est.log_joint_ == pytest.approx(coal_log_joint(X, est), rel=1e-10, abs=0)
+    # The log-likelihood ratios, from the parts' evidence and the top's summaries.
+    from rosetree import _core
+    from rosetree.coalescent import _lambda, _split_llr
+
+    evidence = _core.coalescent_subtree_evidence(
+        X,
+        est.tree_._structure,
+        likelihood=likelihood,
+        lambda_=_lambda(est.Lambda_),
+        root=None,
+        noise=est.noise_,
+    )
+    np.testing.assert_allclose(
+        est.split_llr_, _split_llr(est.tree_, np.asarray(evidence)), rtol=1e-9, atol=1e-9
+    )
+    assert est.n_clusters_ >= 2
+
+
+@pytest.mark.parametrize(
+    ("likelihood", "X"),
+    [("brownian", blobs(700, seed=4, missing=0.05)), ("multinomial", categories(700, seed=5))],
+)
+def test_coalescent_one_part_is_the_single_machine_fit(client, likelihood, X):
+    kw = dict(likelihood=likelihood, exact_below=250, approx_sample=100, random_state=9)
+    local = rt.KingmanCoalescent(approximate=True, **kw).fit(X)
+    est = rtd.KingmanCoalescent(**kw).fit(da.from_array(X, chunks=(150, -1)))
+    assert est.n_parts_ == 1
+    assert est.tree_.children == local.tree_.children
+    np.testing.assert_array_equal(est.tree_.heights, local.tree_.heights)
+    assert est.log_joint_ == pytest.approx(local.log_joint_, rel=1e-12, abs=0)
+    assert est.Lambda_ == local.Lambda_
+    np.testing.assert_allclose(est.split_llr_, local.split_llr_, rtol=1e-10)
+    np.testing.assert_array_equal(est.labels_.compute(), local.labels_)
+    new = X[::7]
+    np.testing.assert_allclose(est.predict_proba(new).compute(), local.predict_proba(new))
+    np.testing.assert_array_equal(est.predict(new).compute(), local.predict(new))
+    np.testing.assert_array_equal(est.cluster_labels(), local.cluster_labels())
+
+
+def test_coalescent_same_tree_for_any_chunking_and_workers(client):
+    X = blobs(1800, seed=6)
+    kw = dict(random_state=5, **COAL_SMALL)
+    ref = rtd.KingmanCoalescent(chunk_rows=2000, **kw).fit(X)
+    assert ref.n_parts_ > 3
+    ragged = da.concatenate([da.from_array(X[:123]), da.from_array(X[123:], chunks=(611, 4))])
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    for data in (da.from_array(X, chunks=(333, 4)), ragged, frame):
+        again = rtd.KingmanCoalescent(**kw).fit(data)
+        assert again.tree_.children == ref.tree_.children
+        assert again.log_joint_ == ref.log_joint_
+    with (
+        distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as one,
+        distributed.Client(one, set_as_default=False) as other,
+    ):
+        alone = rtd.KingmanCoalescent(**kw).fit(da.from_array(X, chunks=700), client=other)
+    assert alone.tree_.children == ref.tree_.children
+    np.testing.assert_array_equal(alone.tree_.heights, ref.tree_.heights)
+    assert alone.log_joint_ == ref.log_joint_
+
+
+def test_coalescent_workers_restarted_mid_fit_do_not_change_the_tree(client, monkeypatch):
+    X = blobs(1600, seed=7)
+    kw = dict(chunk_rows=400, random_state=2, **COAL_SMALL)
+    ref = rtd.KingmanCoalescent(**kw).fit(X)
+    submit_part = rtd.KingmanCoalescent._submit_part
+    restarts = []
+
+    def restart_then_submit(self, client, *args):
+        if not restarts:
+            workers = list(client.scheduler_info()["workers"])
+            client.restart_workers(workers)
+            restarts.append(workers)
+        return submit_part(self, client, *args)
+
+    monkeypatch.setattr(rtd.KingmanCoalescent, "_submit_part", restart_then_submit)
+    again = rtd.KingmanCoalescent(**kw).fit(X)
+    assert restarts
+    assert again.tree_.children == ref.tree_.children
+    assert again.log_joint_ == ref.log_joint_
+
+
+def test_coalescent_worker_killed_while_a_part_is_fitted(client):
+    X = blobs(3000, d=16, seed=10)
+    kw = dict(chunk_rows=1000, random_state=4, sample_size=500, part_rows=1500)
+    kw.update(exact_below=1500)
+    ref = rtd.KingmanCoalescent(**kw).fit(X)
+    killed = None
+    for _ in range(5):
+        result = {}
+
+        def fit(into=result):
+            into["est"] = rtd.KingmanCoalescent(**kw).fit(X)
+
+        thread = threading.Thread(target=fit)
+        thread.start()
+        while thread.is_alive() and killed is None:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("rosetree-part") for k in keys):
+                    client.restart_workers([worker])
+                    killed = worker
+                    break
+            else:
+                threading.Event().wait(0.005)
+        thread.join()
+        if killed is not None:
+            break
+    assert killed is not None, "no part was seen running"
+    assert result["est"].tree_.children == ref.tree_.children
+    assert result["est"].log_joint_ == ref.log_joint_
+
+
+def test_coalescent_client_never_holds_the_data(client, monkeypatch):
+    n, d, size = 24000, 8, 300
+
+    def rows(block_id=None):
+        rng = np.random.default_rng(block_id[0])
+        centres = np.random.default_rng(0).normal(scale=5.0, size=(5, d))
+        return centres[rng.integers(5, size=3000)] + rng.normal(size=(3000, d))
+
+    X = da.map_blocks(rows, chunks=((3000,) * 8, (d,)), dtype=np.float64)
+    largest = [0]
+
+    def check(value):
+        if isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype == np.float64:
+            largest[0] = max(largest[0], value.shape[0])
+        elif isinstance(value, (list, tuple, dict)):
+            for v in value.values() if isinstance(value, dict) else value:
+                check(v)
+        return value
+
+    gather, result = distributed.Client.gather, distributed.Future.result
+    monkeypatch.setattr(distributed.Client, "gather", lambda *a, **k: check(gather(*a, **k)))
+    monkeypatch.setattr(distributed.Future, "result", lambda *a, **k: check(result(*a, **k)))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the whole array was computed on the client")
+
+    monkeypatch.setattr(da.Array, "compute", refuse)
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    est = rtd.KingmanCoalescent(sample_size=size, part_rows=4000, exact_below=1000).fit(X)
+    assert est.tree_.n_leaves == n
+    assert est.n_parts_ > 4
+    assert 0 < largest[0] <= size
+    monkeypatch.undo()
+    assert isinstance(est.predict(X), da.Array)
+
+
+def test_coalescent_bad_chunks_are_named(client):
+    X = categories(900)
+    X[650, 3] = 0.5
+    with pytest.raises(InvalidDataError, match=r"chunk 3 \(rows 600\.\.800\), row 650, column 3"):
+        rtd.KingmanCoalescent("multinomial", chunk_rows=200).fit(X)
+    X = blobs(900)
+    X[650, 2] = np.inf
+    with pytest.raises(InvalidDataError, match=r"chunk 3 \(rows 600\.\.800\): row 650, column 2"):
+        rtd.KingmanCoalescent().fit(da.from_array(X, chunks=(200, -1)))
+    X[:, 2] = np.nan
+    with pytest.raises(InvalidDataError, match="column 2 has no observed value"):
+        rtd.KingmanCoalescent(chunk_rows=200).fit(X)
+    with pytest.raises(InvalidParameterError, match="noise"):
+        rtd.KingmanCoalescent("multinomial", noise=0.5).fit(categories(50))
+    with pytest.raises(InvalidParameterError, match="Lambda") as info:
+        rtd.KingmanCoalescent(Lambda=[1.0, 2.0]).fit(blobs(50))
+    assert info.value.parameter == "Lambda"
+    with pytest.raises(rt.NotFittedError):
+        rtd.KingmanCoalescent().predict(blobs(5))
+
+
+def test_coalescent_pickles_small_and_predicts_after(client):
+    X = blobs(2000, d=64, seed=8)
+    est = rtd.KingmanCoalescent(chunk_rows=500, **COAL_SMALL).fit(X)
+    blob = pickle.dumps(est)
+    # The tree, its times and ratios, and the flat clusters' rose tree and statistics: a
+    # size per row that does not grow with the columns.
+    assert len(blob) < 160 * len(X) < X.nbytes / 3
+    back = pickle.loads(blob)
+    assert back.tree_.to_newick() == est.tree_.to_newick()
+    np.testing.assert_array_equal(back.tree_.to_linkage(), est.tree_.to_linkage())
+    assert back.log_joint_ == est.log_joint_
+    np.testing.assert_array_equal(back.labels_.compute(), est.labels_.compute())
+    new = X[:300]
+    predicted = back.predict(da.from_array(new, chunks=100)).compute()
+    np.testing.assert_array_equal(predicted, est.predict(new).compute())
+    assert np.mean(predicted == est.labels_.compute()[:300]) > 0.9
+    score = back.score_samples(new)
+    assert isinstance(score, da.Array)
+    proba = back.predict_proba(new).compute()
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)

@@ -21,9 +21,13 @@ __all__ = [
     "brt_top_clusters",
     "coalescent_contrasts",
     "coalescent_feature_log_likelihoods",
+    "coalescent_fit_part",
     "coalescent_log_joint",
     "coalescent_predictor",
+    "coalescent_route",
+    "coalescent_router",
     "coalescent_smc",
+    "coalescent_stitch",
     "coalescent_subtree_evidence",
     "evaluate_tree",
     "evidence_gradient",
@@ -256,6 +260,55 @@ def coalescent_log_joint(
     root: float | None,
     noise: float = 0.0,
 ) -> float: ...
+def coalescent_fit_part(
+    x: npt.NDArray[np.float64],
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float,
+    masked: bool,
+    counts: list[list[float]] | None,
+    approx: tuple[int, int, int] | None,
+    n_jobs: int | None,
+) -> tuple[Tree | None, list[float], float, list[float]]: ...
+def coalescent_router(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    max_leaves: int,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float,
+    masked: bool,
+    counts: list[list[float]] | None,
+) -> tuple[list[int], float, list[list[float]]]: ...
+def coalescent_route(
+    x: npt.NDArray[np.float64],
+    posteriors: list[list[float]],
+    tau: float,
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float,
+    masked: bool,
+    counts: list[list[float]] | None,
+) -> npt.NDArray[np.int64]: ...
+def coalescent_stitch(
+    n_rows: int,
+    n_features: int,
+    parts: list[tuple[Tree | None, list[int], list[float], float]],
+    top: list[list[int]],
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float,
+    masked: bool,
+    counts: list[list[float]] | None,
+) -> tuple[Tree, float, list[list[int]], list[int], list[float]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], int]: ...

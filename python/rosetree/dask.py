@@ -26,11 +26,17 @@ What is approximated is the search, as in the single-machine ``approximate=True`
 to different groups are never siblings below the top of the tree. The tree does not depend
 on the number of workers, on the chunking, or on a worker that dies during the fit (Dask
 computes its tasks again).
+
+:class:`KingmanCoalescent` fits the Greedy-Rate1 coalescent the same way: rows are routed
+to the lineage of the sample tree they most probably join, and the joins above the parts
+are timed and scored from each part's root message and summed :math:`\ln Z`, so its
+``log_joint_`` is the exact :math:`\ln p(x, \pi)` of the tree returned.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -75,7 +81,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is not installed
     raise ImportError('rosetree.dask needs Dask: pip install "bayesian-rosetree[dask]"') from exc
 
-__all__ = ["BayesianRoseTree"]
+__all__ = ["BayesianRoseTree", "KingmanCoalescent"]
 
 #: The models whose statistics travel between machines.
 _CONJUGATE = (BetaBernoulli, NormalInverseWishart, NormalGamma, DirichletMultinomial)
@@ -300,11 +306,13 @@ def _predict_block(
     chunks: _Chunks,
     starts: np.ndarray | None,
     block_info: Any = None,
+    encode: Any = None,
 ) -> np.ndarray:
     """``what`` ("proba", "labels" or "score") of the rows of one chunk.
 
     ``stats`` and ``log_weights`` are per member node of the flat clusters; ``starts``
     (None: one node per cluster) is where each cluster's members begin among them.
+    ``encode``, if given, turns the rows into what ``model`` reads.
     """
     k, start = 0, 0
     if block_info is not None and 0 in block_info:
@@ -312,6 +320,8 @@ def _predict_block(
         start = block_info[0]["array-location"][0][0]
     ids, rows = _piece(block, k, start, n_features, dtype, True, keep)
     try:
+        if encode is not None:
+            rows = encode(rows)
         terms = _core.brt_cluster_log_predictive(rows, model._spec(), stats) + log_weights
     except RoseTreeError as exc:
         raise _located(exc, ids, chunks) from None
@@ -412,8 +422,176 @@ def _client(client: Any) -> Any:
     return client
 
 
-# ---------------------------------------------------------------------- the estimator
-class BayesianRoseTree(ParamsMixin):
+def _stats_of_nodes(
+    client: Any,
+    nodes: Any,
+    model: ClusterModel,
+    fits: list[tuple[Any, np.ndarray, np.ndarray, int]],
+    parts: list[tuple[Any, Any]],
+    top_stats: list[np.ndarray],
+    n: int,
+) -> dict[int, np.ndarray]:
+    """The statistics of each node of ``nodes`` of a stitched rose tree.
+
+    From the stitch, or from its part (``fits[p]`` is ``(tree, ids, statistics, number of
+    nodes)``, ``parts[p]`` ``(fit future, rows future)``).
+    """
+    n_part_internal = [n_nodes - len(ids) for _, ids, _, n_nodes in fits]
+    first_top = n + sum(n_part_internal)
+    part_of_row = np.empty(n, dtype=np.int64)
+    local_of_row = np.empty(n, dtype=np.int64)
+    for p, (_, ids, _, _) in enumerate(fits):
+        part_of_row[ids] = p
+        local_of_row[ids] = np.arange(len(ids))
+    offsets = np.cumsum([n, *n_part_internal])
+    out: dict[int, np.ndarray] = {}
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    for v in (int(v) for v in nodes):
+        if v >= first_top:
+            out[v] = top_stats[v - first_top]
+            continue
+        if v < n:
+            p, local = int(part_of_row[v]), int(local_of_row[v])
+        else:
+            p = int(np.searchsorted(offsets, v, side="right") - 1)
+            local = len(fits[p][1]) + (v - int(offsets[p]))
+        if fits[p][0] is None or local == fits[p][3] - 1:
+            out[v] = fits[p][2]
+        else:
+            wanted.setdefault(p, []).append((v, local))
+    futures = {
+        p: client.submit(_part_node_stats, parts[p][1], model, fits[p][0], [lo for _, lo in local])
+        for p, local in wanted.items()
+    }
+    for p, stats in zip(futures, client.gather(list(futures.values())), strict=True):
+        for (v, _), s in zip(wanted[p], stats, strict=True):
+            out[v] = s
+    return out
+
+
+# ---------------------------------------------------------------------- the estimators
+class _SplitFit(ParamsMixin):
+    """What the estimators of this module share.
+
+    The sample of smallest keys, and the split of the rows into parts, level by level, on
+    the workers. A family gives ``_submit_split`` (the split of a group by its sample),
+    ``_route_task`` (the task that routes a piece's rows by a split, whose first two
+    entries are the sample tree's children lists and its groups), ``_submit_part`` (the
+    fit of a part) and ``_join_blocks``.
+    """
+
+    sample_size: int
+    split_sample: int
+    part_rows: int
+
+    def _sample_future(self, client: Any, pieces: list[Any], seed: int, size: int) -> Any:
+        """A future of the rows of smallest key among ``pieces``, reduced on the workers."""
+        level = [client.submit(_sample_piece, p, seed, size, pure=True) for p in pieces]
+        while len(level) > 1:
+            level = [
+                client.submit(_merge_samples, size, *level[i : i + _MERGE_FAN_IN], pure=True)
+                for i in range(0, len(level), _MERGE_FAN_IN)
+            ]
+        return level[0]
+
+    def _sample(
+        self, client: Any, pieces: list[Any], seed: int, size: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of smallest key among ``pieces``, in row order, on the client."""
+        return _in_row_order(self._sample_future(client, pieces, seed, size).result())
+
+    def _expand(self, client: Any, root: _Node, model: Any, chunks: _Chunks) -> None:
+        """Splits ``root`` into parts, level by level, each part's fit submitted as found.
+
+        Within a level every group is sampled, split (on a worker) and routed at once;
+        the client waits only for the level's row counts, which decide the next level.
+        """
+        frontier = [root]
+        while frontier:
+            splitting: list[_Node] = []
+            for node in frontier:
+                if node.count <= self.part_rows or node.depth >= _MAX_DEPTH:
+                    self._submit_part(client, node, model, chunks)
+                    continue
+                if node.blocks:
+                    n_blocks = max(2, math.ceil(node.count / self.part_rows))
+                    node.routed = [
+                        client.submit(_split_blocks, p, node.seed, n_blocks, pure=True)
+                        for p in node.pieces
+                    ]
+                else:
+                    if node.split is None:
+                        size = min(int(self.sample_size), int(self.split_sample))
+                        sample = self._sample_future(client, node.pieces, node.seed, size)
+                        node.split = self._submit_split(client, sample, model, node, size)
+                    node.routed = [
+                        client.submit(self._route_task, p, model, node.split, chunks, pure=True)
+                        for p in node.pieces
+                    ]
+                node.lengths = [client.submit(_lengths, r, pure=True) for r in node.routed]
+                splitting.append(node)
+            counts = client.gather([node.lengths for node in splitting])
+            frontier = []
+            for node, c in zip(splitting, counts, strict=True):
+                c = np.asarray(c, dtype=np.int64)
+                if not node.blocks and np.count_nonzero(c.sum(axis=0)) < 2:
+                    # The sample's groups do not separate these rows (they look alike).
+                    node.blocks, node.split = True, None
+                    frontier.append(node)
+                    continue
+                if not node.blocks and not isinstance(node.split, tuple):
+                    node.split = node.split.result()
+                for g in range(c.shape[1]):
+                    holding = [r for r, k in zip(node.routed, c[:, g], strict=True) if k > 0]
+                    if not holding:
+                        node.children.append(None)
+                        continue
+                    pieces = [client.submit(_take, r, g, pure=True) for r in holding]
+                    child = _Node(
+                        pieces, int(c[:, g].sum()), node.depth + 1, _child_seed(node.seed, g)
+                    )
+                    node.children.append(child)
+                    frontier.append(child)
+                # The children hold what they need; the scheduler keeps the lineage.
+                node.pieces, node.routed, node.lengths = [], [], []
+
+    def _shape(self, node: _Node, parts: list[tuple[Any, Any]]) -> Any:
+        """The shape of ``node``'s tree: a part index, or a list of shapes.
+
+        Parts are numbered in this depth-first order, the same for any timing.
+        """
+        if node.part is not None:
+            parts.append(node.part)
+            return len(parts) - 1
+        kids = [None if c is None else self._shape(c, parts) for c in node.children]
+        if node.blocks:
+            kids = [k for k in kids if k is not None]
+            return kids[0] if len(kids) == 1 else self._join_blocks(kids)
+        children, groups = node.split[0], node.split[1]
+        return _assemble(children, len(children) - 1, dict(zip(groups, kids, strict=True)))
+
+    def _join_blocks(self, kids: list[Any]) -> Any:
+        """The shape joining the blocks of rows a sample does not split."""
+        return _balanced(kids)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "tree_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
+                "using it for prediction."
+            )
+
+    def _submit_split(self, client: Any, sample: Any, model: Any, node: _Node, size: int) -> Any:
+        raise NotImplementedError
+
+    def _submit_part(self, client: Any, node: _Node, model: Any, chunks: _Chunks) -> None:
+        raise NotImplementedError
+
+    #: ``(piece, model, split, chunks) -> pieces by group``, a static method of the family.
+    _route_task: Any = None
+
+
+class BayesianRoseTree(_SplitFit):
     r"""Greedy Bayesian rose tree of a Dask collection, fitted on a ``dask.distributed`` cluster.
 
     See the module documentation for how the fit is split; the tree's evidence is exact
@@ -672,7 +850,7 @@ class BayesianRoseTree(ParamsMixin):
         self.cluster_members_ = [np.asarray(g, dtype=np.int64) for g in flat]
         self.cluster_nodes_ = np.asarray([g[0] if len(g) == 1 else -1 for g in flat], np.int64)
         members = np.concatenate(self.cluster_members_)
-        by_node = self._cluster_stats(client, fits, parts, top_stats, n, members)
+        by_node = _stats_of_nodes(client, members, self.model_, fits, parts, top_stats, n)
         self.cluster_stats_ = [by_node[int(v)] for v in members]
         sizes = self.tree_.sizes[members].astype(np.float64)
         self._log_weights = np.log(sizes / n)
@@ -685,78 +863,6 @@ class BayesianRoseTree(ParamsMixin):
         self.n_features_in_ = d
         self._keep = keep
         return self
-
-    def _sample_future(self, client: Any, pieces: list[Any], seed: int, size: int) -> Any:
-        """A future of the rows of smallest key among ``pieces``, reduced on the workers."""
-        level = [client.submit(_sample_piece, p, seed, size, pure=True) for p in pieces]
-        while len(level) > 1:
-            level = [
-                client.submit(_merge_samples, size, *level[i : i + _MERGE_FAN_IN], pure=True)
-                for i in range(0, len(level), _MERGE_FAN_IN)
-            ]
-        return level[0]
-
-    def _sample(
-        self, client: Any, pieces: list[Any], seed: int, size: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows of smallest key among ``pieces``, in row order, on the client."""
-        return _in_row_order(self._sample_future(client, pieces, seed, size).result())
-
-    def _expand(self, client: Any, root: _Node, model: ClusterModel, chunks: _Chunks) -> None:
-        """Splits ``root`` into parts, level by level, each part's fit submitted as found.
-
-        Within a level every group is sampled, split (on a worker) and routed at once;
-        the client waits only for the level's row counts, which decide the next level.
-        """
-        frontier = [root]
-        while frontier:
-            splitting: list[_Node] = []
-            for node in frontier:
-                if node.count <= self.part_rows or node.depth >= _MAX_DEPTH:
-                    self._submit_part(client, node, model, chunks)
-                    continue
-                if node.blocks:
-                    n_blocks = max(2, math.ceil(node.count / self.part_rows))
-                    node.routed = [
-                        client.submit(_split_blocks, p, node.seed, n_blocks, pure=True)
-                        for p in node.pieces
-                    ]
-                else:
-                    if node.split is None:
-                        size = min(int(self.sample_size), int(self.split_sample))
-                        sample = self._sample_future(client, node.pieces, node.seed, size)
-                        params = self._params(node.seed, min(size, node.count))
-                        node.split = client.submit(_split, sample, model, params, pure=True)
-                    node.routed = [
-                        client.submit(_route, p, model, node.split, chunks, pure=True)
-                        for p in node.pieces
-                    ]
-                node.lengths = [client.submit(_lengths, r, pure=True) for r in node.routed]
-                splitting.append(node)
-            counts = client.gather([node.lengths for node in splitting])
-            frontier = []
-            for node, c in zip(splitting, counts, strict=True):
-                c = np.asarray(c, dtype=np.int64)
-                if not node.blocks and np.count_nonzero(c.sum(axis=0)) < 2:
-                    # The sample's groups do not separate these rows (they look alike).
-                    node.blocks, node.split = True, None
-                    frontier.append(node)
-                    continue
-                if not node.blocks and not isinstance(node.split, tuple):
-                    node.split = node.split.result()
-                for g in range(c.shape[1]):
-                    holding = [r for r, k in zip(node.routed, c[:, g], strict=True) if k > 0]
-                    if not holding:
-                        node.children.append(None)
-                        continue
-                    pieces = [client.submit(_take, r, g, pure=True) for r in holding]
-                    child = _Node(
-                        pieces, int(c[:, g].sum()), node.depth + 1, _child_seed(node.seed, g)
-                    )
-                    node.children.append(child)
-                    frontier.append(child)
-                # The children hold what they need; the scheduler keeps the lineage.
-                node.pieces, node.routed, node.lengths = [], [], []
 
     def _submit_part(self, client: Any, node: _Node, model: ClusterModel, chunks: _Chunks) -> None:
         """Submits the fit of the part ``node``: its rows together, then one task."""
@@ -774,73 +880,20 @@ class BayesianRoseTree(ParamsMixin):
         node.part = (fit, rows)
         node.pieces = []
 
-    def _shape(self, node: _Node, parts: list[tuple[Any, Any]]) -> Any:
-        """The shape of ``node``'s tree: a part index, or a list of shapes.
+    def _submit_split(
+        self, client: Any, sample: Any, model: ClusterModel, node: _Node, size: int
+    ) -> Any:
+        """A future of the split of ``node`` by its sample (a future of ``size`` rows)."""
+        params = self._params(node.seed, min(size, node.count))
+        return client.submit(_split, sample, model, params, pure=True)
 
-        Parts are numbered in this depth-first order, the same for any timing.
-        """
-        if node.part is not None:
-            parts.append(node.part)
-            return len(parts) - 1
-        kids = [None if c is None else self._shape(c, parts) for c in node.children]
-        if node.blocks:
-            kids = [k for k in kids if k is not None]
-            return kids[0] if len(kids) == 1 else (_balanced(kids) if self.binary else kids)
-        children, groups, _ = node.split
-        return _assemble(children, len(children) - 1, dict(zip(groups, kids, strict=True)))
+    #: The task that routes the rows of a piece by a split.
+    _route_task = staticmethod(_route)
 
-    def _cluster_stats(
-        self,
-        client: Any,
-        fits: list[tuple[Any, np.ndarray, np.ndarray, int]],
-        parts: list[tuple[Any, Any]],
-        top_stats: list[np.ndarray],
-        n: int,
-        nodes: np.ndarray,
-    ) -> dict[int, np.ndarray]:
-        """The statistics of each of ``nodes``: from the stitch, or from its part."""
-        n_part_internal = [n_nodes - len(ids) for _, ids, _, n_nodes in fits]
-        first_top = n + sum(n_part_internal)
-        part_of_row = np.empty(n, dtype=np.int64)
-        local_of_row = np.empty(n, dtype=np.int64)
-        for p, (_, ids, _, _) in enumerate(fits):
-            part_of_row[ids] = p
-            local_of_row[ids] = np.arange(len(ids))
-        offsets = np.cumsum([n, *n_part_internal])
-        out: dict[int, np.ndarray] = {}
-        wanted: dict[int, list[tuple[int, int]]] = {}
-        for v in (int(v) for v in nodes):
-            if v >= first_top:
-                out[v] = top_stats[v - first_top]
-                continue
-            if v < n:
-                p, local = int(part_of_row[v]), int(local_of_row[v])
-            else:
-                p = int(np.searchsorted(offsets, v, side="right") - 1)
-                local = len(fits[p][1]) + (v - int(offsets[p]))
-            if fits[p][0] is None or local == fits[p][3] - 1:
-                out[v] = fits[p][2]
-            else:
-                wanted.setdefault(p, []).append((v, local))
-        futures = {
-            p: client.submit(
-                _part_node_stats, parts[p][1], self.model_, fits[p][0], [lo for _, lo in nodes]
-            )
-            for p, nodes in wanted.items()
-        }
-        for p, stats in zip(futures, client.gather(list(futures.values())), strict=True):
-            for (v, _), s in zip(wanted[p], stats, strict=True):
-                out[v] = s
-        return out
+    def _join_blocks(self, kids: list[Any]) -> Any:
+        return _balanced(kids) if self.binary else kids
 
     # ------------------------------------------------------------------ prediction
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "tree_"):
-            raise NotFittedError(
-                f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
-                "using it for prediction."
-            )
-
     def _map(self, X: Any, what: str) -> Any:
         self._check_fitted()
         X, dtype = _as_dask_array(X, int(self.chunk_rows))
@@ -976,3 +1029,591 @@ def _flatten(shape: Any, n_parts: int, top: list[list[int]]) -> int:
     ids = [_flatten(s, n_parts, top) for s in shape]
     top.append(ids)
     return n_parts + len(top) - 1
+
+
+# ---------------------------------------------------------------------- the coalescent
+#: Rows fitted exactly in a sample tree of the coalescent's approximate search.
+_COAL_APPROX_SAMPLE = 1000
+
+
+def _coal_column_stats(
+    piece: tuple[np.ndarray, np.ndarray], likelihood: str, chunks: _Chunks
+) -> dict[str, Any]:
+    """What the model needs of a piece's rows.
+
+    Observed entries per column and, for the multinomial likelihood, each column's state
+    counts (codes checked here, naming the chunk).
+    """
+    ids, rows = piece
+    observed = ~np.isnan(rows)
+    out: dict[str, Any] = {"observed": observed.sum(axis=0), "counts": None}
+    if likelihood == "multinomial":
+        bad = observed & ~((rows >= 0) & (rows == np.round(rows)) & (rows < 1e6))
+        if bad.any():
+            i, j = (int(v) for v in np.argwhere(bad)[0])
+            row = int(ids[i])
+            raise InvalidDataError(
+                f"{chunks.describe(row)}, column {j}: value {rows[i, j]} is not a category: "
+                "the multinomial likelihood needs whole numbers 0, 1, 2, … (NaN for missing)",
+                row,
+                j,
+            )
+        out["counts"] = [
+            np.bincount(col[~np.isnan(col)].astype(np.int64), minlength=2) for col in rows.T
+        ]
+    return out
+
+
+def _coal_merge_stats(*stats: dict[str, Any]) -> dict[str, Any]:
+    """The column statistics of several pieces together."""
+    observed = sum(s["observed"] for s in stats)
+    counts = None
+    if stats[0]["counts"] is not None:
+        counts = []
+        for cols in zip(*(s["counts"] for s in stats), strict=True):
+            width = max(len(c) for c in cols)
+            counts.append(sum(np.pad(c, (0, width - len(c))) for c in cols))
+    return {"observed": observed, "counts": counts}
+
+
+def _coal_encode(
+    rows: np.ndarray, center: np.ndarray | None, scale: np.ndarray | None, k: list[int] | None
+) -> np.ndarray:
+    """Rows as the flat clusters' model reads them (``KingmanCoalescent._cluster_data``)."""
+    if k is None:
+        assert center is not None and scale is not None
+        return np.ascontiguousarray((rows - center) / scale)
+    columns = []
+    for j, kj in enumerate(k):
+        col = rows[:, j]
+        ind = (col[:, None] == np.arange(kj)[None, :]).astype(np.float64)
+        ind[np.isnan(col)] = np.nan
+        columns.append(ind)
+    return np.ascontiguousarray(np.hstack(columns))
+
+
+def _coal_threads() -> int | None:
+    """The threads of this worker (``None`` off a worker: every core)."""
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
+def _coal_split(
+    sample: tuple[np.ndarray, ...],
+    spec: dict[str, Any],
+    approx: Any,
+    max_leaves: int,
+) -> tuple[list[list[int]], list[int], float, list[list[float]]]:
+    """The split of a group by its sample.
+
+    The sample tree's children lists, its groups, the time they are told apart and their
+    posteriors there (``coalescent::Router``).
+    """
+    _, _, rows = _in_row_order(sample)
+    tree = _core.coalescent_fit_part(rows, **spec, approx=approx, n_jobs=_coal_threads())[0]
+    assert tree is not None  # a sample has at least two rows
+    groups, tau, posteriors = _core.coalescent_router(rows, tree, max_leaves=max_leaves, **spec)
+    return tree.children(), groups, tau, posteriors
+
+
+def _coal_route(
+    piece: tuple[np.ndarray, np.ndarray],
+    spec: dict[str, Any],
+    split: tuple[Any, ...],
+    chunks: _Chunks,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The rows of a piece by group: each to the lineage it most probably joins."""
+    ids, rows = piece
+    _, groups, tau, posteriors = split
+    try:
+        labels = _core.coalescent_route(rows, posteriors, tau, **spec)
+    except RoseTreeError as exc:
+        raise _located(exc, ids, chunks) from None
+    return [(ids[labels == g], rows[labels == g]) for g in range(len(groups))]
+
+
+def _coal_fit_part(
+    part: tuple[np.ndarray, np.ndarray],
+    spec: dict[str, Any],
+    approx: Any,
+    flat: tuple[Any, ClusterModel, float],
+    chunks: _Chunks,
+) -> tuple[Any, ...]:
+    """The single-machine Greedy-Rate1 fit of a part and its summaries.
+
+    Returns ``(tree or None, ids, root message, Σ ln Z, evidence of every node, the tree as
+    a rose tree under the flat clusters' model or None, that model's statistics of all
+    rows, number of nodes)``.
+    """
+    ids, rows = part
+    encode, model, dp_alpha = flat
+    try:
+        tree, message, log_z, evidence = _core.coalescent_fit_part(
+            rows, **spec, approx=approx, n_jobs=_coal_threads()
+        )
+        data = encode(rows)
+        cspec = model._spec()
+        if tree is None:
+            return (
+                None,
+                ids,
+                message,
+                log_z,
+                evidence,
+                None,
+                _core.brt_node_stats(data, cspec, None, [0])[0],
+                1,
+            )
+        children = tree.children()
+        mixing = mixing_args("dp", 0.5, dp_alpha)
+        rose = _core.evaluate_tree(data, cspec, children[len(ids) :], **mixing)
+        stats = _core.brt_node_stats(data, cspec, rose, [len(children) - 1])[0]
+    except RoseTreeError as exc:
+        raise _located(exc, ids, chunks) from None
+    return tree, ids, message, log_z, evidence, rose, stats, len(children)
+
+
+def _coal_cluster_rows(
+    part: tuple[np.ndarray, np.ndarray], encode: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """A part's rows as the flat clusters' model reads them."""
+    return part[0], encode(part[1])
+
+
+class KingmanCoalescent(_SplitFit):
+    r"""Greedy-Rate1 coalescent tree of a Dask collection, fitted on a ``dask.distributed`` cluster.
+
+    The split is :class:`BayesianRoseTree`'s, with the coalescent's pieces (see "Large
+    data" in the coalescent guide for the single-machine ``approximate=True`` it extends):
+
+    1. **The top of the tree on the client**: the rows of smallest key (at most
+       ``sample_size``, the same for any chunking) are fitted by Greedy-Rate1 (approximate
+       above ``exact_below`` rows), and the sample tree is cut into groups, the lineages
+       alive at one time :math:`\tau`, its oldest merges undone first until each group is
+       expected to hold at most ``part_rows`` rows (at most 64 groups).
+    2. **Routing on the workers**, chunk by chunk: each row goes to the lineage it most
+       probably joins at :math:`\tau` (the coalescent's attachment density there, against
+       each group's posterior given the whole sample), as the single-machine approximate
+       search routes. Only the groups' posterior messages travel.
+    3. **Subtrees on the workers**: each group's rows are fitted by Greedy-Rate1 in one task
+       (approximate above ``exact_below`` rows); a group of more than ``part_rows`` rows is
+       sampled (``split_sample`` rows, on a worker) and split again.
+    4. **Stitching** from each subtree's root message (Gaussian mean and variance, or the
+       mutation model's message), its time and the sum of its merges' :math:`\ln Z`: the
+       joins above the groups are timed by the Greedy-Rate1 rule, and
+       :attr:`log_joint_` is the exact :math:`\ln p(x, \pi)` (eq 7) of :attr:`tree_`.
+
+    The model is the same on every machine: ``Lambda="auto"`` (one rate, the mean of the
+    columns' variances) is computed **from the sample**, as are the flat clusters'
+    standardization and cluster-model defaults; whether any entry is missing, the columns
+    with no observed entry and the multinomial's categories and equilibrium frequencies
+    come from a reduction over **all** chunks on the workers (a category that only a few
+    rows have must still be a state). With at most ``sample_size`` rows the sample is every
+    row, and the fit is the single-machine ``KingmanCoalescent(approximate=True)``'s.
+
+    Parameters
+    ----------
+    likelihood, Lambda, noise, root
+        As :class:`rosetree.KingmanCoalescent` (NaN marks a missing entry).
+    approximate : bool, default=True
+        Fit parts of more than ``exact_below`` rows with the single-machine approximate
+        search (otherwise exactly, quadratic in ``part_rows``).
+    exact_below, approx_sample
+        As :class:`rosetree.KingmanCoalescent`, within each part and sample.
+    sample_size : int, default=20000
+        Rows fitted on the client to find the top of the tree.
+    part_rows : int, default=20000
+        Largest part fitted by one task; larger groups are split again.
+    split_sample : int, default=1000
+        Rows sampled (at most ``sample_size``) to split a group of more than ``part_rows``.
+    chunk_rows : int, default=100000
+        Rows per chunk when ``X`` is an in-memory array.
+    random_state : int, default=None
+        Seed of the samples and of the approximate searches (``None`` means 0).
+    dp_alpha, cut_threshold
+        The flat clusters (:attr:`labels_`), as :class:`rosetree.KingmanCoalescent`'s
+        ``flat_clusters="dp"``; ``llr_threshold`` is :meth:`cluster_labels`' default.
+    llr_threshold : float, default=0.0
+
+    Attributes
+    ----------
+    tree_ : Tree
+        The coalescent tree over all rows (leaf *i* is row *i*), heights its times.
+    log_joint_ : float
+        :math:`\ln p(x, \pi)` of :attr:`tree_` (eq 7), exact.
+    split_llr_ : ndarray of shape (n_nodes,)
+        As :class:`rosetree.KingmanCoalescent`.
+    Lambda_, noise_
+        The model's rate and observation noise.
+    labels_ : dask.array.Array of shape (n_samples,)
+        Flat clusters (``flat_clusters="dp"``), chunked as the input's rows.
+    cluster_tree_ : RoseTree
+        :attr:`tree_` under the flat clusters' model with DP mixing (stitched as
+        :class:`BayesianRoseTree`'s tree is).
+    cluster_nodes_ : ndarray of int
+        The node of :attr:`cluster_tree_` that is each flat cluster.
+    cluster_stats_ : list of ndarray
+        Each flat cluster's statistics under the flat clusters' model (prediction's state).
+    n_clusters_, n_parts_, n_features_in_ : int
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster  # doctest: +SKIP
+    >>> import dask.array as da, rosetree.dask  # doctest: +SKIP
+    >>> client = Client(LocalCluster(n_workers=2))  # doctest: +SKIP
+    >>> X = da.random.normal(size=(1_000_000, 20), chunks=100_000)  # doctest: +SKIP
+    >>> est = rosetree.dask.KingmanCoalescent(random_state=0).fit(X)  # doctest: +SKIP
+    >>> est.log_joint_, est.predict(X).compute()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        likelihood: str = "brownian",
+        Lambda: Any = "auto",
+        *,
+        noise: float | None = None,
+        root: Any = "flat",
+        approximate: bool = True,
+        exact_below: int = 4000,
+        approx_sample: int = 1000,
+        sample_size: int = 20000,
+        part_rows: int = 20000,
+        split_sample: int = 1000,
+        chunk_rows: int = 100_000,
+        random_state: int | None = None,
+        dp_alpha: float = 1.0,
+        cut_threshold: float = 0.5,
+        llr_threshold: float = 0.0,
+    ) -> None:
+        self.likelihood = likelihood
+        self.Lambda = Lambda
+        self.noise = noise
+        self.root = root
+        self.approximate = approximate
+        self.exact_below = exact_below
+        self.approx_sample = approx_sample
+        self.sample_size = sample_size
+        self.part_rows = part_rows
+        self.split_sample = split_sample
+        self.chunk_rows = chunk_rows
+        self.random_state = random_state
+        self.dp_alpha = dp_alpha
+        self.cut_threshold = cut_threshold
+        self.llr_threshold = llr_threshold
+
+    # ------------------------------------------------------------------ checks
+    def _approx(self, seed: int, n_rows: int) -> tuple[int, int, int] | None:
+        """The core's approximate-search options for ``n_rows`` rows, or ``None``."""
+        from ._validation import check_approx
+
+        approx = check_approx(self.approximate, self.exact_below, self.approx_sample, seed)
+        if approx is None or n_rows <= approx[0]:
+            return None
+        return approx
+
+    def _check_params(self) -> tuple[str, float, float | None]:
+        from ._validation import check_positive
+        from .coalescent import _likelihood, _noise, _root, _threshold
+
+        likelihood = _likelihood(self.likelihood)
+        noise = _noise(self.noise, likelihood)
+        root = _root(self.root)
+        self._approx(0, 0)
+        check_positive(self.dp_alpha, "dp_alpha")
+        check_cut_threshold(self.cut_threshold)
+        _threshold(self.llr_threshold)
+        for name in ("sample_size", "part_rows", "split_sample", "chunk_rows"):
+            check_int(getattr(self, name), name, low=2)
+        return likelihood, noise, root
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any = None, *, client: Any = None) -> KingmanCoalescent:
+        """Build the coalescent tree over the rows of ``X`` on the cluster of ``client``.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array_like
+            Rows to cluster (NaN for missing). In-memory arrays are cut into chunks of
+            ``chunk_rows``.
+        y : ignored
+        client : distributed.Client, optional
+            The client of the cluster to fit on; by default the current one.
+
+        Returns
+        -------
+        self : KingmanCoalescent
+
+        Raises
+        ------
+        InvalidDataError
+            For a chunk with a value the likelihood does not take (an infinite value, a
+            multinomial entry that is not a category), naming the chunk, row and column;
+            for a column with no observed entry under Brownian diffusion with the flat
+            root.
+        InvalidParameterError
+            For bad options, or a closed or missing client (``parameter == "client"``).
+        """
+        from .coalescent import _auto_lambda, _auto_rate, _lambda
+
+        likelihood, noise, root_s0 = self._check_params()
+        seed = check_seed(self.random_state)
+        client = _client(client)
+        X, dtype = _as_dask_array(X, int(self.chunk_rows), client)
+        n, d = (int(v) for v in X.shape)
+        if n < 2:
+            raise InvalidDataError(f"X needs at least 2 rows, got n_samples = {n}")
+        chunks = _Chunks(X.chunks[0])
+        starts = chunks.starts
+        pieces = list(
+            client.compute(
+                [
+                    delayed(_piece, pure=True)(b, k, starts[k], d, dtype, True, None)
+                    for k, b in enumerate(X.to_delayed().ravel())
+                ]
+            )
+        )
+        # What the model needs of all rows, reduced on the workers.
+        level = [
+            client.submit(_coal_column_stats, p, likelihood, chunks, pure=True) for p in pieces
+        ]
+        while len(level) > 1:
+            level = [
+                client.submit(_coal_merge_stats, *level[i : i + _MERGE_FAN_IN], pure=True)
+                for i in range(0, len(level), _MERGE_FAN_IN)
+            ]
+        columns = level[0].result()
+        _, ids, sample = self._sample(client, pieces, seed, int(self.sample_size))
+        observed = np.asarray(columns["observed"])
+        masked = bool((observed < n).any())
+        counts = None
+        if likelihood == "brownian":
+            empty = np.flatnonzero(observed == 0)
+            if root_s0 is None and empty.size:
+                raise InvalidDataError(
+                    f"column {empty[0]} has no observed value: with the flat root its "
+                    "predictive distribution is improper (drop the column or give a proper "
+                    "root)"
+                )
+            if isinstance(self.Lambda, str) and self.Lambda == "auto":
+                lam = _auto_rate(sample)
+            else:
+                lam = _lambda(self.Lambda)
+            center = np.nanmean(np.where(np.isnan(sample).all(axis=0), 0.0, sample), axis=0)
+            encode = functools.partial(
+                _coal_encode, center=center, scale=np.sqrt(_auto_lambda(sample)), k=None
+            )
+            cluster_model: ClusterModel = NormalGamma()
+        else:
+            lam = _lambda(
+                1.0 if isinstance(self.Lambda, str) and self.Lambda == "auto" else self.Lambda
+            )
+            k = [max(len(c), 2) for c in columns["counts"]]
+            counts = [
+                (np.pad(c, (0, kj - len(c))) + 1.0).tolist()
+                for c, kj in zip(columns["counts"], k, strict=True)
+            ]
+            encode = functools.partial(_coal_encode, center=None, scale=None, k=k)
+            cluster_model = BetaBernoulli()
+        spec: dict[str, Any] = dict(
+            likelihood=likelihood,
+            lambda_=lam,
+            root=root_s0,
+            noise=noise,
+            masked=masked,
+            counts=counts,
+        )
+        # The model is checked here (Lambda's shape and values), before any work is sent.
+        _core.coalescent_route(np.empty((0, d)), [], 0.0, **spec)
+        self._spec = spec
+        self._encode = encode
+        self.cluster_model_ = _resolved(cluster_model, encode(sample))
+        flat = (encode, self.cluster_model_, float(self.dp_alpha))
+        self._flat_args = flat
+        root = _Node(pieces, n, 0, seed)
+        if n > self.part_rows:
+            try:
+                root.split = _coal_split(
+                    (ids, ids, sample),
+                    spec,
+                    self._approx(seed, len(ids)),
+                    max(1, len(ids) * int(self.part_rows) // n),
+                )
+            except RoseTreeError as exc:
+                raise _located(exc, ids, chunks) from None
+        self._expand(client, root, spec, chunks)
+        parts: list[tuple[Any, Any]] = []
+        shape = self._shape(root, parts)
+        fits = client.gather([f for f, _ in parts])
+        top: list[list[int]] = []
+        _flatten(shape, len(fits), top)
+        tree, log_joint, part_nodes, top_nodes, top_evidence = _core.coalescent_stitch(
+            n, d, [(f[0], f[1].tolist(), f[2], f[3]) for f in fits], top, **spec
+        )
+        from .coalescent import _split_llr, _wrap
+
+        self.tree_ = _wrap(tree)
+        self.log_joint_ = float(log_joint)
+        evidence = np.empty(2 * n - 1)
+        for f, nodes in zip(fits, part_nodes, strict=True):
+            ev = np.asarray(f[4])
+            evidence[f[1]] = ev[: len(f[1])]
+            evidence[np.asarray(nodes, dtype=np.int64)] = ev[len(f[1]) :]
+        evidence[np.asarray(top_nodes, dtype=np.int64)] = top_evidence
+        self.split_llr_ = _split_llr(self.tree_, evidence)
+        self.Lambda_ = lam.copy() if lam.ndim else float(lam)
+        self.noise_ = noise
+        # The flat clusters: the parts' rose trees joined by the same top nodes.
+        rose_core, top_stats = _core.brt_stitch(
+            self.cluster_model_._spec(),
+            int(encode(sample[:1]).shape[1]),
+            n,
+            [(f[5], f[1].tolist(), f[6]) for f in fits],
+            top,
+            **mixing_args("dp", 0.5, float(self.dp_alpha)),
+        )
+        self.cluster_tree_ = RoseTree(rose_core)
+        nodes = self.cluster_tree_.cut_nodes(float(self.cut_threshold))
+        order = np.argsort([self.cluster_tree_.leaves(v)[0] for v in nodes])
+        self.cluster_nodes_ = np.asarray(nodes, dtype=np.int64)[order]
+        labels = self.cluster_tree_.labels_of(self.cluster_nodes_.tolist())
+        brt_fits = [(f[5], f[1], f[6], f[7]) for f in fits]
+        brt_parts = [
+            (fit, client.submit(_coal_cluster_rows, rows, encode, pure=True)) for fit, rows in parts
+        ]
+        by_node = _stats_of_nodes(
+            client, self.cluster_nodes_, self.cluster_model_, brt_fits, brt_parts, top_stats, n
+        )
+        self.cluster_stats_ = [by_node[int(v)] for v in self.cluster_nodes_]
+        sizes = self.cluster_tree_.sizes[self.cluster_nodes_].astype(np.float64)
+        self._log_weights = np.log(sizes / n)
+        self.labels_ = da.from_array(np.asarray(labels, dtype=np.int64), chunks=(X.chunks[0],))
+        self.n_clusters_ = len(self.cluster_nodes_)
+        self.n_parts_ = len(fits)
+        self.n_features_in_ = d
+        return self
+
+    def _submit_split(self, client: Any, sample: Any, model: Any, node: _Node, size: int) -> Any:
+        rows = min(size, node.count)
+        max_leaves = max(1, rows * int(self.part_rows) // node.count)
+        approx = self._approx(node.seed, rows)
+        return client.submit(_coal_split, sample, model, approx, max_leaves, pure=True)
+
+    _route_task = staticmethod(_coal_route)
+
+    def _submit_part(self, client: Any, node: _Node, model: Any, chunks: _Chunks) -> None:
+        """Submits the fit of the part ``node``: its rows together, then one task."""
+        keys = [p.key for p in node.pieces]
+        rows = client.submit(_gather_part, *node.pieces, key=f"rosetree-rows-{tokenize(keys)}")
+        fit = client.submit(
+            _coal_fit_part,
+            rows,
+            model,
+            self._approx(node.seed, node.count),
+            self._flat_args,
+            chunks,
+            pure=True,
+            key=f"rosetree-part-{tokenize(rows.key, node.seed)}",
+        )
+        node.part = (fit, rows)
+        node.pieces = []
+
+    # ------------------------------------------------------------------ the tree
+    def cluster_labels(self, llr_threshold: float | None = None) -> np.ndarray:
+        """Flat clusters of :attr:`tree_` by the log-likelihood-ratio rule (Teh et al. §5).
+
+        As :meth:`rosetree.KingmanCoalescent.cluster_labels`: read off the tree on the
+        client (a NumPy array).
+        """
+        from .coalescent import KingmanCoalescent as _Local
+
+        self._check_fitted()
+        return _Local.cluster_labels(self, llr_threshold)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ prediction
+    def _map(self, X: Any, what: str) -> Any:
+        self._check_fitted()
+        X, dtype = _as_dask_array(X, int(self.chunk_rows))
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidDataError(
+                f"X has {X.shape[1]} columns; the estimator was fitted with {self.n_features_in_}"
+            )
+        args = (
+            self.cluster_model_,
+            self.cluster_stats_,
+            self._log_weights,
+            what,
+            dtype,
+            self.n_features_in_,
+            None,
+            _Chunks(X.chunks[0]),
+            None,  # one node per flat cluster
+        )
+        kwargs = {"encode": functools.partial(_coal_checked, spec=self._spec, encode=self._encode)}
+        if what == "proba":
+            return X.map_blocks(
+                _predict_block,
+                *args,
+                **kwargs,
+                dtype=np.float64,
+                chunks=(X.chunks[0], (len(self.cluster_stats_),)),
+            )
+        return X.map_blocks(
+            _predict_block,
+            *args,
+            **kwargs,
+            dtype=np.int64 if what == "labels" else np.float64,
+            drop_axis=1,
+        )
+
+    def predict_proba(self, X: Any) -> Any:
+        r"""Posterior probability of each flat cluster given each row, lazily.
+
+        :math:`P(c \mid x) \propto n_c f(x \mid D_c)` under the flat clusters' model, as
+        :meth:`rosetree.KingmanCoalescent.predict_proba`.
+
+        Returns
+        -------
+        dask.array.Array of shape (n_rows, n_clusters)
+        """
+        return self._map(X, "proba")
+
+    def predict(self, X: Any) -> Any:
+        """The flat cluster each row most probably joins, lazily (a Dask array of int64)."""
+        return self._map(X, "labels")
+
+    def score_samples(self, X: Any) -> Any:
+        r"""Log predictive probability of each row under the flat clusters, lazily.
+
+        :math:`\ln \sum_c (n_c / n) f(x \mid D_c)` under the flat clusters' model, the
+        mixture :meth:`predict_proba` normalises. The single-machine estimator's
+        ``score_samples`` is the coalescent's own predictive density, which integrates over
+        every branch of the tree and needs every training row's message; this one keeps
+        only the clusters' statistics.
+
+        Returns
+        -------
+        dask.array.Array of shape (n_rows,)
+        """
+        return self._map(X, "score")
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean of :meth:`score_samples` over the rows of ``X``, reduced on the workers."""
+        return float(self.score_samples(X).mean().compute())
+
+    def fit_predict(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
+        """Fit and return :attr:`labels_`."""
+        return self.fit(X, client=client).labels_
+
+
+def _coal_checked(rows: np.ndarray, spec: dict[str, Any], encode: Any) -> np.ndarray:
+    """New rows checked as the likelihood takes them, then encoded for the flat clusters."""
+    if spec["likelihood"] == "multinomial":
+        bad = ~np.isnan(rows) & ((rows < 0) | (rows != np.round(rows)))
+        if bad.any():
+            r, c = (int(v) for v in np.argwhere(bad)[0])
+            raise InvalidDataError(f"row {r}, column {c} holds {rows[r, c]}: not a category", r, c)
+    return np.asarray(encode(rows))

@@ -6,7 +6,7 @@ use ndarray::{ArrayView2, Ix1, Ix2};
 use std::sync::Arc;
 
 use ndarray::{Array2, Array3};
-use numpy::{IntoPyArray, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArrayDyn};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArrayDyn};
 use pyo3::prelude::*;
 
 use crate::errors::PyResult;
@@ -15,10 +15,11 @@ use super::tree::PyTree;
 use super::{Watch, run_interruptible, run_watched};
 use rosetree::coalescent::predict::Predictor;
 use rosetree::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
-use rosetree::coalescent::{self, ApproxParams, CoalescentParams, Inference};
+use rosetree::coalescent::stitch::{Part, PartSummary, part_evidence, part_summary, stitch};
+use rosetree::coalescent::{self, ApproxParams, CoalescentParams, Inference, Router};
 use rosetree::error::{Result, RoseTreeError};
 use rosetree::models::messages::{
-    BrownianDiffusion, MaskedBrownian, MessageModel, MultinomialMutation, Root,
+    BrownianDiffusion, MaskedBrownian, MessageCodec, MessageModel, MultinomialMutation, Root,
     subtree_log_evidence_from_leaves,
 };
 use rosetree::parallel::Threads;
@@ -86,69 +87,96 @@ fn build_model(
 ) -> Result<AnyMessageModel> {
     let d = x.ncols();
     let lambda = lambda.as_array();
-    let shape = lambda.shape().to_vec();
-    let wrong_shape = |allowed: &str| {
-        RoseTreeError::param(
-            "Lambda",
-            format!("must be {allowed} for {d} features, got shape {shape:?}"),
-        )
-    };
     match likelihood {
-        "brownian" => {
-            let model = match lambda.ndim() {
-                0 => BrownianDiffusion::isotropic(
-                    lambda.iter().copied().next().unwrap_or(f64::NAN),
-                    d,
-                ),
-                1 if shape[0] == d => {
-                    let v = lambda.into_dimensionality::<Ix1>().expect("1-D").to_vec();
-                    BrownianDiffusion::diagonal(&v, d)
-                }
-                2 if shape == [d, d] => {
-                    BrownianDiffusion::full(lambda.into_dimensionality::<Ix2>().expect("2-D"))
-                }
-                _ => return Err(wrong_shape("a scalar, (d,) or (d, d)")),
-            }
-            .map_err(as_lambda)?;
-            let root = match root {
-                None => Root::Flat,
-                Some(s0) => Root::Gaussian { s0 },
-            };
-            let model = model.with_root(root)?.with_noise(noise)?;
-            if x.iter().any(|v| v.is_nan()) {
-                return Ok(AnyMessageModel::Masked(
-                    MaskedBrownian::new(model).map_err(as_lambda)?,
-                ));
-            }
-            Ok(AnyMessageModel::Brownian(model))
-        }
+        "brownian" => brownian_model(lambda, root, noise, d, x.iter().any(|v| v.is_nan())),
         "multinomial" => {
-            if noise != 0.0 {
-                return Err(RoseTreeError::param(
-                    "noise",
-                    "observation noise is a parameter of the Brownian likelihood only",
-                ));
-            }
-            if root.is_some() {
-                return Err(RoseTreeError::param(
-                    "root",
-                    "the multinomial likelihood's root is its equilibrium: use root=\"flat\"",
-                ));
-            }
-            let rates = match lambda.ndim() {
-                0 | 1 => lambda.iter().copied().collect::<Vec<f64>>(),
-                _ => return Err(wrong_shape("a scalar or (d,) rates")),
-            };
+            check_multinomial(noise, root)?;
+            let rates = rates_of(lambda, d)?;
             let k = n_states(x)?;
             Ok(AnyMessageModel::Mutation(
                 MultinomialMutation::from_data(x, &k, &rates).map_err(as_lambda)?,
             ))
         }
-        other => Err(RoseTreeError::param(
-            "likelihood",
-            format!("must be \"brownian\" or \"multinomial\", got {other:?}"),
+        other => Err(unknown_likelihood(other)),
+    }
+}
+
+fn unknown_likelihood(other: &str) -> RoseTreeError {
+    RoseTreeError::param(
+        "likelihood",
+        format!("must be \"brownian\" or \"multinomial\", got {other:?}"),
+    )
+}
+
+fn wrong_lambda_shape(allowed: &str, d: usize, shape: &[usize]) -> RoseTreeError {
+    RoseTreeError::param(
+        "Lambda",
+        format!("must be {allowed} for {d} features, got shape {shape:?}"),
+    )
+}
+
+/// The multinomial's rates from `Lambda` (one, or one per feature).
+fn rates_of(lambda: ndarray::ArrayViewD<'_, f64>, d: usize) -> Result<Vec<f64>> {
+    match lambda.ndim() {
+        0 | 1 => Ok(lambda.iter().copied().collect()),
+        _ => Err(wrong_lambda_shape(
+            "a scalar or (d,) rates",
+            d,
+            lambda.shape(),
         )),
     }
+}
+
+/// What the multinomial likelihood does not have: observation noise and a root other than
+/// its equilibrium.
+fn check_multinomial(noise: f64, root: Option<f64>) -> Result<()> {
+    if noise != 0.0 {
+        return Err(RoseTreeError::param(
+            "noise",
+            "observation noise is a parameter of the Brownian likelihood only",
+        ));
+    }
+    if root.is_some() {
+        return Err(RoseTreeError::param(
+            "root",
+            "the multinomial likelihood's root is its equilibrium: use root=\"flat\"",
+        ));
+    }
+    Ok(())
+}
+
+/// Brownian diffusion in `d` dimensions; `masked` for data with missing entries.
+fn brownian_model(
+    lambda: ndarray::ArrayViewD<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+    d: usize,
+    masked: bool,
+) -> Result<AnyMessageModel> {
+    let shape = lambda.shape().to_vec();
+    let model = match lambda.ndim() {
+        0 => BrownianDiffusion::isotropic(lambda.iter().copied().next().unwrap_or(f64::NAN), d),
+        1 if shape[0] == d => {
+            let v = lambda.into_dimensionality::<Ix1>().expect("1-D").to_vec();
+            BrownianDiffusion::diagonal(&v, d)
+        }
+        2 if shape == [d, d] => {
+            BrownianDiffusion::full(lambda.into_dimensionality::<Ix2>().expect("2-D"))
+        }
+        _ => return Err(wrong_lambda_shape("a scalar, (d,) or (d, d)", d, &shape)),
+    }
+    .map_err(as_lambda)?;
+    let root = match root {
+        None => Root::Flat,
+        Some(s0) => Root::Gaussian { s0 },
+    };
+    let model = model.with_root(root)?.with_noise(noise)?;
+    if masked {
+        return Ok(AnyMessageModel::Masked(
+            MaskedBrownian::new(model).map_err(as_lambda)?,
+        ));
+    }
+    Ok(AnyMessageModel::Brownian(model))
 }
 
 fn fit_with<M: MessageModel + Clone + Send + 'static>(
@@ -567,6 +595,232 @@ fn coalescent_predictor(
     })
 }
 
+// ------------------------------------------------------------------ fitting in parts
+
+/// The message model shared by every part of a fit on other machines, built from what was
+/// reduced over all the data rather than from the rows at hand: `masked` (whether any
+/// entry is missing, Brownian) and `counts` (the multinomial's smoothed state counts per
+/// column, `c_dk + 1`), for rows of `d` columns.
+#[allow(clippy::too_many_arguments)]
+fn shared_model(
+    likelihood: &str,
+    lambda: &PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+    d: usize,
+    masked: bool,
+    counts: Option<Vec<Vec<f64>>>,
+) -> Result<AnyMessageModel> {
+    let lambda = lambda.as_array();
+    match likelihood {
+        "brownian" => brownian_model(lambda, root, noise, d, masked),
+        "multinomial" => {
+            check_multinomial(noise, root)?;
+            let rates = rates_of(lambda, d)?;
+            let counts = counts.ok_or_else(|| {
+                RoseTreeError::param("counts", "the multinomial likelihood needs state counts")
+            })?;
+            if counts.len() != d {
+                return Err(RoseTreeError::param(
+                    "counts",
+                    format!("needs one list per column ({d}), got {}", counts.len()),
+                ));
+            }
+            Ok(AnyMessageModel::Mutation(
+                MultinomialMutation::from_counts(&counts, &rates).map_err(as_lambda)?,
+            ))
+        }
+        other => Err(unknown_likelihood(other)),
+    }
+}
+
+/// A part's tree (`None` for one row), its root message (encoded), `Σ ln Z` below its
+/// root, and the evidence of each of its nodes, leaves first.
+type PartFit = (Option<PyTree>, Vec<f64>, f64, Vec<f64>);
+
+fn fit_part_with<M: MessageCodec + Clone + Send + 'static>(
+    py: Python<'_>,
+    model: M,
+    x: ArrayView2<'_, f64>,
+    params: coalescent::ValidCoalescentParams,
+) -> PyResult<PartFit>
+where
+    M::Message: 'static,
+{
+    let leaves = model.leaf_messages(x)?;
+    run_interruptible(py, move |interrupt| {
+        let tree = if leaves.len() > 1 {
+            Some(coalescent::fit_leaves(&model, &params, leaves.clone(), interrupt)?.tree)
+        } else {
+            None
+        };
+        let summary = part_summary(&model, &leaves, tree.as_ref())?;
+        let evidence = part_evidence(&model, &leaves, tree.as_ref())?;
+        Ok((
+            tree.map(PyTree::from),
+            model.encode_message(&summary.message),
+            summary.log_z,
+            evidence,
+        ))
+    })
+}
+
+/// The Greedy-Rate1 fit of a part's rows `x` under the shared model (approximate with
+/// `approx = (exact_below, sample, seed)`), and what stitching and `split_llr_` need of it.
+#[pyfunction]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, noise, masked, counts, approx, n_jobs))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_fit_part(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+    masked: bool,
+    counts: Option<Vec<Vec<f64>>>,
+    approx: Option<(usize, usize, u64)>,
+    n_jobs: Option<usize>,
+) -> PyResult<PartFit> {
+    let x = x.as_array();
+    let params = CoalescentParams::new()
+        .n_threads(n_jobs)
+        .approx(approx.map(|(exact_below, sample, seed)| ApproxParams {
+            exact_below,
+            sample,
+            seed,
+        }))
+        .check()?;
+    let model = shared_model(likelihood, &lambda_, root, noise, x.ncols(), masked, counts)?;
+    with_model!(model, m => fit_part_with(py, m, x, params))
+}
+
+/// The groups of a sample tree (fitted to the rows `x`) under which rows are sent, the
+/// time `τ` at which they are told apart, and each group's posterior there (encoded):
+/// [`Router`].
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, max_leaves, likelihood, lambda_, root, noise, masked, counts))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_router(
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    max_leaves: usize,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+    masked: bool,
+    counts: Option<Vec<Vec<f64>>>,
+) -> PyResult<(Vec<usize>, f64, Vec<Vec<f64>>)> {
+    let x = x.as_array();
+    let tree = &tree.get().inner;
+    let model = shared_model(likelihood, &lambda_, root, noise, x.ncols(), masked, counts)?;
+    with_model!(model, m => {
+        let sample = m.leaf_messages(x)?.into_iter().map(|(msg, _)| msg).collect();
+        let router = Router::new(&m, sample, tree, max_leaves)?;
+        let posteriors = router.posteriors.iter().map(|p| m.encode_message(p)).collect();
+        Ok((router.groups, router.tau, posteriors))
+    })
+}
+
+/// The group of each row of `x` ([`Router::route`]) given the groups' encoded posteriors
+/// at `tau`.
+#[pyfunction]
+#[pyo3(signature = (x, posteriors, tau, *, likelihood, lambda_, root, noise, masked, counts))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_route<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    posteriors: Vec<Vec<f64>>,
+    tau: f64,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+    masked: bool,
+    counts: Option<Vec<Vec<f64>>>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let x = x.as_array();
+    let model = shared_model(likelihood, &lambda_, root, noise, x.ncols(), masked, counts)?;
+    with_model!(model, m => {
+        let router = Router {
+            groups: (0..posteriors.len()).collect(),
+            tau,
+            posteriors: posteriors
+                .iter()
+                .map(|p| m.decode_message(p))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let leaves = m.leaf_messages(x)?;
+        let labels: Vec<i64> = leaves
+            .iter()
+            .map(|(leaf, _)| router.route(&m, leaf) as i64)
+            .collect();
+        Ok(labels.into_pyarray(py))
+    })
+}
+
+/// A part as Python passes it to the stitch: its tree (`None` for one row), the data row
+/// of each leaf, its encoded root message and `Σ ln Z` below its root.
+type PyCoalescentPart<'py> = (Option<Bound<'py, PyTree>>, Vec<usize>, Vec<f64>, f64);
+
+/// The stitched tree, its `ln p(x, π)`, the nodes of each part's internal nodes and of the
+/// top nodes in it, and the top nodes' evidence ([`stitch`]).
+type StitchOutput = (PyTree, f64, Vec<Vec<usize>>, Vec<usize>, Vec<f64>);
+
+fn stitch_with<M: MessageCodec>(
+    model: &M,
+    n_rows: usize,
+    parts: Vec<PyCoalescentPart<'_>>,
+    top: &[[usize; 2]],
+) -> PyResult<StitchOutput> {
+    let parts = parts
+        .into_iter()
+        .map(|(tree, rows, message, log_z)| {
+            Ok(Part {
+                tree: tree.map(|t| t.get().inner.clone()),
+                rows,
+                summary: PartSummary {
+                    message: model.decode_message(&message)?,
+                    log_z,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let s = stitch(model, n_rows, &parts, top)?;
+    Ok((
+        s.tree.into(),
+        s.log_joint,
+        s.part_nodes,
+        s.top_nodes,
+        s.top_evidence,
+    ))
+}
+
+/// The coalescent tree over rows `0..n_rows` joined from `parts` by the binary top nodes
+/// `top`, with its exact `ln p(x, π)` from the parts' summaries ([`stitch`]).
+#[pyfunction]
+#[pyo3(signature = (n_rows, n_features, parts, top, *, likelihood, lambda_, root, noise,
+                    masked, counts))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_stitch(
+    n_rows: usize,
+    n_features: usize,
+    parts: Vec<PyCoalescentPart<'_>>,
+    top: Vec<[usize; 2]>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+    masked: bool,
+    counts: Option<Vec<Vec<f64>>>,
+) -> PyResult<StitchOutput> {
+    let model = shared_model(
+        likelihood, &lambda_, root, noise, n_features, masked, counts,
+    )?;
+    with_model!(model, m => stitch_with(&m, n_rows, parts, &top))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
@@ -576,5 +830,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coalescent_predictor, m)?)?;
     m.add_class::<PyCoalescentPredictor>()?;
     m.add_function(wrap_pyfunction!(coalescent_feature_log_likelihoods, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_fit_part, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_router, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_route, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_stitch, m)?)?;
     Ok(())
 }

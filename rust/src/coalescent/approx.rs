@@ -49,13 +49,14 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::greedy::{CoalescentFit, greedy_rate1};
 use super::kingman::log_joint_from_leaves;
 use super::predict::Predictor;
+use super::stitch::number_by_time;
 pub use crate::approx::ApproxParams;
 use crate::approx::{assemble, balanced, build_parts};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
 use crate::progress;
-use crate::tree::{Topology, Tree};
+use crate::tree::Tree;
 
 /// Levels of sample-and-split before the remaining parts are cut into exact blocks.
 const MAX_DEPTH: usize = 32;
@@ -167,7 +168,7 @@ pub fn cut_groups(tree: &Tree, max_leaves: usize) -> Vec<usize> {
 /// oldest group's node, when that is after the last split (the groups' parents) and before
 /// the leaves; else halfway between the last split and the oldest group. At the last
 /// split itself two sibling lineages would be one.
-fn cut_time(tree: &Tree, cut: &[usize]) -> f64 {
+pub fn cut_time(tree: &Tree, cut: &[usize]) -> f64 {
     let h = tree.heights().expect("a coalescent tree has times");
     let split = cut
         .iter()
@@ -179,6 +180,62 @@ fn cut_time(tree: &Tree, cut: &[usize]) -> f64 {
         oldest
     } else {
         0.5 * (split + oldest)
+    }
+}
+
+/// Where the approximate search sends the rows of a part: the [`cut_groups`] of its sample
+/// tree, told apart at the time `τ` of [`cut_time`], by each group's lineage posterior there
+/// given the whole sample (see the [module docs](self)). It is all a worker needs to route
+/// rows: a few messages, not the sample.
+#[derive(Debug, Clone)]
+pub struct Router<Msg> {
+    /// The groups: nodes of the sample tree, in increasing id order.
+    pub groups: Vec<usize>,
+    /// The time at which the groups are told apart (`≤ 0`).
+    pub tau: f64,
+    /// Each group's posterior message at `tau` on its branch, given the whole sample.
+    pub posteriors: Vec<Msg>,
+}
+
+impl<Msg: Clone> Router<Msg> {
+    /// The router of the sample tree `tree` (leaf `i` has message `sample[i]`), cut into
+    /// groups of at most `max_leaves` sample rows where 64 groups allow it.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] if `tree` is not a timed binary coalescent tree over
+    /// `sample`.
+    pub fn new<M>(model: &M, sample: Vec<Msg>, tree: &Tree, max_leaves: usize) -> Result<Self>
+    where
+        M: MessageModel<Message = Msg> + Clone,
+    {
+        let groups = cut_groups(tree, max_leaves);
+        let tau = cut_time(tree, &groups);
+        let predictor = Predictor::from_leaves(model.clone(), sample, tree.clone())?;
+        let posteriors = groups
+            .iter()
+            .map(|&g| predictor.posterior_on_branch(g, tau))
+            .collect();
+        Ok(Self {
+            groups,
+            tau,
+            posteriors,
+        })
+    }
+
+    /// The group (index into [`groups`](Self::groups)) whose lineage the row with leaf
+    /// message `leaf` most probably joins at `tau`: the largest `ln Z` of the row's message
+    /// propagated to `tau` against the group's posterior (the attachment density's integrand
+    /// there; the survival factor is the same for every group). Ties go to the first group.
+    pub fn route<M: MessageModel<Message = Msg>>(&self, model: &M, leaf: &Msg) -> usize {
+        let leaf = model.propagate(leaf, -self.tau);
+        let mut best = (f64::NEG_INFINITY, 0);
+        for (g, post) in self.posteriors.iter().enumerate() {
+            let lp = model.combine(&[post.clone(), leaf.clone()]).1;
+            if lp > best.0 {
+                best = (lp, g);
+            }
+        }
+        best.1
     }
 }
 
@@ -225,30 +282,14 @@ impl<M: MessageModel + Clone> Approx<'_, M> {
         let top = self.greedy(&sample)?.tree;
         // A group of `s` sample rows is expected to get `s · rows / sample` rows.
         let max_leaves = (sample_size * self.params.exact_below / rows.len()).max(1);
-        let cut = cut_groups(&top, max_leaves);
-        // The groups' lineages at a time `τ` when all of them live, given the whole sample.
-        let tau = cut_time(&top, &cut);
         let messages = sample.iter().map(|&r| self.leaves[r].0.clone()).collect();
-        let predictor = Predictor::from_leaves(self.model.clone(), messages, top.clone())?;
-        let posteriors: Vec<M::Message> = cut
-            .iter()
-            .map(|&g| predictor.posterior_on_branch(g, tau))
-            .collect();
-
-        // Every row goes to the lineage it most probably joins at `τ` (ties: the first).
+        let router = Router::new(self.model, messages, &top, max_leaves)?;
+        let cut = router.groups.clone();
         let route = |&r: &usize| -> Result<usize> {
             if self.interrupted() {
                 return Err(RoseTreeError::Interrupted);
             }
-            let leaf = self.model.propagate(&self.leaves[r].0, -tau);
-            let mut best = (f64::NEG_INFINITY, 0);
-            for (g, post) in posteriors.iter().enumerate() {
-                let lp = self.model.combine(&[post.clone(), leaf.clone()]).1;
-                if lp > best.0 {
-                    best = (lp, g);
-                }
-            }
-            Ok(best.1)
+            Ok(router.route(self.model, &self.leaves[r].0))
         };
         let labels = self.threads.try_map(&rows, ROUTE_PARALLEL, route)?;
         let mut parts = vec![Vec::new(); cut.len()];
@@ -384,21 +425,13 @@ fn timed_tree<M: MessageModel>(
         let incoming = [model.propagate(&a, ta - t), model.propagate(&b, tb - t)];
         waiting[v] = Some(model.combine(&incoming).0);
     }
-    // Most recent first; ties keep post-order, so children still precede their parents.
-    let mut order: Vec<usize> = (0..flat.internal.len()).collect();
-    order.sort_by(|&i, &j| times[n + j].total_cmp(&times[n + i]).then(i.cmp(&j)));
-    let mut new_id = vec![0; order.len()];
-    for (rank, &k) in order.iter().enumerate() {
-        new_id[k] = n + rank;
-    }
-    let renumber = |c: usize| if c < n { c } else { new_id[c - n] };
-    let internal = order
+    let internal: Vec<([usize; 2], f64)> = flat
+        .internal
         .iter()
-        .map(|&k| flat.internal[k].0.iter().map(|&c| renumber(c)).collect())
+        .enumerate()
+        .map(|(k, &(kids, _))| (kids, times[n + k]))
         .collect();
-    let mut heights = vec![0.0; n];
-    heights.extend(order.iter().map(|&k| times[n + k]));
-    Tree::new(&Topology::new(n, internal)?, Some(heights))
+    Ok(number_by_time(n, &internal)?.0)
 }
 
 #[cfg(test)]

@@ -36,8 +36,9 @@ mod merges;
 pub mod params;
 pub mod predict;
 pub mod smc;
+pub mod stitch;
 
-pub use approx::{ApproxParams, cut_groups, greedy_rate1_approx};
+pub use approx::{ApproxParams, Router, cut_groups, cut_time, greedy_rate1_approx};
 pub use exact_greedy::{greedy_maxprob, greedy_minduration};
 pub use greedy::{CoalescentFit, greedy_rate1};
 pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};

@@ -168,3 +168,30 @@ fn cut_groups_splits_the_oldest_large_group_first() {
     assert_eq!(covered, 200);
     assert!(groups.iter().all(|&g| fit.tree.nodes()[g].n_leaves <= 60));
 }
+
+#[test]
+fn the_router_sends_each_sample_row_to_its_own_group() {
+    // Two clusters far apart: the sample tree's root splits them, and every row of the
+    // sample is routed to the group (lineage) it belongs to.
+    let mut x = mixture(40, 3, 2, 11);
+    for (i, mut row) in x.rows_mut().into_iter().enumerate() {
+        row += if i % 2 == 0 { 30.0 } else { -30.0 };
+    }
+    let model = BrownianDiffusion::isotropic(4.0, 3)
+        .unwrap()
+        .with_noise(0.1)
+        .unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let threads = Threads::new(Some(1)).unwrap();
+    let tree = greedy_rate1(&model, leaves.clone(), &threads, &|| false)
+        .unwrap()
+        .tree;
+    let sample = leaves.iter().map(|(m, _)| m.clone()).collect();
+    let router = Router::new(&model, sample, &tree, 20).unwrap();
+    assert_eq!(router.groups.len(), 2);
+    assert!(router.tau < 0.0);
+    for (i, (leaf, _)) in leaves.iter().enumerate() {
+        let g = router.groups[router.route(&model, leaf)];
+        assert!(tree.leaves_of(g).contains(&i), "row {i} sent to group {g}");
+    }
+}

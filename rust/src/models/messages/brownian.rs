@@ -544,3 +544,27 @@ impl MessageModel for BrownianDiffusion {
 
 #[cfg(test)]
 pub(super) mod tests;
+
+impl super::MessageCodec for BrownianDiffusion {
+    fn encode_message(&self, msg: &GaussianMessage) -> Vec<f64> {
+        let mut out = msg.mean.clone();
+        out.push(msg.var);
+        out
+    }
+
+    fn decode_message(&self, values: &[f64]) -> Result<GaussianMessage> {
+        let d = self.n_features();
+        super::check_message_len(values, d + 1)?;
+        let var = values[d];
+        if values[..d].iter().any(|v| !v.is_finite()) || var.is_nan() || var < 0.0 {
+            return Err(RoseTreeError::param(
+                "message",
+                "needs a finite mean and a variance factor >= 0",
+            ));
+        }
+        Ok(GaussianMessage {
+            mean: values[..d].to_vec(),
+            var,
+        })
+    }
+}

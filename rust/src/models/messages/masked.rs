@@ -425,3 +425,27 @@ impl MessageModel for MaskedBrownian {
 
 #[cfg(test)]
 mod tests;
+
+impl super::MessageCodec for MaskedBrownian {
+    fn encode_message(&self, msg: &MaskedMessage) -> Vec<f64> {
+        let mut out = msg.mean.clone();
+        out.extend_from_slice(&msg.var);
+        out
+    }
+
+    fn decode_message(&self, values: &[f64]) -> Result<MaskedMessage> {
+        let d = self.n_features();
+        super::check_message_len(values, 2 * d)?;
+        let (mean, var) = values.split_at(d);
+        if mean.iter().any(|v| !v.is_finite()) || var.iter().any(|v| v.is_nan() || *v < 0.0) {
+            return Err(RoseTreeError::param(
+                "message",
+                "needs finite means and variance factors >= 0",
+            ));
+        }
+        Ok(MaskedMessage {
+            mean: mean.to_vec(),
+            var: var.to_vec(),
+        })
+    }
+}

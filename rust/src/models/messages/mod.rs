@@ -207,6 +207,33 @@ pub trait MessageModel: Sync {
     fn optimal_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
 }
 
+/// Messages as plain numbers, so that a subtree's root message can travel between machines
+/// (`rosetree.dask`) and come back as the same message.
+pub trait MessageCodec: MessageModel {
+    /// The message's numbers: Brownian, the whitened mean then the variance factor;
+    /// masked Brownian, the whitened means then the per-feature variance factors;
+    /// mutation, every feature's block of entries.
+    fn encode_message(&self, msg: &Self::Message) -> Vec<f64>;
+
+    /// The message of [`encode_message`](MessageCodec::encode_message)'s numbers.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `message` for the wrong number of values, or
+    /// values no message has (a NaN, a negative variance or entry).
+    fn decode_message(&self, values: &[f64]) -> Result<Self::Message>;
+}
+
+/// Checks the length of an encoded message.
+pub(crate) fn check_message_len(values: &[f64], want: usize) -> Result<()> {
+    if values.len() == want {
+        return Ok(());
+    }
+    Err(RoseTreeError::param(
+        "message",
+        format!("needs {want} values, got {}", values.len()),
+    ))
+}
+
 /// Checks that a data row has the model's `d` values.
 ///
 /// # Errors
@@ -385,6 +412,23 @@ pub fn subtree_log_evidence_from_leaves<M: MessageModel>(
         evidence[v] = below[v] + model.root_log_z(msg);
     })?;
     Ok(evidence)
+}
+
+/// The message of the root of a timed tree over `leaves` and the sum of `ln Z` over its
+/// leaves and merges: eq 6 without the root term `ln Z_−∞`, and what the nodes above the
+/// tree see of it when it is a subtree of a larger tree.
+///
+/// # Errors
+/// As [`tree_log_likelihood_from_leaves`].
+pub fn upward_root<M: MessageModel>(
+    model: &M,
+    leaves: &[(M::Message, f64)],
+    tree: &Tree,
+) -> Result<(M::Message, f64)> {
+    check_leaf_count(leaves.len(), tree)?;
+    let mut log_z: f64 = leaves.iter().map(|(_, z)| z).sum();
+    let root = upward_pass(model, leaves, tree, |_, _, z| log_z += z)?;
+    Ok((root, log_z))
 }
 
 fn check_leaf_count(n_leaves: usize, tree: &Tree) -> Result<()> {

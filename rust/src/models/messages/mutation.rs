@@ -156,11 +156,22 @@ impl MultinomialMutation {
                 }
             }
         }
+        Self::from_counts(&counts, rates)
+    }
+
+    /// A model whose equilibrium is proportional to `counts[d]` per feature, `q_dk = c_dk /
+    /// Σ_k c_dk`: with the smoothed state counts of some data (one pseudo-count added), the
+    /// model [`from_data`](Self::from_data) builds from those data, which need not be on
+    /// this machine.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), on `equilibrium`, for counts that are not finite and `> 0`.
+    pub fn from_counts(counts: &[Vec<f64>], rates: &[f64]) -> Result<Self> {
         let equilibrium: Vec<Vec<f64>> = counts
-            .into_iter()
+            .iter()
             .map(|c| {
                 let total: f64 = c.iter().sum();
-                c.into_iter().map(|v| v / total).collect()
+                c.iter().map(|v| v / total).collect()
             })
             .collect();
         Self::new(&equilibrium, rates)
@@ -409,3 +420,19 @@ impl MessageModel for MultinomialMutation {
 
 #[cfg(test)]
 mod tests;
+
+impl super::MessageCodec for MultinomialMutation {
+    fn encode_message(&self, msg: &MutationMessage) -> Vec<f64> {
+        msg.values.clone()
+    }
+
+    fn decode_message(&self, values: &[f64]) -> Result<MutationMessage> {
+        super::check_message_len(values, self.equilibrium.len())?;
+        if values.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(RoseTreeError::param("message", "needs finite entries >= 0"));
+        }
+        Ok(MutationMessage {
+            values: values.to_vec(),
+        })
+    }
+}
