@@ -399,3 +399,20 @@ def test_coalescent_missing_entries_score_under_a_full_lambda():
     got = full.log_predictive_missing(X)
     assert np.isfinite(got)
     assert got == pytest.approx(vector.log_predictive_missing(X), rel=1e-12)
+
+
+def test_multinomial_missing_cells_outside_the_fitted_categories_are_refused():
+    # `python3 -m fuzz --replay 5:4837`: the true values 2 and 3 of a fit on 0/1 data were
+    # looked up in a table of two categories (an IndexError), and 1.5 would have been read
+    # as 1.
+    X = np.array([[1, 1, 1], [0, 0, 1], [1, 1, 1], [1, 0, 1], [1, 1, 0], [0, 1, 1.0]])
+    est = rt.KingmanCoalescent(likelihood="multinomial").fit(X)
+    for value in (2.0, -1.0, 0.5):
+        truth = X.copy()
+        truth[4, 1] = value
+        with pytest.raises(rt.InvalidDataError, match=r"row 4, column 1.*categories are 0 \.\. 1"):
+            est.log_predictive_missing(truth, [5, 4], [0, 1])
+    p = est.predict_proba_missing()
+    assert est.log_predictive_missing(X, [5, 4], [0, 1]) == pytest.approx(
+        np.log(p[5, 0, 0]) + np.log(p[4, 1, 1]), rel=1e-12
+    )

@@ -853,6 +853,14 @@ class KingmanCoalescent(ClusterEstimator):
             raise InvalidDataError("X_true has NaN at a cell asked for")
         if self._model_options["likelihood"] == "multinomial":
             proba = self.predict_proba_missing()
+            # A category the fit never saw has no predictive probability to look up.
+            bad = (values != np.round(values)) | (values < 0) | (values >= proba.shape[2])
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise InvalidDataError(
+                    f"X_true has {values[k]!r} in row {rows[k]}, column {columns[k]}: the "
+                    f"multinomial fit's categories are 0 .. {proba.shape[2] - 1}"
+                )
             return float(np.log(proba[rows, columns, values.astype(int)]).sum())
         # Brownian: each cell's posterior is Gaussian given a tree; a mixture over particles.
         terms = []
