@@ -483,6 +483,12 @@ class _SplitFit(ParamsMixin):
     sample_size: int
     split_sample: int
     part_rows: int
+    chunk_rows: int
+    # Set by fit.
+    n_features_in_: int
+    cluster_nodes_: np.ndarray
+    cluster_stats_: list[np.ndarray]
+    _log_weights: np.ndarray
 
     def _sample_future(self, client: Any, pieces: list[Any], seed: int, size: int) -> Any:
         """A future of the rows of smallest key among ``pieces``, reduced on the workers."""
@@ -580,6 +586,61 @@ class _SplitFit(ParamsMixin):
                 f"This {type(self).__name__} instance is not fitted yet; call fit(X) before "
                 "using it for prediction."
             )
+
+    # ------------------------------------------------------------------ prediction
+    def _predictor(self) -> tuple[ClusterModel, Any, np.ndarray | None, Any]:
+        """What prediction reads besides the clusters' statistics.
+
+        The flat clusters' model, the columns kept (None: all), where each cluster's member
+        nodes begin among them (None: one node per cluster), and the encoding of new rows
+        (None: as given).
+        """
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
+        raise NotImplementedError
+
+    def score_samples(self, X: Any) -> Any:
+        raise NotImplementedError
+
+    def _map(self, X: Any, what: str) -> Any:
+        """``what`` ("proba", "labels" or "score") of every row of ``X``, lazily."""
+        self._check_fitted()
+        X, dtype = _as_dask_array(X, int(self.chunk_rows))
+        if X.shape[1] != self.n_features_in_:
+            raise InvalidDataError(
+                f"X has {X.shape[1]} columns; the estimator was fitted with {self.n_features_in_}"
+            )
+        model, keep, starts, encode = self._predictor()
+        stats, weights, d = self.cluster_stats_, self._log_weights, self.n_features_in_
+        args = (model, stats, weights, what, dtype, d, keep, _Chunks(X.chunks[0]), starts)
+        if what == "proba":
+            out = {"dtype": np.float64, "chunks": (X.chunks[0], (len(self.cluster_nodes_),))}
+        else:
+            out = {"dtype": np.int64 if what == "labels" else np.float64, "drop_axis": 1}
+        return X.map_blocks(_predict_block, *args, encode=encode, **out)
+
+    def predict(self, X: Any) -> Any:
+        """The flat cluster each row most probably joins, lazily (a Dask array of int64)."""
+        return self._map(X, "labels")
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean of :meth:`score_samples` over the rows of ``X``, reduced on the workers.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array_like
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        return float(self.score_samples(X).mean().compute())
+
+    def fit_predict(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
+        """Fit and return :attr:`labels_`."""
+        return self.fit(X, client=client).labels_
 
     def _submit_split(self, client: Any, sample: Any, model: Any, node: _Node, size: int) -> Any:
         raise NotImplementedError
@@ -894,38 +955,6 @@ class BayesianRoseTree(_SplitFit):
         return _balanced(kids) if self.binary else kids
 
     # ------------------------------------------------------------------ prediction
-    def _map(self, X: Any, what: str) -> Any:
-        self._check_fitted()
-        X, dtype = _as_dask_array(X, int(self.chunk_rows))
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidDataError(
-                f"X has {X.shape[1]} columns; the estimator was fitted with {self.n_features_in_}"
-            )
-        args = (
-            self.model_,
-            self.cluster_stats_,
-            self._log_weights,
-            what,
-            dtype,
-            self.n_features_in_,
-            self._keep,
-            _Chunks(X.chunks[0]),
-            self._starts,
-        )
-        if what == "proba":
-            return X.map_blocks(
-                _predict_block,
-                *args,
-                dtype=np.float64,
-                chunks=(X.chunks[0], (len(self.cluster_nodes_),)),
-            )
-        return X.map_blocks(
-            _predict_block,
-            *args,
-            dtype=np.int64 if what == "labels" else np.float64,
-            drop_axis=1,
-        )
-
     def predict_proba(self, X: Any) -> Any:
         r"""Posterior probability of each flat cluster given each row, lazily.
 
@@ -942,10 +971,6 @@ class BayesianRoseTree(_SplitFit):
         """
         return self._map(X, "proba")
 
-    def predict(self, X: Any) -> Any:
-        """The flat cluster each row most probably joins, lazily (a Dask array of int64)."""
-        return self._map(X, "labels")
-
     def score_samples(self, X: Any) -> Any:
         r"""Log predictive probability of each row under the flat clusters, lazily.
 
@@ -960,23 +985,8 @@ class BayesianRoseTree(_SplitFit):
         """
         return self._map(X, "score")
 
-    def score(self, X: Any, y: Any = None) -> float:
-        """Mean of :meth:`score_samples` over the rows of ``X``, reduced on the workers.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array_like
-        y : ignored
-
-        Returns
-        -------
-        float
-        """
-        return float(self.score_samples(X).mean().compute())
-
-    def fit_predict(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
-        """Fit and return :attr:`labels_`."""
-        return self.fit(X, client=client).labels_
+    def _predictor(self) -> tuple[ClusterModel, Any, np.ndarray | None, Any]:
+        return self.model_, self._keep, self._starts, None
 
 
 def _resolved(model: ClusterModel, sample: np.ndarray) -> ClusterModel:
@@ -1534,40 +1544,9 @@ class KingmanCoalescent(_SplitFit):
         return _Local.cluster_labels(self, llr_threshold)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ prediction
-    def _map(self, X: Any, what: str) -> Any:
-        self._check_fitted()
-        X, dtype = _as_dask_array(X, int(self.chunk_rows))
-        if X.shape[1] != self.n_features_in_:
-            raise InvalidDataError(
-                f"X has {X.shape[1]} columns; the estimator was fitted with {self.n_features_in_}"
-            )
-        args = (
-            self.cluster_model_,
-            self.cluster_stats_,
-            self._log_weights,
-            what,
-            dtype,
-            self.n_features_in_,
-            None,
-            _Chunks(X.chunks[0]),
-            None,  # one node per flat cluster
-        )
-        kwargs = {"encode": functools.partial(_coal_checked, spec=self._spec, encode=self._encode)}
-        if what == "proba":
-            return X.map_blocks(
-                _predict_block,
-                *args,
-                **kwargs,
-                dtype=np.float64,
-                chunks=(X.chunks[0], (len(self.cluster_stats_),)),
-            )
-        return X.map_blocks(
-            _predict_block,
-            *args,
-            **kwargs,
-            dtype=np.int64 if what == "labels" else np.float64,
-            drop_axis=1,
-        )
+    def _predictor(self) -> tuple[ClusterModel, Any, np.ndarray | None, Any]:
+        encode = functools.partial(_coal_checked, spec=self._spec, encode=self._encode)
+        return self.cluster_model_, None, None, encode
 
     def predict_proba(self, X: Any) -> Any:
         r"""Posterior probability of each flat cluster given each row, lazily.
@@ -1580,10 +1559,6 @@ class KingmanCoalescent(_SplitFit):
         dask.array.Array of shape (n_rows, n_clusters)
         """
         return self._map(X, "proba")
-
-    def predict(self, X: Any) -> Any:
-        """The flat cluster each row most probably joins, lazily (a Dask array of int64)."""
-        return self._map(X, "labels")
 
     def score_samples(self, X: Any) -> Any:
         r"""Log predictive probability of each row under the flat clusters, lazily.
@@ -1599,14 +1574,6 @@ class KingmanCoalescent(_SplitFit):
         dask.array.Array of shape (n_rows,)
         """
         return self._map(X, "score")
-
-    def score(self, X: Any, y: Any = None) -> float:
-        """Mean of :meth:`score_samples` over the rows of ``X``, reduced on the workers."""
-        return float(self.score_samples(X).mean().compute())
-
-    def fit_predict(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
-        """Fit and return :attr:`labels_`."""
-        return self.fit(X, client=client).labels_
 
 
 def _coal_checked(rows: np.ndarray, spec: dict[str, Any], encode: Any) -> np.ndarray:

@@ -489,32 +489,22 @@ mod tests {
         }
         // More units than exact_below, or fewer than three: nothing to regroup.
         let few = Shape::Node(vec![cluster(0..8), cluster(8..16)]);
-        let none = regroup(
-            &model,
-            &Mixing::Brt { gamma: 0.5 },
-            false,
-            MergeRule::LikelihoodRatio,
-            &leaves,
-            few,
-            params,
-            &threads,
-            &|| false,
-        )
-        .unwrap();
-        assert!(none.is_none());
         let many = Shape::Node((0..16).map(Shape::Leaf).collect());
-        let none = regroup(
-            &model,
-            &Mixing::Brt { gamma: 0.5 },
-            false,
-            MergeRule::LikelihoodRatio,
-            &leaves,
-            many,
-            params,
-            &threads,
-            &|| false,
-        )
-        .unwrap();
-        assert!(none.is_none());
+        for shape in [few, many] {
+            let mixing = Mixing::Brt { gamma: 0.5 };
+            let rule = MergeRule::LikelihoodRatio;
+            let none = regroup(
+                &model,
+                &mixing,
+                false,
+                rule,
+                &leaves,
+                shape,
+                params,
+                &threads,
+                &|| false,
+            );
+            assert!(none.unwrap().is_none());
+        }
     }
 }

@@ -462,11 +462,7 @@ impl MessageModel for BrownianDiffusion {
         times: &[f64],
         log_z: &mut [f64],
     ) {
-        let general = |t: f64| {
-            let below = self.propagate(up, bottom - t);
-            let post = self.combine(&[below, self.propagate(out, t - top)]).0;
-            self.combine(&[post, self.propagate(leaf, -t)]).1
-        };
+        let general = |t: f64| super::branch_join_at(self, up, out, (top, bottom), leaf, t);
         let (y, mu_u, mu_o) = (&leaf.mean, &up.mean, &out.mean);
         // ‖y − μ_u‖², (y − μ_u)·(μ_o − μ_u), ‖y − μ_o‖², (y − μ_o)·(μ_u − μ_o), ‖μ_o − μ_u‖².
         let (mut a_u, mut b_u, mut a_o, mut b_o, mut c) = (0.0, 0.0, 0.0, 0.0, 0.0);

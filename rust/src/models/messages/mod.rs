@@ -167,10 +167,7 @@ pub trait MessageModel: Sync {
         log_z: &mut [f64],
     ) {
         for (&t, z) in times.iter().zip(log_z) {
-            let post = self
-                .combine(&[self.propagate(up, bottom - t), self.propagate(out, t - top)])
-                .0;
-            *z = self.combine(&[post, self.propagate(leaf, -t)]).1;
+            *z = branch_join_at(self, up, out, (top, bottom), leaf, t);
         }
     }
 
@@ -232,6 +229,23 @@ pub(crate) fn check_message_len(values: &[f64], want: usize) -> Result<()> {
         "message",
         format!("needs {want} values, got {}", values.len()),
     ))
+}
+
+/// [`MessageModel::branch_join_log_z`] at one time `t` of the branch `(top, bottom)`, by its
+/// definition.
+pub(crate) fn branch_join_at<M: MessageModel + ?Sized>(
+    model: &M,
+    up: &M::Message,
+    out: &M::Message,
+    (top, bottom): (f64, f64),
+    leaf: &M::Message,
+    t: f64,
+) -> f64 {
+    let from_below = model.propagate(up, bottom - t);
+    let post = model
+        .combine(&[from_below, model.propagate(out, t - top)])
+        .0;
+    model.combine(&[post, model.propagate(leaf, -t)]).1
 }
 
 /// Checks that a data row has the model's `d` values.
