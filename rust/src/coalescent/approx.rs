@@ -146,17 +146,21 @@ pub fn greedy_rate1_approx<M: MessageModel + Clone>(
 /// The groups of a sample tree under which rows are sent (module docs): the lineages alive
 /// just below a time `τ`, found by splitting the oldest group into its children, merge by
 /// merge back from the root, while a group has more than `max_leaves` leaves and there are
-/// fewer than 64 groups. Returned in increasing id order.
+/// fewer than 64 groups. Merges at the leaves' time (`t = 0`: with observation noise,
+/// Greedy-Rate1 joins close rows after no time) are never split: their lineages cannot be
+/// told apart at any time before the leaves, and a cut at `t = 0` would send every row to
+/// its nearest sample point's group. Returned in increasing id order.
 pub fn cut_groups(tree: &Tree, max_leaves: usize) -> Vec<usize> {
     let h = tree.heights().expect("a coalescent tree has times");
     let nodes = tree.nodes();
     let mut groups = vec![tree.root()];
     while groups.len() < MAX_GROUPS && groups.iter().any(|&g| nodes[g].n_leaves > max_leaves) {
-        let (k, &g) = groups
+        let oldest = groups
             .iter()
             .enumerate()
-            .min_by(|a, b| h[*a.1].total_cmp(&h[*b.1]).then(a.1.cmp(b.1)))
-            .expect("groups are never empty");
+            .filter(|&(_, &g)| h[g] < 0.0)
+            .min_by(|a, b| h[*a.1].total_cmp(&h[*b.1]).then(a.1.cmp(b.1)));
+        let Some((k, &g)) = oldest else { break };
         groups.swap_remove(k);
         groups.extend_from_slice(&nodes[g].children);
     }

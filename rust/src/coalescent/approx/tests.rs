@@ -195,3 +195,51 @@ fn the_router_sends_each_sample_row_to_its_own_group() {
         assert!(tree.leaves_of(g).contains(&i), "row {i} sent to group {g}");
     }
 }
+
+/// With observation noise Greedy-Rate1 joins close rows after no time; a cut that went
+/// down to those merges would tell groups apart at `t = 0`, sending every row to its
+/// nearest sample point's group. Clusters larger than a part are therefore not split below
+/// their first merge after time 0, and each part stays within one cluster.
+#[test]
+fn merges_at_the_leaves_time_are_never_cut() {
+    let (n, k) = (1200, 4);
+    let x = mixture(n, 3, k, 12);
+    let model = BrownianDiffusion::isotropic(1.0, 3)
+        .unwrap()
+        .with_noise(0.5)
+        .unwrap();
+    let threads = Threads::new(Some(1)).unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let sample: Vec<_> = leaves.iter().step_by(6).cloned().collect();
+    let tree = greedy_rate1(&model, sample, &threads, &|| false)
+        .unwrap()
+        .tree;
+    let h = tree.heights().unwrap();
+    assert!(
+        (tree.n_leaves()..tree.nodes().len()).any(|v| h[v] == 0.0),
+        "the sample tree has merges at time 0"
+    );
+    let groups = cut_groups(&tree, 5);
+    assert!(
+        groups
+            .iter()
+            .all(|&g| tree.nodes()[g].parent.is_none_or(|p| h[p] < 0.0))
+    );
+    // Parts of 100 rows, clusters of 300: every cluster is split over several parts, and
+    // no part holds two clusters' rows (row i is in cluster i % k).
+    let fit = fit_approx(&model, &x, params(100, 50, 1), Some(1));
+    check_fit(&model, &x, &fit);
+    let t = &fit.tree;
+    for v in 0..t.nodes().len() {
+        let rows = t.leaves_of(v);
+        let clusters: std::collections::BTreeSet<usize> = rows.iter().map(|&r| r % k).collect();
+        if rows.len() <= n / k {
+            assert_eq!(
+                clusters.len(),
+                1,
+                "node {v} over {} rows mixes clusters",
+                rows.len()
+            );
+        }
+    }
+}
