@@ -334,6 +334,7 @@ def pydt_mcmc(
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
+    subtree_move: str = "gibbs",
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],

@@ -511,7 +511,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
         EP's approximation of :math:`\ln p(X \mid T, t)`).
     inference : {"mcmc", "greedy-em"}, default="mcmc"
-        MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio, slice moves of
+        MCMC (§5.1): subtree moves (see ``subtree_move``), slice moves of
         the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice
         moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`, started as ``init``
         says (100 sweeps over 400 rows take under a second). Or greedy Bayesian EM (§5.2):
@@ -530,6 +530,15 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         starts where the data's structure is, instead of spending its sweeps finding
         it. ``"prior"``: a draw from the prior (the probit likelihood always starts so).
         Unused by greedy EM.
+    subtree_move : {"gibbs", "prior"}, default="gibbs"
+        How MCMC moves a subtree. ``"gibbs"``: the subtree is detached and put back at a
+        position drawn from its conditional posterior over every position (each branch
+        earlier than the subtree's root, at any time, and each earlier branch point),
+        computed from cached messages in O(n d) per move, with a Metropolis–Hastings
+        correction for the grid over the times (acceptance above 90 %). ``"prior"``: the
+        new position is drawn from the generative process and accepted by
+        Metropolis–Hastings on the likelihood ratio: cheaper per move, but accepted a few
+        per cent of the time on hundreds of rows. Unused by greedy EM.
     n_iter : int, default=100
         EM passes over all subtrees (at most; the search stops after a pass that moves
         nothing), or MCMC sweeps (each: one subtree move per node on
@@ -629,6 +638,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         likelihood: str = "gaussian",
         inference: str = "mcmc",
         init: str = "linkage",
+        subtree_move: str = "gibbs",
         n_iter: int = 100,
         learn_hyperparameters: Any = "auto",
         priors: dict[str, Any] | None = None,
@@ -645,6 +655,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.likelihood = likelihood
         self.inference = inference
         self.init = init
+        self.subtree_move = subtree_move
         self.n_iter = n_iter
         self.learn_hyperparameters = learn_hyperparameters
         self.priors = priors
@@ -685,6 +696,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         check_choice(self.likelihood, "likelihood", _LIKELIHOODS)
         check_choice(self.inference, "inference", _INFERENCES)
         check_choice(self.init, "init", ("linkage", "prior"))
+        check_choice(self.subtree_move, "subtree_move", ("gibbs", "prior"))
         probit = self.likelihood == "probit"
         names = feature_names(X)
         X = check_array(X, allow_nan=probit, min_rows=2)
@@ -735,6 +747,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 burn_in=int(burn_in),
                 thin=thin,
                 verbose=verbose,
+                subtree_move=self.subtree_move,
                 **common,
             )
             if not samples:  # interrupted during the burn-in: keep the last state

@@ -113,6 +113,34 @@ impl std::str::FromStr for Likelihood {
     }
 }
 
+/// How a sweep moves subtrees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SubtreeMove {
+    /// A new position drawn by the generative process of one point, accepted by
+    /// Metropolis–Hastings on the likelihood and prior ratio (see the [module docs](self)).
+    Prior,
+    /// A new position drawn from the exact conditional over every position, by the
+    /// Gibbs re-attachment move of [`reattach`].
+    #[default]
+    Gibbs,
+}
+
+impl std::str::FromStr for SubtreeMove {
+    type Err = RoseTreeError;
+
+    /// `"prior"` or `"gibbs"`.
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "prior" => Ok(Self::Prior),
+            "gibbs" => Ok(Self::Gibbs),
+            other => Err(RoseTreeError::param(
+                "subtree_move",
+                format!("must be 'gibbs' or 'prior', got {other:?}"),
+            )),
+        }
+    }
+}
+
 /// How many times a subtree's new position is drawn by rejection before the exact
 /// sequential draw takes over (see the [module docs](self)).
 pub const REJECTION_TRIES: usize = 16;
@@ -271,6 +299,8 @@ pub struct McmcConfig {
     pub priors: Hyperpriors,
     /// How the data are observed: Gaussian locations or binary signs (probit).
     pub likelihood: Likelihood,
+    /// How subtrees move.
+    pub subtree_move: SubtreeMove,
 }
 
 impl Default for McmcConfig {
@@ -282,6 +312,7 @@ impl Default for McmcConfig {
             learn: Learn::default(),
             priors: Hyperpriors::default(),
             likelihood: Likelihood::Gaussian,
+            subtree_move: SubtreeMove::default(),
         }
     }
 }
@@ -399,6 +430,8 @@ pub struct Chain {
     /// With the probit likelihood, the binary observations (`NaN` missing); `x` then holds
     /// the latent values.
     pub(super) observed: Option<Array2<f64>>,
+    /// Buffers of the Gibbs re-attachment move.
+    scratch: reattach::Scratch,
 }
 
 impl Chain {
@@ -443,6 +476,7 @@ impl Chain {
             ln_prior: 0.0,
             z: Vec::new(),
             observed: None,
+            scratch: reattach::Scratch::default(),
         };
         chain.set_params(params);
         Ok(chain)
@@ -1015,7 +1049,10 @@ impl Chain {
             if i % 64 == 0 && interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
-            accepted += usize::from(self.subtree_move(rng)?);
+            accepted += usize::from(match config.subtree_move {
+                SubtreeMove::Prior => self.subtree_move(rng)?,
+                SubtreeMove::Gibbs => self.gibbs_move(rng)?,
+            });
         }
         self.update_times(rng)?;
         if config.learn.c {
@@ -1182,6 +1219,9 @@ pub fn run(
         accepted,
     })
 }
+
+mod reattach;
+pub use reattach::{MAX_SEGMENTS, MIN_SEGMENTS};
 
 #[cfg(test)]
 mod tests;
