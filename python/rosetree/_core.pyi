@@ -334,7 +334,7 @@ def pydt_mcmc(
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
-    subtree_move: str = "gibbs",
+    subtree_move: str = "prior",
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],

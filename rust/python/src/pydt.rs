@@ -11,8 +11,7 @@ use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
 use rosetree::error::RoseTreeError;
 use rosetree::pydt::mcmc::{
-    self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start,
-    SubtreeMove,
+    self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start, SubtreeMove,
 };
 use rosetree::pydt::probit::{self, EpConfig};
 use rosetree::pydt::{self, PydtParams};
@@ -115,7 +114,7 @@ fn py_sample(s: mcmc::Sample) -> PySample {
 /// position) or `"prior"` (a position from the generative process, Metropolis–Hastings).
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
-                    seed, verbose, likelihood="gaussian", subtree_move="gibbs"))]
+                    seed, verbose, likelihood="gaussian", subtree_move="prior"))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 fn pydt_mcmc<'py>(

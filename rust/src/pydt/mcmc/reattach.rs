@@ -196,7 +196,8 @@ impl Branch {
             return 0.0;
         }
         let (lambda, v) = self.moments(r);
-        let q = (self.dist_su - 2.0 * lambda * self.cross + lambda * lambda * self.dist_du).max(0.0);
+        let q =
+            (self.dist_su - 2.0 * lambda * self.cross + lambda * lambda * self.dist_du).max(0.0);
         -self.half_d * v.ln() - q * self.inv_two_sigma2 / v
     }
 
@@ -214,7 +215,11 @@ impl Branch {
         let mut grow = 1.0;
         for k in 0..=self.segments {
             let r = if k == 0 {
-                if self.singular_end { 0.01 * self.eps } else { 0.0 }
+                if self.singular_end {
+                    0.01 * self.eps
+                } else {
+                    0.0
+                }
             } else {
                 self.eps * (grow - 1.0)
             };

@@ -670,4 +670,3 @@ fn bad_settings_are_named() {
     let err = Chain::new(x.view(), &t, p, -1.0).unwrap_err();
     assert!(err.to_string().contains("sigma2"), "{err}");
 }
-
