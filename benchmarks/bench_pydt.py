@@ -171,8 +171,14 @@ def compare_mixing(args: argparse.Namespace) -> None:
         values = np.array([r["log_joint"] for r in second])
         seconds = second[-1]["cpu_s"] - second[0]["cpu_s"]
         rows.append(
-            ("peer (C++ slice)", peer["wall_s"], ess(values), seconds, "1 (slice)",
-             float(np.mean(values)))
+            (
+                "peer (C++ slice)",
+                peer["wall_s"],
+                ess(values),
+                seconds,
+                "1 (slice)",
+                float(np.mean(values)),
+            )
         )
         peer_rate = rows[-1][2] / rows[-1][3]
         for (name, wall, e, seconds, acc, mean), sweeps in zip(

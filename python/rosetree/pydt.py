@@ -517,7 +517,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         MCMC (§5.1): subtree moves (see ``subtree_move``), slice moves of
         the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice
         moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`, started as ``init``
-        says (100 sweeps over 400 rows take under a second). Or greedy Bayesian EM (§5.2):
+        says (100 sweeps take seconds at a few hundred rows). Or greedy Bayesian EM (§5.2):
         the best of several initial trees (sequential attachment, cuts of the Ward
         dendrogram), improved by re-attaching subtrees where the EM-optimised objective
         (see ``trace_``) is highest, keeping the 10 best trees: a maximum over the
