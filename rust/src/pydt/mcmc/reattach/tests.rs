@@ -157,7 +157,6 @@ fn the_proposal_density_integrates_to_its_mass_and_its_draws_follow_it() {
                     assert!((f - q).abs() < 5.0 * se, "segment {s}: {f} vs {q}");
                 }
             }
-            drop(sub);
             chain.arena.reattach(&detached).unwrap();
             chain.refresh();
         }
