@@ -23,6 +23,20 @@ second over the peer's attempts per second) and always ends in a move.
 
     python benchmarks/bench_pydt.py --src /path/to/pydt --sizes 100 200 400
 
+With ``--ess`` it measures mixing instead: effective samples per second of the log joint
+(``benchmarks/ess.py``: Geyer's initial monotone sequence estimator) for rosetree's two
+subtree moves (``subtree_move="prior"``, one Metropolis–Hastings proposal from the
+generative process, and ``"gibbs"``, the re-attachment move over every position) and the
+peer, same data, same fixed hyperparameters, same run, each chain from a prior draw. Each
+rosetree chain runs ``--sweeps`` sweeps (trace: one log joint per sweep); the peer runs
+``peer_sweeps · n`` iterations (``--peer-sweeps``, default ``--sweeps``; trace: its
+running log joint every 10 iterations). The ESS is
+that of the second half of each trace, per second of the second half (rosetree: half the
+wall time; the peer: the difference of its CPU-time stamps).
+
+    python benchmarks/bench_pydt.py --ess --src /path/to/pydt --sizes 100 200 --sweeps 1000 \
+        --peer-sweeps 300
+
 With ``--em`` it instead times greedy EM (``PitmanYorDiffusionTree(inference="greedy-em")``)
 at each size, with the growth exponent ``log(t_k / t_{k-1}) / log(n_k / n_{k-1})`` and the
 ratio to SciPy's average linkage on the same data; the peer has no EM to compare with.
@@ -35,12 +49,14 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import rosetree as rt
 from rosetree import _core
 
 sys.path.insert(0, str(Path(__file__).parent))
+from ess import ess
 from peer_pydt import build_peer, run_peer
 
 ALPHA, BETA, C = 1.0, 0.2, 1.0
@@ -58,10 +74,12 @@ def log_joint(X: np.ndarray, tree: object) -> float:
     return rt.pydt_log_prior(tree, alpha=ALPHA, beta=BETA, c=C) + rt.pydt_log_likelihood(X, tree)
 
 
-def run_rosetree(X: np.ndarray, sweeps: int, seed: int = 0) -> dict[str, float]:
-    """``sweeps`` MCMC sweeps with fixed hyperparameters; wall time and moves."""
+def run_rosetree(
+    X: np.ndarray, sweeps: int, seed: int = 0, subtree_move: str = "prior"
+) -> dict[str, Any]:
+    """``sweeps`` MCMC sweeps with fixed hyperparameters; wall time, moves and the trace."""
     start = time.perf_counter()
-    _, _, last, proposals, accepted = _core.pydt_mcmc(
+    _, trace, last, proposals, accepted = _core.pydt_mcmc(
         X,
         None,
         alpha=ALPHA,
@@ -75,6 +93,7 @@ def run_rosetree(X: np.ndarray, sweeps: int, seed: int = 0) -> dict[str, float]:
         priors=PRIORS,
         seed=seed,
         verbose=False,
+        subtree_move=subtree_move,
     )
     wall = time.perf_counter() - start
     tree = rt.pydt._wrap(last[0])
@@ -83,6 +102,7 @@ def run_rosetree(X: np.ndarray, sweeps: int, seed: int = 0) -> dict[str, float]:
         "moves": proposals,
         "accepted": accepted,
         "log_joint": log_joint(X, tree),
+        "trace": np.asarray(trace)[:, 0],
     }
 
 
@@ -117,6 +137,59 @@ def compare_mcmc(args: argparse.Namespace) -> None:
             f"{ours['log_joint']:.1f} | {log_joint(X, peer['tree']):.1f} |",
             flush=True,
         )
+
+
+def compare_mixing(args: argparse.Namespace) -> None:
+    """ESS per second of the log joint: rosetree's two moves and the peer; a Markdown table."""
+    binary = build_peer(args.src, args.build_dir)
+    print(
+        "| n | chain | sweeps | s | ESS | ESS/s | ESS/s ÷ peer | acceptance | "
+        "mean log joint (2nd half) |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    run_rosetree(data(20, args.d), 2)  # warm-up
+    for n in args.sizes:
+        X = data(n, args.d)
+        rows = []
+        for move in ("prior", "gibbs"):
+            res = run_rosetree(X, args.sweeps, subtree_move=move)
+            half = res["trace"][args.sweeps // 2 :]
+            rows.append(
+                (
+                    f"rosetree {move}",
+                    res["wall_s"],
+                    ess(half),
+                    res["wall_s"] * len(half) / args.sweeps,
+                    f"{res['accepted'] / res['moves']:.3f}",
+                    float(np.mean(half)),
+                )
+            )
+        peer_sweeps = args.peer_sweeps or args.sweeps
+        peer = run_peer(binary, X, peer_sweeps * n, ALPHA, BETA, C, 1.0, False, seed=0)
+        trace = peer["trace"]
+        second = trace[len(trace) // 2 :]
+        values = np.array([r["log_joint"] for r in second])
+        seconds = second[-1]["cpu_s"] - second[0]["cpu_s"]
+        rows.append(
+            (
+                "peer (C++ slice)",
+                peer["wall_s"],
+                ess(values),
+                seconds,
+                "1 (slice)",
+                float(np.mean(values)),
+            )
+        )
+        peer_rate = rows[-1][2] / rows[-1][3]
+        for (name, wall, e, seconds, acc, mean), sweeps in zip(
+            rows, (args.sweeps, args.sweeps, peer_sweeps), strict=True
+        ):
+            rate = e / seconds
+            print(
+                f"| {n} | {name} | {sweeps} | {wall:.1f} | {e:.1f} | {rate:.2f} | "
+                f"{rate / peer_rate:.2f} | {acc} | {mean:.1f} |",
+                flush=True,
+            )
 
 
 def time_em(args: argparse.Namespace) -> None:
@@ -168,10 +241,14 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--sweeps", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--peer-sweeps", type=int, help="--ess: the peer's sweeps (default --sweeps)")
     ap.add_argument("--em", action="store_true", help="time greedy EM instead")
+    ap.add_argument("--ess", action="store_true", help="effective samples per second instead")
     args = ap.parse_args()
     if args.em:
         time_em(args)
+    elif args.ess:
+        compare_mixing(args)
     else:
         compare_mcmc(args)
 

@@ -129,9 +129,13 @@ DEFAULT_SYSTEMS: dict[str, Callable[[], Any]] = {
     "rosetree diffusion tree default (PitmanYorDiffusionTree())": lambda: rt.PitmanYorDiffusionTree(
         random_state=0
     ),
+    # The default before the Gibbs re-attachment move, for comparison in the same run.
+    "rosetree diffusion tree, prior move (subtree_move='prior')": lambda: rt.PitmanYorDiffusionTree(
+        subtree_move="prior", random_state=0
+    ),
 }
 #: The family of each default system, for --families.
-DEFAULT_FAMILIES = dict(zip(DEFAULT_SYSTEMS, ("brt", "coalescent", "pydt"), strict=True))
+DEFAULT_FAMILIES = dict(zip(DEFAULT_SYSTEMS, ("brt", "coalescent", "pydt", "pydt"), strict=True))
 
 ROSETREE_SYSTEMS: dict[str, dict[str, Any]] = {
     "BRT": {},

@@ -108,6 +108,7 @@ def test_params_protocol_and_pickle():
         ({"n_predictive_points": 0}, "n_predictive_points"),
         ({"verbose": 1}, "verbose"),
         ({"random_state": -1}, "random_state"),
+        ({"subtree_move": "slice"}, "subtree_move"),
     ],
 )
 def test_bad_parameters_are_named(kw, name):
@@ -292,9 +293,15 @@ def test_data_at_the_edge_of_the_floats_is_an_error_not_a_crash(inference):
 def test_extreme_hyperparameters_end_in_a_numerical_error_not_a_hang_or_panic():
     # c near the largest float: every divergence time rounds onto its branch's top, and
     # the subtree move's exact draw used to retry for ever.
-    est = rt.PitmanYorDiffusionTree(alpha=0.1, beta=0.1, c=1.7976931348623157e308, inference="mcmc")
+    huge = dict(alpha=0.1, beta=0.1, c=1.7976931348623157e308, inference="mcmc")
+    tiny = np.array([[-1e-08], [-3.3e-240]])
+    est = rt.PitmanYorDiffusionTree(subtree_move="prior", **huge)
     with pytest.raises(rt.NumericalError, match="double precision"):
-        est.fit(np.array([[-1e-08], [-3.3e-240]]))
+        est.fit(tiny)
+    # The Gibbs move (the default at two rows) rejects a time that rounds onto its
+    # branch's top, and the learnt c leaves the float range's edge after one sweep.
+    gibbs = rt.PitmanYorDiffusionTree(**huge).fit(tiny)
+    assert np.isfinite(gibbs.log_joint_) and gibbs.c_ < 1e3
     # sigma2 near the largest float: 2 sigma2 overflowed in the probit pseudo-data, and the
     # Ward dendrogram of the initial trees panicked on the NaN distances.
     probit = rt.PitmanYorDiffusionTree(
@@ -413,3 +420,34 @@ def test_predict_with_constant_data_and_after_pickling():
         rt.PitmanYorDiffusionTree().predict(Y)
     with pytest.raises(rt.InvalidDataError):
         est.predict(Y[:, :2])
+
+
+def test_both_subtree_moves_sample_and_the_gibbs_move_is_accepted_almost_always():
+    # Fixed hyperparameters at the generating values: the Gibbs re-attachment move draws
+    # from the conditional over every position (acceptance near 1), the prior move proposes
+    # from the generative process (accepted far less often); both are deterministic.
+    kw = dict(alpha=0.5, beta=0.2, c=1.0, learn_hyperparameters=False, n_iter=40)
+    gibbs = _mcmc(**kw)  # "auto": the Gibbs move at 25 rows
+    prior = _mcmc(subtree_move="prior", **kw)
+    assert gibbs.subtree_move == "auto"
+    explicit = _mcmc(subtree_move="gibbs", **kw)
+    np.testing.assert_array_equal(explicit.trace_["log_joint"], gibbs.trace_["log_joint"])
+    assert gibbs.acceptance_rate_ is not None and prior.acceptance_rate_ is not None
+    assert gibbs.acceptance_rate_ > 0.9
+    assert prior.acceptance_rate_ < 0.5
+    assert gibbs.log_joint_ != prior.log_joint_
+    again = _mcmc(**kw)
+    np.testing.assert_array_equal(again.trace_["log_joint"], gibbs.trace_["log_joint"])
+    # Both chains sit at comparable log joints after the burn-in (the same posterior).
+    late_g = gibbs.trace_["log_joint"][20:].mean()
+    late_p = prior.trace_["log_joint"][20:].mean()
+    assert abs(late_g - late_p) < 15.0
+
+
+def test_auto_takes_the_prior_move_beyond_250_rows():
+    big, _ = rt.sample_pydt(260, 2, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=3)
+    kw = dict(n_iter=3, learn_hyperparameters=False, random_state=0)
+    auto = rt.PitmanYorDiffusionTree(**kw).fit(big)
+    prior = rt.PitmanYorDiffusionTree(subtree_move="prior", **kw).fit(big)
+    np.testing.assert_array_equal(auto.trace_["log_joint"], prior.trace_["log_joint"])
+    assert auto.acceptance_rate_ is not None and auto.acceptance_rate_ < 0.5

@@ -362,7 +362,10 @@ def predictive_components(
             q = (np.arange(n_points) + 0.5) / n_points
             taus = tau_top - np.log1p(-q * p_div) / rate
             for tau_t in taus:
-                r_t = np.exp(-tau_t)  # 1 - t, positive even where t rounds to 1
+                # 1 - t, positive even where t rounds to 1; with a tiny rate (c near 0) the
+                # drawn tau may pass 745, where exp underflows: the floor keeps the
+                # component a (very narrow) Gaussian rather than a point mass.
+                r_t = max(float(np.exp(-tau_t)), np.finfo(float).tiny)
                 below = (up_mean[u], up_var[u] + (r_t - r[u]))
                 above = (out_mean[u], out_var[u] + (r_top[u] - r_t))
                 m, v = _product([below, above])
@@ -511,10 +514,10 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
         EP's approximation of :math:`\ln p(X \mid T, t)`).
     inference : {"mcmc", "greedy-em"}, default="mcmc"
-        MCMC (§5.1): subtree moves with the exact Metropolis–Hastings ratio, slice moves of
+        MCMC (§5.1): subtree moves (see ``subtree_move``), slice moves of
         the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice
         moves of :math:`\ln\alpha` and :math:`\mathrm{logit}\,\beta`, started as ``init``
-        says (100 sweeps over 400 rows take under a second). Or greedy Bayesian EM (§5.2):
+        says (100 sweeps take seconds at a few hundred rows). Or greedy Bayesian EM (§5.2):
         the best of several initial trees (sequential attachment, cuts of the Ward
         dendrogram), improved by re-attaching subtrees where the EM-optimised objective
         (see ``trace_``) is highest, keeping the 10 best trees: a maximum over the
@@ -530,6 +533,17 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         starts where the data's structure is, instead of spending its sweeps finding
         it. ``"prior"``: a draw from the prior (the probit likelihood always starts so).
         Unused by greedy EM.
+    subtree_move : {"auto", "gibbs", "prior"}, default="auto"
+        How MCMC moves a subtree. ``"gibbs"``: the subtree is detached and put back at a
+        position drawn from its conditional posterior over every position (each branch
+        earlier than the subtree's root, at any time, and each earlier branch point),
+        computed from cached messages in O(n d) per move, with a Metropolis–Hastings
+        correction for the grid over the times (accepted about 99 % of the time).
+        ``"prior"``: the new position is drawn from the generative process and accepted
+        by Metropolis–Hastings on the likelihood ratio: O(depth · d) per move, accepted a
+        few per cent of the time on hundreds of rows. ``"auto"``: ``"gibbs"`` up to 250
+        rows, ``"prior"`` beyond, where each gives more effective samples of the log joint
+        per second (``docs/pydt.md``, "Subtree moves"). Unused by greedy EM.
     n_iter : int, default=100
         EM passes over all subtrees (at most; the search stops after a pass that moves
         nothing), or MCMC sweeps (each: one subtree move per node on
@@ -629,6 +643,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         likelihood: str = "gaussian",
         inference: str = "mcmc",
         init: str = "linkage",
+        subtree_move: str = "auto",
         n_iter: int = 100,
         learn_hyperparameters: Any = "auto",
         priors: dict[str, Any] | None = None,
@@ -645,6 +660,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.likelihood = likelihood
         self.inference = inference
         self.init = init
+        self.subtree_move = subtree_move
         self.n_iter = n_iter
         self.learn_hyperparameters = learn_hyperparameters
         self.priors = priors
@@ -685,6 +701,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         check_choice(self.likelihood, "likelihood", _LIKELIHOODS)
         check_choice(self.inference, "inference", _INFERENCES)
         check_choice(self.init, "init", ("linkage", "prior"))
+        check_choice(self.subtree_move, "subtree_move", ("auto", "gibbs", "prior"))
         probit = self.likelihood == "probit"
         names = feature_names(X)
         X = check_array(X, allow_nan=probit, min_rows=2)
@@ -735,6 +752,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 burn_in=int(burn_in),
                 thin=thin,
                 verbose=verbose,
+                subtree_move=_subtree_move(self.subtree_move, X.shape[0]),
                 **common,
             )
             if not samples:  # interrupted during the burn-in: keep the last state
@@ -869,6 +887,20 @@ def _probit_log_joint(
     """``ln p(T, t) + ln p(X | T, t)`` of binary ``X``, the latter by EP."""
     _, _, log_marginal = _core.pydt_probit_ep(X, tree, sigma2=sigma2)
     return _core.pydt_log_prior(tree, alpha=alpha, beta=beta, c=c) + log_marginal
+
+
+#: The most rows for which ``subtree_move="auto"`` takes the Gibbs re-attachment move: its
+#: cost per sweep grows as n^2, the prior move's as n log n, and in the same run it gave
+#: 1.06 and 1.29 times the prior move's effective samples of the log joint per second at
+#: 100 and 200 rows and 0.33 times at 400 (docs/pydt.md, "Subtree moves").
+_GIBBS_MAX_ROWS = 250
+
+
+def _subtree_move(choice: str, n_rows: int) -> str:
+    """The MCMC subtree move that ``subtree_move=choice`` means for ``n_rows`` rows."""
+    if choice == "auto":
+        return "gibbs" if n_rows <= _GIBBS_MAX_ROWS else "prior"
+    return choice
 
 
 def _wrap(structure: Any) -> Tree:

@@ -11,7 +11,7 @@ use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
 use rosetree::error::RoseTreeError;
 use rosetree::pydt::mcmc::{
-    self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start,
+    self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start, SubtreeMove,
 };
 use rosetree::pydt::probit::{self, EpConfig};
 use rosetree::pydt::{self, PydtParams};
@@ -110,10 +110,11 @@ fn py_sample(s: mcmc::Sample) -> PySample {
 /// second of progress goes to Python's `sys.stderr`. Interruptible with Ctrl-C. `likelihood`
 /// is `"gaussian"` (rows are locations) or `"probit"` (rows are binary, 0/1 with NaN missing;
 /// `sigma2` is then fixed and the trace's log likelihood is that of the latent values,
-/// `ln p(z | T, t)`).
+/// `ln p(z | T, t)`). `subtree_move` is `"gibbs"` (the re-attachment move over every
+/// position) or `"prior"` (a position from the generative process, Metropolis–Hastings).
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
-                    seed, verbose, likelihood="gaussian"))]
+                    seed, verbose, likelihood="gaussian", subtree_move="prior"))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 fn pydt_mcmc<'py>(
@@ -132,6 +133,7 @@ fn pydt_mcmc<'py>(
     seed: u64,
     verbose: bool,
     likelihood: &str,
+    subtree_move: &str,
 ) -> PyResult<(
     Vec<PySample>,
     Bound<'py, PyArray2<f64>>,
@@ -141,6 +143,7 @@ fn pydt_mcmc<'py>(
 )> {
     let params = PydtParams::new(alpha, beta, c)?;
     let likelihood: Likelihood = likelihood.parse()?;
+    let subtree_move: SubtreeMove = subtree_move.parse()?;
     let x = x.as_array().to_owned();
     let init = tree.map(|t| t.get().inner.clone());
     let config = McmcConfig {
@@ -150,6 +153,7 @@ fn pydt_mcmc<'py>(
         learn: learn_flags(learn),
         priors: hyperpriors(priors),
         likelihood,
+        subtree_move,
     };
     let result = run_interruptible(py, move |interrupt| {
         let started = std::time::Instant::now();
