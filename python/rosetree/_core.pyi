@@ -21,6 +21,7 @@ __all__ = [
     "brt_top_clusters",
     "coalescent_contrasts",
     "coalescent_feature_log_likelihoods",
+    "coalescent_insert",
     "coalescent_log_joint",
     "coalescent_predictor",
     "coalescent_smc",
@@ -256,6 +257,15 @@ def coalescent_log_joint(
     root: float | None,
     noise: float = 0.0,
 ) -> float: ...
+def coalescent_insert(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float = 0.0,
+) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], int]: ...
