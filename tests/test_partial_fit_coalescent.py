@@ -88,12 +88,15 @@ def covariance_log_joint(
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_streaming_separated_clusters_gives_purity_one(seed):
+@pytest.mark.parametrize("defaults", [False, True])
+def test_streaming_separated_clusters_gives_purity_one(seed, defaults):
     X, y = blobs(80, 4, 5, seed)
     order = np.random.default_rng(seed + 100).permutation(len(X))
     X, y = X[order], y[order]
-    est = rt.KingmanCoalescent(Lambda=100.0).partial_fit(X[:2])
-    for i in range(2, len(X)):
+    # Lambda="auto" takes the column variances of the first call: give it 20 rows.
+    first = 20 if defaults else 2
+    est = rt.KingmanCoalescent(Lambda="auto" if defaults else 100.0).partial_fit(X[:first])
+    for i in range(first, len(X)):
         est.partial_fit(X[i : i + 1])
     assert_valid_coalescent_tree(est.tree_, len(X))
     assert rt.metrics.dendrogram_purity(est.tree_, y) == 1.0
@@ -302,3 +305,22 @@ class TestRefusals:
         with pytest.raises(InvalidParameterError):
             est.partial_fit(new)
         assert est.tree_.n_leaves == 10
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"inference": "greedy-maxprob"},
+        {"approximate": True, "exact_below": 20, "approx_sample": 15},
+    ],
+)
+def test_other_greedy_fits_grow_too(options):
+    X, _ = blobs(60, 3, 6, 16)
+    est = rt.KingmanCoalescent(random_state=0, **options).fit(X[:40])
+    old = est.tree_
+    est.partial_fit(X[40:])
+    assert_valid_coalescent_tree(est.tree_, 60)
+    assert_old_tree_kept(old, est.tree_)
+    assert est.log_joint_ == pytest.approx(
+        rt.coalescent_log_joint(X, est.tree_, Lambda=est.Lambda_, noise=est.noise_), rel=1e-12
+    )
