@@ -22,6 +22,7 @@ __all__ = [
     "coalescent_contrasts",
     "coalescent_feature_log_likelihoods",
     "coalescent_fit_part",
+    "coalescent_insert",
     "coalescent_log_joint",
     "coalescent_predictor",
     "coalescent_route",
@@ -309,6 +310,15 @@ def coalescent_stitch(
     masked: bool,
     counts: list[list[float]] | None,
 ) -> tuple[Tree, float, list[list[int]], list[int], list[float]]: ...
+def coalescent_insert(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float = 0.0,
+) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], int]: ...

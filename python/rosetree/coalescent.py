@@ -469,6 +469,99 @@ class KingmanCoalescent(ClusterEstimator):
         self._set_flat_clusters(X, likelihood)
         return self
 
+    def partial_fit(self, X: Any, y: Any = None) -> KingmanCoalescent:
+        r"""Add the rows of ``X`` to the fitted tree, one at a time, without refitting.
+
+        Each row joins the tree where the coalescent's own predictive distribution puts it
+        most probably (the distribution of :meth:`score_samples` and
+        :meth:`attach_proba`): on the branch it most probably joins, integrated over the
+        join time, and on that branch at the time of the largest posterior density of the
+        join (the quadrature's best node refined by Brent's method). A new internal node
+        is made there, with the branch's lower node and the new leaf as children (above the
+        root: a new root). Every other node keeps its time, so ``tree_`` stays a valid
+        coalescent tree. An estimator that is not fitted yet is fitted to ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            New rows with the columns of the fit (a DataFrame's names must match); NaN
+            marks a missing entry (as in :meth:`fit`).
+        y : ignored
+
+        Returns
+        -------
+        self : KingmanCoalescent
+
+        Raises
+        ------
+        InvalidParameterError
+            For an SMC fit (``inference="smc-..."``): its particles are a weighted sample
+            of trees that one inserted row would not keep a sample of; refit instead. Also
+            for missing entries with a full ``Lambda``.
+        InvalidDataError
+            For a wrong number of columns (or names), infinite values, a value that is not
+            a category (multinomial likelihood), naming the row of ``X`` and the column; a
+            column with no observed value in any row seen (Brownian, flat root).
+
+        Notes
+        -----
+        What holds after every call: ``tree_`` contains every row seen (leaf *i* is the
+        *i*-th row over all calls), ``log_joint_`` is :math:`\ln p(x, \pi)` of that tree
+        over all rows (:func:`coalescent_log_joint` with ``Lambda_``, ``noise_`` and
+        ``root``), ``split_llr_``, ``labels_``, ``cluster_tree_``, prediction and pickling
+        describe that tree, and the same calls give the same tree (insertion has no
+        randomness). ``Lambda_`` and ``noise_`` stay those of the first fit (learned
+        hyperparameters are not learned again); the multinomial likelihood's categories
+        and equilibrium frequencies and the flat clusters' standardization are, as in
+        every method, those of all the rows seen.
+
+        What does not: the tree is not the one :meth:`fit` would build from all the rows,
+        and it depends on their order. Each row costs a pass over the whole tree (messages
+        and the predictive's quadrature, ``O(n d)`` and ``O(n log n)`` plus the quadrature
+        nodes), so a call costs ``O(rows · n)``; see ``docs/streaming.md`` and
+        ``BENCHMARKS.md``.
+        """
+        if not hasattr(self, "tree_"):
+            return self.fit(X)
+        if self.particles_ is not None:
+            raise InvalidParameterError(
+                f"partial_fit adds rows to one tree, but inference={self.inference!r} gave a "
+                "weighted sample of trees (SMC particles) that inserted rows would not keep "
+                "a sample of; refit with all the rows, or use a greedy inference",
+                "inference",
+            )
+        X = self._new_rows(X)
+        likelihood = self._model_options["likelihood"]
+        if likelihood == "multinomial":
+            bad = ~np.isnan(X) & ((X < 0) | (X != np.round(X)) | (X >= 1e6))
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise InvalidDataError(
+                    f"X has {X[r, c]} in row {r}, column {c}: not a category", int(r), int(c)
+                )
+        X_all = np.vstack([self._X, X])
+        if likelihood == "brownian":
+            _check_brownian_missing(X_all, self._model_options["root"] is None, learn=False)
+        structure, log_joint, _ = _core.coalescent_insert(
+            X_all, self.tree_._structure, **self._model_options
+        )
+        tree = _wrap(structure)
+        if log_joint == np.inf:
+            _refuse_zero_time_merge(tree)
+        if np.isnan(log_joint) or log_joint == -np.inf:
+            raise NumericalError(
+                f"the grown tree's log joint is {log_joint} in double precision (data or "
+                "Lambda too extreme); rescale the data"
+            )
+        evidence = np.asarray(
+            _core.coalescent_subtree_evidence(X_all, structure, **self._model_options)
+        )
+        split_llr = _split_llr(tree, evidence)
+        self.tree_, self.log_joint_, self._X = tree, float(log_joint), X_all
+        self.split_llr_ = split_llr
+        self._set_flat_clusters(X_all, likelihood)
+        return self
+
     def _cluster_data(self, X: np.ndarray) -> np.ndarray:
         """The rows as the cluster model of ``flat_clusters="dp"`` reads them."""
         if self._model_options["likelihood"] == "brownian":

@@ -351,6 +351,46 @@ fn coalescent_log_joint(
     ))
 }
 
+/// A grown tree, its `ln p(x, π)`, and each added row's join: `(node, time)`.
+type Grown = (PyTree, f64, Vec<(usize, f64)>);
+
+/// Adds rows to a fitted timed tree ([`coalescent::insert_rows`]): the first
+/// `tree.n_leaves` rows of `x` are the tree's, the rest are added one at a time in order;
+/// the model is built from all rows of `x`. Returns the grown tree, its `ln p(x, π)`, and
+/// for each added row the node (of the tree before that row) on whose branch it joined and
+/// the join time.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
+fn coalescent_insert(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    noise: f64,
+) -> PyResult<Grown> {
+    let x = x.as_array();
+    let tree = tree.get().inner.clone();
+    let n0 = tree.n_leaves();
+    if x.nrows() < n0 {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "the tree has {n0} leaves but X has {} rows",
+            x.nrows()
+        ))
+        .into());
+    }
+    with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => {
+        let mut leaves = m.leaf_messages(x)?;
+        let rows = leaves.split_off(n0);
+        let (fit, joins) = run_interruptible(py, move |interrupt| {
+            coalescent::insert_rows(&m, &tree, leaves, rows, interrupt)
+        })?;
+        let joins = joins.into_iter().map(|j| (j.node, j.time)).collect();
+        Ok((fit.tree.into(), fit.log_joint, joins))
+    })
+}
+
 /// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
 /// [`subtree_log_evidence_from_leaves`]).
 #[pyfunction]
@@ -824,6 +864,7 @@ fn coalescent_stitch(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_insert, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_subtree_evidence, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_contrasts, m)?)?;

@@ -95,6 +95,8 @@ pub struct Predictor<M: MessageModel> {
     /// The quadrature nodes on the branch above each non-root node: `(node, start, end)`,
     /// a range of `quadrature`.
     branches: Vec<(usize, usize, usize)>,
+    /// `ln S(t)` of the tree (negated).
+    hazard: Hazard,
 }
 
 impl<M: MessageModel> Predictor<M> {
@@ -162,7 +164,8 @@ impl<M: MessageModel> Predictor<M> {
             }
         }
         let root_log_z = model.root_log_z(&up[root]);
-        let quadrature = quadrature(&tree, &heights);
+        let hazard = Hazard::new(&tree, &heights);
+        let quadrature = quadrature(&tree, &heights, &hazard);
         let log_norm = log_sum_exp(
             &quadrature
                 .iter()
@@ -198,6 +201,7 @@ impl<M: MessageModel> Predictor<M> {
             quadrature,
             times,
             branches,
+            hazard,
         })
     }
 
@@ -279,6 +283,61 @@ impl<M: MessageModel> Predictor<M> {
         let per_branch: Vec<f64> = by_branch.iter().map(|v| log_sum_exp(v)).collect();
         (log_sum_exp(&per_branch), per_branch)
     }
+
+    /// The times a new row can join the branch above `v`: `(t_parent, t_v)`, and
+    /// `(−∞, t_root)` above the root (where the row makes a new root).
+    pub fn branch_span(&self, v: usize) -> (f64, f64) {
+        let h = self.tree.heights().expect("checked: the tree has heights");
+        let top = self.tree.nodes()[v]
+            .parent
+            .map_or(f64::NEG_INFINITY, |p| h[p]);
+        (top, h[v])
+    }
+
+    /// The quadrature's times on the branch above `v` (module docs), in increasing order:
+    /// a grid that resolves the join density there, graded towards a leaf.
+    pub fn branch_times(&self, v: usize) -> Vec<f64> {
+        let mut times: Vec<f64> = match self.branches.iter().find(|b| b.0 == v) {
+            Some(&(_, start, end)) => self.times[start..end].to_vec(),
+            None => self
+                .quadrature
+                .iter()
+                .filter(|q| q.node == v)
+                .map(|q| q.t)
+                .collect(),
+        };
+        times.sort_by(f64::total_cmp);
+        times
+    }
+
+    /// The log density, in the join time `t`, of the new row (given by its leaf message and
+    /// `ln Z_leaf`) joining the branch above `v` at `t`, together with the row:
+    /// `ln S(t) + ln E_posterior[p(y′ | value at t)]`, the integrand whose integral over
+    /// the branch and sum over the branches is `p(y′ | x, π)` (module docs). `t` must lie
+    /// in [`branch_span`](Self::branch_span)`(v)`.
+    pub fn log_join_density(&self, v: usize, t: f64, leaf: &M::Message, leaf_log_z: f64) -> f64 {
+        let h = self.tree.heights().expect("checked: the tree has heights");
+        let log_f = if v == self.tree.root() {
+            let old = self.model.propagate(&self.up[v], h[v] - t);
+            let new_leaf = self.model.propagate(leaf, -t);
+            let (msg, log_z) = self.model.combine(&[old, new_leaf]);
+            log_z + self.model.root_log_z(&msg) - self.root_log_z
+        } else {
+            let (top, bottom) = self.branch_span(v);
+            let mut z = [f64::NAN];
+            self.model.branch_join_log_z(
+                &self.up[v],
+                &self.out[v],
+                top,
+                bottom,
+                leaf,
+                &[t],
+                &mut z,
+            );
+            z[0]
+        };
+        log_f - self.hazard.at(t) + leaf_log_z - self.log_norm
+    }
 }
 
 /// `ln Σ exp(v)`; `−∞` for an empty slice.
@@ -290,27 +349,60 @@ pub(crate) fn log_sum_exp(v: &[f64]) -> f64 {
     max + v.iter().map(|x| (x - max).exp()).sum::<f64>().ln()
 }
 
+/// `ln S(t) = −∫_t^0 k(s) ds` of a tree: the log probability that a new lineage has not
+/// joined the tree between the leaves' time 0 and `t` (module docs).
+#[derive(Debug, Clone)]
+struct Hazard {
+    /// Merge times, most recent first.
+    events: Vec<f64>,
+    /// `∫_{e_j}^0 k` at each event (`hazard_at[0] = 0`, then one per event).
+    hazard_at: Vec<f64>,
+    n: usize,
+}
+
+impl Hazard {
+    fn new(tree: &Tree, heights: &[f64]) -> Self {
+        let n = tree.n_leaves();
+        let mut events: Vec<f64> = heights[n..].to_vec();
+        events.sort_by(|a, b| b.total_cmp(a));
+        let mut hazard_at = Vec::with_capacity(events.len() + 1);
+        let mut last = (0.0, 0.0);
+        hazard_at.push(0.0);
+        for (j, &e) in events.iter().enumerate() {
+            let h = last.1 + (n - j) as f64 * (last.0 - e);
+            hazard_at.push(h);
+            last = (e, h);
+        }
+        Self {
+            events,
+            hazard_at,
+            n,
+        }
+    }
+
+    /// `∫_t^0 k(s) ds`: `j` merges at times `≥ t`, so `n − j` lineages below the last of
+    /// them.
+    fn at(&self, t: f64) -> f64 {
+        let j = self.events.partition_point(|&e| e >= t);
+        let prev = if j == 0 { 0.0 } else { self.events[j - 1] };
+        self.hazard_at[j] + (self.n - j) as f64 * (prev - t)
+    }
+
+    /// The event times strictly between `top` and `bottom`, most recent first: a binary
+    /// search, so that cutting every branch costs `O(n log n)` plus the pieces.
+    fn inside(&self, top: f64, bottom: f64) -> &[f64] {
+        let start = self.events.partition_point(|&e| e >= bottom);
+        let end = self.events.partition_point(|&e| e > top).max(start);
+        &self.events[start..end]
+    }
+}
+
 /// The quadrature nodes of the join time over every branch (module docs).
-fn quadrature(tree: &Tree, heights: &[f64]) -> Vec<Node> {
+fn quadrature(tree: &Tree, heights: &[f64], hazard_of: &Hazard) -> Vec<Node> {
     let n = tree.n_leaves();
     let root = tree.root();
-    // Merge times, most recent first, and the hazard ∫_t^0 k at each of them.
-    let mut events: Vec<f64> = heights[n..].to_vec();
-    events.sort_by(|a, b| b.total_cmp(a));
-    let mut hazard_at = Vec::with_capacity(events.len() + 1);
-    let mut last = (0.0, 0.0);
-    hazard_at.push(0.0);
-    for (j, &e) in events.iter().enumerate() {
-        let h = last.1 + (n - j) as f64 * (last.0 - e);
-        hazard_at.push(h);
-        last = (e, h);
-    }
-    // ∫_t^0 k(s) ds: `j` merges at times ≥ t, so n − j lineages below the last of them.
-    let hazard = |t: f64| {
-        let j = events.partition_point(|&e| e >= t);
-        let prev = if j == 0 { 0.0 } else { events[j - 1] };
-        hazard_at[j] + (n - j) as f64 * (prev - t)
-    };
+    let events = &hazard_of.events;
+    let hazard = |t: f64| hazard_of.at(t);
     let legendre = GaussLegendre::new(LEGENDRE_ORDER.try_into().expect("order > 0"));
     let mut nodes = Vec::new();
     let add_piece = |node: usize, lo: f64, hi: f64, nodes: &mut Vec<Node>| {
@@ -331,7 +423,7 @@ fn quadrature(tree: &Tree, heights: &[f64]) -> Vec<Node> {
         };
         let (top, bottom) = (heights[p], heights[c]);
         // Event times strictly inside the branch cut it into pieces with one k each.
-        let inside = events.iter().copied().filter(|&e| e > top && e < bottom);
+        let inside = hazard_of.inside(top, bottom).iter().rev().copied();
         let mut cuts: Vec<f64> = std::iter::once(top).chain(inside).collect();
         cuts.push(bottom);
         cuts.sort_by(f64::total_cmp);

@@ -1,0 +1,313 @@
+//! Trees that grow: new rows added to a fitted coalescent tree one at a time, without
+//! refitting (`partial_fit`).
+//!
+//! A row is placed where the coalescent's own predictive (Teh, Daumé & Roy 2007, §4.4;
+//! [`Predictor`]) puts it most probably. Under the `(n + 1)`-coalescent, given the tree `π`
+//! of the first `n` rows, the new lineage joins the branch above node `v` at time `t` with
+//! density `S(t) = exp(−∫_t^0 k)` times the probability of the row given the value of the
+//! process there (see [`super::predict`]); the joint density of the row and of joining
+//! `(v, t)` is [`Predictor::log_join_density`].
+//!
+//! 1. **Branch.** The branch with the largest probability, the density integrated over its
+//!    join times ([`Predictor::log_density_by_branch_of`]); the lower node id on a tie.
+//! 2. **Time.** On that branch, the join time that maximises the density: the best of the
+//!    predictor's quadrature nodes on the branch (a grid graded towards a leaf), refined by
+//!    Brent's method (argmin's `BrentOpt`) between its two neighbours. The refined time is
+//!    kept only if its density is at least the grid node's.
+//! 3. **Insertion.** A new node at that time on the branch, with the branch's lower node and
+//!    the new leaf as children (above the root: a new root). Every other node keeps its
+//!    time, so the result is again a timed binary tree whose every parent is no more recent
+//!    than its children: a valid coalescent tree over all rows.
+//!
+//! Each row is placed given the tree grown so far (rows in the order given). The messages
+//! and the quadrature are recomputed from the leaves after each row: `O(n · d)` message
+//! operations for the upward and downward passes, `O(n log n)` to cut the branches at the
+//! merge times, and `O(Q)` for the predictive over the quadrature's `Q` nodes (eight per
+//! piece of a branch between merge times, at least `8n`). The log joint of the tree over
+//! all rows (eq 7) is evaluated once, from scratch, at the end.
+//!
+//! Nothing here is random: the tree after a sequence of rows depends only on the tree, the
+//! model, the rows and their order.
+
+use argmin::core::{CostFunction, Executor, State as _};
+use argmin::solver::brent::BrentOpt;
+
+use super::kingman::{check_timed_tree, log_joint_from_leaves};
+use super::merges::CoalescentFit;
+use super::predict::Predictor;
+use crate::error::{Result, RoseTreeError};
+use crate::models::messages::MessageModel;
+use crate::tree::{Topology, Tree};
+
+/// Where a new row joined a tree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Join {
+    /// The node below the join, in the tree before the insertion: the row joined the branch
+    /// above it (for the root, the lineage above it, making a new root).
+    pub node: usize,
+    /// The join time, between the node's parent's time and the node's own.
+    pub time: f64,
+    /// `ln` of the predictive probability of joining that branch (the chosen branch's share
+    /// of `p(y′ | x, π)`).
+    pub log_branch_probability: f64,
+}
+
+/// The most probable join of a new row (its leaf message and `ln Z_leaf`) to the tree of
+/// `predictor` (see the [module docs](self)): the most probable branch, and on it the join
+/// time of the largest density.
+///
+/// # Errors
+/// [`RoseTreeError::Numerical`] when the row's predictive density is zero, infinite or NaN
+/// on every branch (data or hyperparameters beyond double precision, or a root pinned at a
+/// point); `index` names the row.
+pub fn best_join<M: MessageModel>(
+    predictor: &Predictor<M>,
+    leaf: &M::Message,
+    leaf_log_z: f64,
+    index: usize,
+) -> Result<Join> {
+    let (total, per_branch) = predictor.log_density_by_branch_of(leaf, leaf_log_z);
+    let mut best: Option<(usize, f64)> = None;
+    for (v, &lp) in per_branch.iter().enumerate() {
+        if lp.is_finite() && best.is_none_or(|(_, b)| lp > b) {
+            best = Some((v, lp));
+        }
+    }
+    let Some((node, log_mass)) = best else {
+        return Err(RoseTreeError::Numerical(format!(
+            "where row {index} joins the tree is undefined in double precision: its predictive \
+             density is 0 or infinite on every branch (data or Lambda too extreme, or a \
+             pinned root)"
+        )));
+    };
+    let density = |t: f64| predictor.log_join_density(node, t, leaf, leaf_log_z);
+    let time = best_time(
+        &density,
+        predictor.branch_span(node),
+        &predictor.branch_times(node),
+    );
+    Ok(Join {
+        node,
+        time,
+        log_branch_probability: log_mass - total,
+    })
+}
+
+/// The maximiser of `density` on `span` (`span.0` may be `−∞`), from the grid `times`
+/// (increasing, inside `span`): its best node, refined by Brent's method between the
+/// node's neighbours (the span's ends beyond the first and last node).
+fn best_time(density: &dyn Fn(f64) -> f64, span: (f64, f64), times: &[f64]) -> f64 {
+    let (top, bottom) = span;
+    let values: Vec<f64> = times.iter().map(|&t| density(t)).collect();
+    let mut j = None;
+    for (i, &value) in values.iter().enumerate() {
+        if !value.is_nan() && j.is_none_or(|k: usize| value > values[k]) {
+            j = Some(i);
+        }
+    }
+    let Some(j) = j else {
+        // No grid (a branch of zero length) or no number on it: the branch's lower end.
+        return bottom;
+    };
+    let (t0, f0) = (times[j], values[j]);
+    let lo = match j.checked_sub(1) {
+        Some(i) => times[i],
+        // Above the root the span is unbounded: reach as far again beyond the deepest node.
+        None if top == f64::NEG_INFINITY => t0 - (bottom - t0).max(1.0),
+        None => top,
+    };
+    let hi = times.get(j + 1).copied().unwrap_or(bottom);
+    let mut best = (f0, t0);
+    for t in [lo, hi] {
+        let value = density(t);
+        if value > best.0 {
+            best = (value, t);
+        }
+    }
+    if hi > lo {
+        if let Some(t) = brent_max(density, lo, hi) {
+            let value = density(t);
+            if value > best.0 {
+                best = (value, t);
+            }
+        }
+    }
+    best.1
+}
+
+/// A one-dimensional function maximised with argmin (which minimises).
+struct Negated<'a>(&'a dyn Fn(f64) -> f64);
+
+impl CostFunction for Negated<'_> {
+    type Param = f64;
+    type Output = f64;
+
+    fn cost(&self, t: &f64) -> std::result::Result<f64, argmin::core::Error> {
+        let value = (self.0)(*t);
+        // NaN (outside double precision) ranks last.
+        Ok(if value.is_nan() {
+            f64::INFINITY
+        } else {
+            -value
+        })
+    }
+}
+
+/// A local maximiser of `f` on `[lo, hi]` by Brent's method, to a tolerance of `10⁻⁹` of
+/// the interval; `None` if the solver fails.
+fn brent_max(f: &dyn Fn(f64) -> f64, lo: f64, hi: f64) -> Option<f64> {
+    let solver = BrentOpt::new(lo, hi).set_tolerance(f64::EPSILON.sqrt(), 1e-9 * (hi - lo));
+    let result = Executor::new(Negated(f), solver)
+        .configure(|state| state.max_iters(200))
+        .run()
+        .ok()?;
+    result
+        .state()
+        .get_best_param()
+        .copied()
+        .filter(|t| t.is_finite())
+}
+
+/// The tree with a new leaf joined to the branch above `node` at time `time`: leaves keep
+/// their ids and the new leaf is `n` (so every internal node's id grows by one, and by one
+/// more for those after the new node); the new internal node comes, among the internal
+/// nodes, after those more recent than `time` (as far as its child and parent allow), so a
+/// tree whose internal ids follow its merge times keeps that order. Returns the new tree
+/// and the new internal node's id.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidTree`] if `tree` is not a timed coalescent tree, `node` is not
+/// one of its nodes, or `time` is not finite, `≤ 0` and between the times of `node`'s
+/// parent and `node`.
+pub fn insert_leaf(tree: &Tree, node: usize, time: f64) -> Result<(Tree, usize)> {
+    let h = check_timed_tree(tree)?;
+    let nodes = tree.nodes();
+    let n = tree.n_leaves();
+    if node >= nodes.len() {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "node {node} is not in a tree of {} nodes",
+            nodes.len()
+        )));
+    }
+    let parent = nodes[node].parent;
+    let top = parent.map_or(f64::NEG_INFINITY, |p| h[p]);
+    if !(time.is_finite() && time <= 0.0 && time >= top && time <= h[node]) {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "a join at time {time} is not on the branch above node {node} (times {top} to {})",
+            h[node]
+        )));
+    }
+    let n_internal = nodes.len() - n;
+    // Position of the new node among the internal nodes.
+    let after_child = if node >= n { node - n + 1 } else { 0 };
+    let before_parent = parent.map_or(n_internal, |p| p - n);
+    let more_recent = h[n..].iter().filter(|&&t| t > time).count();
+    let pos = more_recent.clamp(after_child, before_parent);
+    let new_id = |u: usize| {
+        if u < n {
+            u
+        } else if u - n < pos {
+            u + 1
+        } else {
+            u + 2
+        }
+    };
+    let joined = n + 1 + pos;
+    let mut internal = Vec::with_capacity(n_internal + 1);
+    let mut heights = vec![0.0; n + 1];
+    for (k, u) in (n..nodes.len()).enumerate() {
+        if k == pos {
+            internal.push(vec![new_id(node), n]);
+            heights.push(time);
+        }
+        let children = nodes[u]
+            .children
+            .iter()
+            .map(|&c| if c == node { joined } else { new_id(c) })
+            .collect();
+        internal.push(children);
+        heights.push(h[u]);
+    }
+    if pos == n_internal {
+        internal.push(vec![new_id(node), n]);
+        heights.push(time);
+    }
+    let tree = Tree::new(&Topology::new(n + 1, internal)?, Some(heights))?;
+    Ok((tree, joined))
+}
+
+/// Adds rows to a fitted coalescent tree, one at a time in the order given (see the
+/// [module docs](self)), and returns the grown tree over all rows (the tree's rows first,
+/// leaf `n + i` the `i`-th new row) with its `ln p(x, π)` (eq 7), and where each row
+/// joined. `leaves` are the messages of the tree's rows and `rows` those of the new rows,
+/// as [`MessageModel::leaf_messages`] returns them. `interrupt` is polled between rows and
+/// stops with [`RoseTreeError::Interrupted`] when it returns `true`.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidTree`] if `tree` is not a timed coalescent tree over `leaves`;
+/// [`RoseTreeError::Numerical`] as [`best_join`]; [`RoseTreeError::Interrupted`].
+///
+/// # Examples
+/// ```
+/// use ndarray::array;
+/// use rosetree::coalescent::{self, CoalescentParams, insert_rows};
+/// use rosetree::models::messages::{BrownianDiffusion, MessageModel};
+///
+/// let x = array![[0.0, 0.1], [0.1, 0.0], [3.0, 3.1], [3.1, 3.0]];
+/// let model = BrownianDiffusion::isotropic(1.0, 2)?.with_noise(0.1)?;
+/// let fit = coalescent::fit(&model, &CoalescentParams::new().check()?, x.view())?;
+/// let new = array![[3.05, 3.05]];
+/// let (grown, joins) = insert_rows(
+///     &model,
+///     &fit.tree,
+///     model.leaf_messages(x.view())?,
+///     model.leaf_messages(new.view())?,
+///     &|| false,
+/// )?;
+/// // The new row (leaf 4) joins the cluster of rows 2 and 3.
+/// let p = grown.tree.nodes()[4].parent.unwrap();
+/// assert!(grown.tree.leaves_of(p).len() <= 3 && grown.tree.leaves_of(p).len() >= 2);
+/// assert!(grown.tree.leaves_of(p).iter().all(|&l| l >= 2));
+/// let all = ndarray::concatenate![ndarray::Axis(0), x, new];
+/// let again = coalescent::log_joint(&model, all.view(), &grown.tree)?;
+/// assert!((grown.log_joint - again).abs() < 1e-12);
+/// assert_eq!(joins.len(), 1);
+/// # Ok::<(), rosetree::RoseTreeError>(())
+/// ```
+pub fn insert_rows<M: MessageModel + Clone>(
+    model: &M,
+    tree: &Tree,
+    leaves: Vec<(M::Message, f64)>,
+    rows: Vec<(M::Message, f64)>,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<(CoalescentFit, Vec<Join>)> {
+    check_timed_tree(tree)?;
+    if leaves.len() != tree.n_leaves() {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "the tree has {} leaves but {} leaf messages were given",
+            tree.n_leaves(),
+            leaves.len()
+        )));
+    }
+    let mut tree = tree.clone();
+    let mut all = leaves;
+    let mut joins = Vec::with_capacity(rows.len());
+    let n0 = all.len();
+    for (i, row) in rows.into_iter().enumerate() {
+        if interrupt() {
+            return Err(RoseTreeError::Interrupted);
+        }
+        let messages = all.iter().map(|(m, _)| m.clone()).collect();
+        let predictor = Predictor::from_leaves(model.clone(), messages, tree)?;
+        let join = best_join(&predictor, &row.0, row.1, i)?;
+        tree = insert_leaf(predictor.tree(), join.node, join.time)?.0;
+        debug_assert_eq!(tree.n_leaves(), n0 + i + 1);
+        joins.push(join);
+        all.push(row);
+    }
+    let log_joint = log_joint_from_leaves(model, &all, &tree)?;
+    Ok((CoalescentFit { tree, log_joint }, joins))
+}
+
+#[cfg(test)]
+mod tests;
