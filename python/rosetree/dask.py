@@ -639,7 +639,7 @@ class _SplitFit(ParamsMixin):
         return float(self.score_samples(X).mean().compute())
 
     def fit_predict(self, X: Any, y: Any = None, *, client: Any = None) -> Any:
-        """Fit and return :attr:`labels_`."""
+        """Fit and return ``labels_``."""
         return self.fit(X, client=client).labels_
 
     def _submit_split(self, client: Any, sample: Any, model: Any, node: _Node, size: int) -> Any:
