@@ -270,11 +270,7 @@ impl<M: MessageModel> Predictor<M> {
         let mut by_branch = vec![Vec::new(); nodes.len()];
         for (q, &on_branch) in self.quadrature.iter().zip(&log_f) {
             let log_f = if q.node == root {
-                // A new root at t: the old root's message and the new leaf meet there.
-                let old = self.model.propagate(&self.up[root], h[root] - q.t);
-                let new_leaf = self.model.propagate(leaf, -q.t);
-                let (msg, log_z) = self.model.combine(&[old, new_leaf]);
-                log_z + self.model.root_log_z(&msg) - self.root_log_z
+                self.new_root_log_f(h[root], q.t, leaf)
             } else {
                 on_branch
             };
@@ -282,6 +278,14 @@ impl<M: MessageModel> Predictor<M> {
         }
         let per_branch: Vec<f64> = by_branch.iter().map(|v| log_sum_exp(v)).collect();
         (log_sum_exp(&per_branch), per_branch)
+    }
+
+    /// `ln f` of a new row (its leaf message `leaf`) making a new root at `t ≤ t_root`: the
+    /// old root's message and the new leaf meet there, under the root's prior.
+    fn new_root_log_f(&self, t_root: f64, t: f64, leaf: &M::Message) -> f64 {
+        let old = self.model.propagate(&self.up[self.tree.root()], t_root - t);
+        let (msg, log_z) = self.model.combine(&[old, self.model.propagate(leaf, -t)]);
+        log_z + self.model.root_log_z(&msg) - self.root_log_z
     }
 
     /// The times a new row can join the branch above `v`: `(t_parent, t_v)`, and
@@ -318,10 +322,7 @@ impl<M: MessageModel> Predictor<M> {
     pub fn log_join_density(&self, v: usize, t: f64, leaf: &M::Message, leaf_log_z: f64) -> f64 {
         let h = self.tree.heights().expect("checked: the tree has heights");
         let log_f = if v == self.tree.root() {
-            let old = self.model.propagate(&self.up[v], h[v] - t);
-            let new_leaf = self.model.propagate(leaf, -t);
-            let (msg, log_z) = self.model.combine(&[old, new_leaf]);
-            log_z + self.model.root_log_z(&msg) - self.root_log_z
+            self.new_root_log_f(h[v], t, leaf)
         } else {
             let (top, bottom) = self.branch_span(v);
             let mut z = [f64::NAN];
