@@ -397,7 +397,7 @@ def pydt_mcmc(
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
-    subtree_move: str = "prior",
+    subtree_move: str = "auto",
 ) -> tuple[
     list[tuple[Tree, float, float, float, float, float]],
     npt.NDArray[np.float64],

@@ -533,12 +533,7 @@ class KingmanCoalescent(ClusterEstimator):
         X = self._new_rows(X)
         likelihood = self._model_options["likelihood"]
         if likelihood == "multinomial":
-            bad = ~np.isnan(X) & ((X < 0) | (X != np.round(X)) | (X >= 1e6))
-            if bad.any():
-                r, c = np.argwhere(bad)[0]
-                raise InvalidDataError(
-                    f"X has {X[r, c]} in row {r}, column {c}: not a category", int(r), int(c)
-                )
+            _refuse_non_categories(X)
         X_all = np.vstack([self._X, X])
         if likelihood == "brownian":
             _check_brownian_missing(X_all, self._model_options["root"] is None, learn=False)
@@ -620,12 +615,7 @@ class KingmanCoalescent(ClusterEstimator):
         self._check_fitted()
         X = self._new_rows(X)
         if self._model_options["likelihood"] == "multinomial":
-            bad = ~np.isnan(X) & ((X < 0) | (X != np.round(X)))
-            if bad.any():
-                r, c = np.argwhere(bad)[0]
-                raise InvalidDataError(
-                    f"X has {X[r, c]} in row {r}, column {c}: not a category", int(r), int(c)
-                )
+            _refuse_non_categories(X)
         return self._flat.predict_proba(
             self._cluster_data(self._X), self._cluster_data(X), check_n_jobs(self.n_jobs)
         )
@@ -1048,6 +1038,31 @@ def _refuse_equal_rows(X: np.ndarray) -> None:
                 "every row",
                 b,
             )
+
+
+#: Categories of the multinomial likelihood are whole numbers below this.
+MAX_CATEGORY = 1e6
+
+
+def non_category(X: np.ndarray) -> tuple[int, int] | None:
+    """Row and column of the first entry of ``X`` that is not a category, if any.
+
+    A category of the multinomial likelihood is a whole number ``0 <= x < MAX_CATEGORY``;
+    NaN (missing) passes.
+    """
+    bad = ~np.isnan(X) & ~((X >= 0) & (X == np.round(X)) & (X < MAX_CATEGORY))
+    if not bad.any():
+        return None
+    r, c = np.argwhere(bad)[0]
+    return int(r), int(c)
+
+
+def _refuse_non_categories(X: np.ndarray) -> None:
+    """InvalidDataError naming the first entry of ``X`` that is not a category."""
+    where = non_category(X)
+    if where is not None:
+        r, c = where
+        raise InvalidDataError(f"X has {X[r, c]} in row {r}, column {c}: not a category", r, c)
 
 
 def _refuse_zero_time_merge(tree: Tree) -> None:

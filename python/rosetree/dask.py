@@ -54,6 +54,7 @@ from ._validation import (
     check_seed,
     mixing_args,
 )
+from .coalescent import _refuse_non_categories, non_category
 from .config import (
     AutoModel,
     BetaBernoulli,
@@ -1058,9 +1059,9 @@ def _coal_column_stats(
     observed = ~np.isnan(rows)
     out: dict[str, Any] = {"observed": observed.sum(axis=0), "counts": None}
     if likelihood == "multinomial":
-        bad = observed & ~((rows >= 0) & (rows == np.round(rows)) & (rows < 1e6))
-        if bad.any():
-            i, j = (int(v) for v in np.argwhere(bad)[0])
+        where = non_category(rows)
+        if where is not None:
+            i, j = where
             row = int(ids[i])
             raise InvalidDataError(
                 f"{chunks.describe(row)}, column {j}: value {rows[i, j]} is not a category: "
@@ -1579,8 +1580,5 @@ class KingmanCoalescent(_SplitFit):
 def _coal_checked(rows: np.ndarray, spec: dict[str, Any], encode: Any) -> np.ndarray:
     """New rows checked as the likelihood takes them, then encoded for the flat clusters."""
     if spec["likelihood"] == "multinomial":
-        bad = ~np.isnan(rows) & ((rows < 0) | (rows != np.round(rows)))
-        if bad.any():
-            r, c = (int(v) for v in np.argwhere(bad)[0])
-            raise InvalidDataError(f"row {r}, column {c} holds {rows[r, c]}: not a category", r, c)
+        _refuse_non_categories(rows)
     return np.asarray(encode(rows))

@@ -752,7 +752,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 burn_in=int(burn_in),
                 thin=thin,
                 verbose=verbose,
-                subtree_move=_subtree_move(self.subtree_move, X.shape[0]),
+                subtree_move=self.subtree_move,
                 **common,
             )
             if not samples:  # interrupted during the burn-in: keep the last state
@@ -887,20 +887,6 @@ def _probit_log_joint(
     """``ln p(T, t) + ln p(X | T, t)`` of binary ``X``, the latter by EP."""
     _, _, log_marginal = _core.pydt_probit_ep(X, tree, sigma2=sigma2)
     return _core.pydt_log_prior(tree, alpha=alpha, beta=beta, c=c) + log_marginal
-
-
-#: The most rows for which ``subtree_move="auto"`` takes the Gibbs re-attachment move: its
-#: cost per sweep grows as n^2, the prior move's as n log n, and in the same run it gave
-#: 1.06 and 1.29 times the prior move's effective samples of the log joint per second at
-#: 100 and 200 rows and 0.33 times at 400 (docs/pydt.md, "Subtree moves").
-_GIBBS_MAX_ROWS = 250
-
-
-def _subtree_move(choice: str, n_rows: int) -> str:
-    """The MCMC subtree move that ``subtree_move=choice`` means for ``n_rows`` rows."""
-    if choice == "auto":
-        return "gibbs" if n_rows <= _GIBBS_MAX_ROWS else "prior"
-    return choice
 
 
 def _wrap(structure: Any) -> Tree:

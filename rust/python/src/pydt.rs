@@ -111,10 +111,11 @@ fn py_sample(s: mcmc::Sample) -> PySample {
 /// is `"gaussian"` (rows are locations) or `"probit"` (rows are binary, 0/1 with NaN missing;
 /// `sigma2` is then fixed and the trace's log likelihood is that of the latent values,
 /// `ln p(z | T, t)`). `subtree_move` is `"gibbs"` (the re-attachment move over every
-/// position) or `"prior"` (a position from the generative process, Metropolis–Hastings).
+/// position), `"prior"` (a position from the generative process, Metropolis–Hastings) or
+/// `"auto"` (the first up to 250 rows, the second beyond).
 #[pyfunction]
 #[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
-                    seed, verbose, likelihood="gaussian", subtree_move="prior"))]
+                    seed, verbose, likelihood="gaussian", subtree_move="auto"))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 fn pydt_mcmc<'py>(

@@ -116,10 +116,13 @@ impl std::str::FromStr for Likelihood {
 /// How a sweep moves subtrees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SubtreeMove {
+    /// [`Gibbs`](Self::Gibbs) up to [`GIBBS_MAX_POINTS`] points, [`Prior`](Self::Prior)
+    /// beyond: whichever gave more effective samples of the log joint per second there.
+    #[default]
+    Auto,
     /// A new position drawn by the generative process of one point, accepted by
     /// Metropolis–Hastings on the likelihood and prior ratio (see the [module docs](self)):
     /// `O(depth · K · D)` a move, accepted a few per cent of the time on hundreds of points.
-    #[default]
     Prior,
     /// A new position drawn from the exact conditional over every position, by the
     /// Gibbs re-attachment move of [`reattach`]: `O(N (D + G))` a move, accepted about 99 %
@@ -128,17 +131,37 @@ pub enum SubtreeMove {
     Gibbs,
 }
 
+/// The most points for which [`SubtreeMove::Auto`] takes the Gibbs re-attachment move: its
+/// cost per sweep grows as `N²`, the prior move's as `N log N`, and in the same run it gave
+/// 1.06 and 1.29 times the prior move's effective samples of the log joint per second at
+/// 100 and 200 points and 0.33 times at 400 (`docs/pydt.md`, "Subtree moves").
+pub const GIBBS_MAX_POINTS: usize = 250;
+
+impl SubtreeMove {
+    /// The move made on `n_points` points: [`Auto`](Self::Auto) resolved, the others as
+    /// they are.
+    #[must_use]
+    pub fn for_points(self, n_points: usize) -> Self {
+        match self {
+            Self::Auto if n_points <= GIBBS_MAX_POINTS => Self::Gibbs,
+            Self::Auto => Self::Prior,
+            chosen => chosen,
+        }
+    }
+}
+
 impl std::str::FromStr for SubtreeMove {
     type Err = RoseTreeError;
 
-    /// `"prior"` or `"gibbs"`.
+    /// `"auto"`, `"prior"` or `"gibbs"`.
     fn from_str(name: &str) -> Result<Self> {
         match name {
+            "auto" => Ok(Self::Auto),
             "prior" => Ok(Self::Prior),
             "gibbs" => Ok(Self::Gibbs),
             other => Err(RoseTreeError::param(
                 "subtree_move",
-                format!("must be 'gibbs' or 'prior', got {other:?}"),
+                format!("must be 'auto', 'gibbs' or 'prior', got {other:?}"),
             )),
         }
     }
@@ -1052,9 +1075,9 @@ impl Chain {
             if i % 64 == 0 && interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
-            accepted += usize::from(match config.subtree_move {
-                SubtreeMove::Prior => self.subtree_move(rng)?,
+            accepted += usize::from(match config.subtree_move.for_points(n) {
                 SubtreeMove::Gibbs => self.gibbs_move(rng)?,
+                _ => self.subtree_move(rng)?,
             });
         }
         self.update_times(rng)?;
