@@ -481,15 +481,18 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             .filter(|&w| w != u)
             .collect();
         // Swaps: child i of u against sibling w of u. The statistics of u's other children
-        // are merged once per i; each swap is then scored without building its statistics
-        // (those of the move taken are built when it is applied).
+        // are merged once per i (from prefix and suffix merges where several i are tried, so
+        // a node of m children costs O(m) merges, not O(m) per child); each swap is then
+        // scored without building its statistics (those of the move taken are built when it
+        // is applied).
         let mut tried = 0;
-        'swaps: for &i in &u_children {
-            if tried == MAX_SWAPS {
+        let mut others =
+            OtherChildren::new(self, &u_children, MAX_SWAPS.div_ceil(siblings.len().max(1)));
+        'swaps: for (k, &i) in u_children.iter().enumerate() {
+            if tried == MAX_SWAPS || siblings.is_empty() {
                 break;
             }
-            let rest: Vec<usize> = u_children.iter().copied().filter(|&c| c != i).collect();
-            let rest_stats = self.merged_stats(&rest);
+            let rest_stats = others.without(self, k);
             for &w in &siblings {
                 if tried == MAX_SWAPS {
                     break 'swaps;
@@ -1038,6 +1041,68 @@ fn clears(gain: f64, log_p: f64) -> bool {
 /// its leaves are more probably one cluster than split. Leaves are clusters.
 fn is_cluster(s: &Summary) -> bool {
     s.n_children == 0 || s.log_pi + s.log_f - s.log_p >= -std::f64::consts::LN_2
+}
+
+/// The statistics of a node's children but one, for the first `tried` children in turn:
+/// child `k`'s are the merge of the children before it (merged as `k` grows) and of those
+/// after it (suffix merges, made once), where more than one child of more than two is tried.
+struct OtherChildren<'c, S> {
+    children: &'c [usize],
+    /// `after[j]`: the children `j + 1..` merged (`j < m − 1`); empty when unused.
+    after: Vec<S>,
+    /// The children before the one asked for last, merged.
+    before: Option<S>,
+}
+
+impl<'c, S: Clone> OtherChildren<'c, S> {
+    fn new<M: ClusterModel<Stats = S>>(
+        tree: &GrowingTree<'_, M>,
+        children: &'c [usize],
+        tried: usize,
+    ) -> Self {
+        let m = children.len();
+        let mut after = Vec::new();
+        if tried.min(m) > 1 && m > 2 {
+            // Built from the last child back, then put in child order.
+            after.push(tree.slots[children[m - 1]].stats.clone());
+            for &c in children[1..m - 1].iter().rev() {
+                let merged = tree
+                    .model
+                    .merge(&tree.slots[c].stats, after.last().expect("one"));
+                after.push(merged);
+            }
+            after.reverse();
+        }
+        Self {
+            children,
+            after,
+            before: None,
+        }
+    }
+
+    /// The children other than child `k` merged; `k` runs 0, 1, 2, … in turn.
+    fn without<M: ClusterModel<Stats = S>>(&mut self, tree: &GrowingTree<'_, M>, k: usize) -> S {
+        let m = self.children.len();
+        if self.after.is_empty() {
+            let rest: Vec<usize> = (0..m)
+                .filter(|&j| j != k)
+                .map(|j| self.children[j])
+                .collect();
+            return tree.merged_stats(&rest);
+        }
+        if k > 0 {
+            let last = &tree.slots[self.children[k - 1]].stats;
+            self.before = Some(match self.before.take() {
+                Some(b) => tree.model.merge(&b, last),
+                None => last.clone(),
+            });
+        }
+        match (&self.before, k + 1 < m) {
+            (Some(b), true) => tree.model.merge(b, &self.after[k]),
+            (Some(b), false) => b.clone(),
+            (None, _) => self.after[k].clone(),
+        }
+    }
 }
 
 /// The outcome of [`GrowingTree::try_rebuild`].
