@@ -816,6 +816,17 @@ impl Chain {
         )))
     }
 
+    /// A node other than the root, uniformly (the subtree a move detaches).
+    fn random_non_root<R: Rng + ?Sized>(&self, rng: &mut R) -> NodeId {
+        let root = self.arena.root();
+        loop {
+            let s = NodeId(rng.random_range(0..self.arena.n_slots()) as u32);
+            if s != root && self.arena.node(s).is_ok() {
+                return s;
+            }
+        }
+    }
+
     /// One subtree move (see the [module docs](self)); returns whether it was accepted.
     ///
     /// # Errors
@@ -825,13 +836,7 @@ impl Chain {
         if n_before < 2 {
             return Ok(false);
         }
-        let root = self.arena.root();
-        let v = loop {
-            let s = NodeId(rng.random_range(0..self.arena.n_slots()) as u32);
-            if s != root && self.arena.node(s).is_ok() {
-                break s;
-            }
-        };
+        let v = self.random_non_root(rng);
         let old_joint = self.log_joint();
         let detached = self.arena.detach(v)?;
         let t_sub = self.arena.time(v)?;

@@ -335,13 +335,7 @@ impl Chain {
         if n_before < 2 {
             return Ok(false);
         }
-        let root = self.arena.root();
-        let v = loop {
-            let s = NodeId(rng.random_range(0..self.arena.n_slots()) as u32);
-            if s != root && self.arena.node(s).is_ok() {
-                break s;
-            }
-        };
+        let v = self.random_non_root(rng);
         let old_joint = self.log_joint();
         let detached = self.arena.detach(v)?;
         self.refresh();
