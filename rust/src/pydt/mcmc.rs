@@ -85,7 +85,7 @@ use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap, sample
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
 use crate::tree::Tree;
-use crate::tree::arena::{Arena, Attachment, NodeId};
+use crate::tree::arena::{Arena, Attachment, Detached, NodeId};
 
 /// How the data of a chain are observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -816,6 +816,38 @@ impl Chain {
         )))
     }
 
+    /// The end of a subtree move: the subtree `detached` (node `v`) is attached at `at` and
+    /// kept with the Metropolis–Hastings probability `min(1, ratio)`, where `ln ratio` is the
+    /// change in the log joint from `old_joint`, plus `ln q(old) − ln q(new)` of the
+    /// proposal (`ln_q`), plus the change in the number of nodes a move picks from
+    /// (`n_before` before the detach); else the subtree goes back where it was.
+    #[allow(clippy::too_many_arguments)]
+    fn attach_or_undo<R: Rng + ?Sized>(
+        &mut self,
+        v: NodeId,
+        detached: &Detached,
+        at: Attachment,
+        old_joint: f64,
+        (ln_q_old, ln_q_new): (f64, f64),
+        n_before: usize,
+        rng: &mut R,
+    ) -> Result<bool> {
+        self.arena.attach(detached, at)?;
+        self.refresh();
+        let n_after = self.arena.n_nodes();
+        let ln_ratio = self.log_joint() - old_joint + ln_q_old - ln_q_new
+            + ((n_before - 1) as f64 / (n_after - 1) as f64).ln();
+        let e: f64 = rng.sample(Exp1);
+        if -e < ln_ratio {
+            return Ok(true);
+        }
+        let undo = self.arena.detach(v)?;
+        debug_assert_eq!(undo.root(), v);
+        self.arena.reattach(detached)?;
+        self.refresh();
+        Ok(false)
+    }
+
     /// A node other than the root, uniformly (the subtree a move detaches).
     fn random_non_root<R: Rng + ?Sized>(&self, rng: &mut R) -> NodeId {
         let root = self.arena.root();
@@ -843,20 +875,15 @@ impl Chain {
         let ln_q_old = self.ln_attach(detached.origin());
         let at = self.draw_attachment(t_sub, rng)?;
         let ln_q_new = self.ln_attach(at);
-        self.arena.attach(&detached, at)?;
-        self.refresh();
-        let n_after = self.arena.n_nodes();
-        let ln_ratio = self.log_joint() - old_joint + ln_q_old - ln_q_new
-            + ((n_before - 1) as f64 / (n_after - 1) as f64).ln();
-        let e: f64 = rng.sample(Exp1);
-        if -e < ln_ratio {
-            return Ok(true);
-        }
-        let undo = self.arena.detach(v)?;
-        debug_assert_eq!(undo.root(), v);
-        self.arena.reattach(&detached)?;
-        self.refresh();
-        Ok(false)
+        self.attach_or_undo(
+            v,
+            &detached,
+            at,
+            old_joint,
+            (ln_q_old, ln_q_new),
+            n_before,
+            rng,
+        )
     }
 
     /// Slice-samples the time of every branch point (see the [module docs](self)).

@@ -70,7 +70,6 @@
 //! positions), made exact by the correction and cheap by the cached messages.
 
 use rand::Rng;
-use rand_distr::Exp1;
 
 use super::Chain;
 use crate::error::Result;
@@ -347,20 +346,15 @@ impl Chain {
             self.refresh();
             return Ok(false);
         };
-        self.arena.attach(&detached, at)?;
-        self.refresh();
-        let n_after = self.arena.n_nodes();
-        let ln_ratio = self.log_joint() - old_joint + ln_q_old - ln_q_new
-            + ((n_before - 1) as f64 / (n_after - 1) as f64).ln();
-        let e: f64 = rng.sample(Exp1);
-        if -e < ln_ratio {
-            return Ok(true);
-        }
-        let undo = self.arena.detach(v)?;
-        debug_assert_eq!(undo.root(), v);
-        self.arena.reattach(&detached)?;
-        self.refresh();
-        Ok(false)
+        self.attach_or_undo(
+            v,
+            &detached,
+            at,
+            old_joint,
+            (ln_q_old, ln_q_new),
+            n_before,
+            rng,
+        )
     }
 
     /// Scans every position of the detached subtree `v` (see the [module docs](self)) and
