@@ -267,26 +267,12 @@ macro_rules! fit_types {
             Callback(Py<PyAny>, RoseTree),
         }
 
-        /// Leaf statistics that a fit has computed already, by model family.
-        pub(crate) enum LeafStats {
-            $($variant(Vec<<$model as ClusterModel>::Stats>),)*
-        }
-
         impl AnyPredictor {
-            /// The predictor of `model` and `tree` for `training` (with its leaf statistics
-            /// `leaves`, when the caller has them already).
-            fn new(
-                model: AnyModel,
-                tree: RoseTree,
-                training: &TrainingData,
-                leaves: Option<LeafStats>,
-            ) -> PyResult<Self> {
+            /// The predictor of `model` and `tree` for `training`.
+            fn new(model: AnyModel, tree: RoseTree, training: &TrainingData) -> PyResult<Self> {
                 Ok(match model {
                     $(AnyModel::$variant(mut m) => {
-                        let leaves = match leaves {
-                            Some(LeafStats::$variant(l)) => l,
-                            _ => training.leaves(&mut m)?,
-                        };
+                        let leaves = training.leaves(&mut m)?;
                         Self::$variant(Predictor::new(m, tree, leaves)?)
                     })*
                     AnyModel::Callback(m) => {
@@ -353,16 +339,10 @@ macro_rules! with_predictor {
 }
 
 impl PyBrtFit {
-    /// The fit of `tree` to `training` under `model` (leaf statistics `leaves`, when the
-    /// caller has them already).
-    pub(crate) fn new(
-        model: AnyModel,
-        tree: RoseTree,
-        training: TrainingData,
-        leaves: Option<LeafStats>,
-    ) -> PyResult<Self> {
+    /// The fit of `tree` to `training` under `model`.
+    pub(crate) fn new(model: AnyModel, tree: RoseTree, training: TrainingData) -> PyResult<Self> {
         Ok(Self {
-            predictor: Arc::new(AnyPredictor::new(model, tree, &training, leaves)?),
+            predictor: Arc::new(AnyPredictor::new(model, tree, &training)?),
             training: Arc::new(training),
         })
     }
@@ -745,7 +725,7 @@ pub(crate) fn brt_fit_for_tree(
 ) -> PyResult<PyBrtFit> {
     let training = train.to_owned_data()?;
     let model = training.model(&model.get().spec)?;
-    PyBrtFit::new(model, tree.get().inner.clone(), training, None)
+    PyBrtFit::new(model, tree.get().inner.clone(), training)
 }
 
 /// Adds the fit class and functions to the extension module.

@@ -30,7 +30,8 @@ use crate::errors::PyResult;
 use models::{AnyModel, PyModelSpec, build_model, with_model, with_model_arms};
 use rosetree::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
 use rosetree::error::RoseTreeError;
-use rosetree::models::ClusterModel;
+use rosetree::brt::RoseTree;
+use rosetree::models::{ClusterModel, RowQueries};
 use rosetree::progress::{self, Progress};
 use rosetree::tree::Topology;
 use tree::{PyRoseTree, PyTree};
@@ -298,27 +299,36 @@ fn fit_brt(
     macro_rules! run {
         ([] $($variant:ident: $t:ty = $name:literal;)*) => {
             match model {
-                $(AnyModel::$variant(mut m) => {
-                    let leaves = training.leaves(&mut m)?;
-                    let (m, tree, leaves) = run_watched(py, label, move |interrupt| {
-                        let tree = brt::fit_stats(&m, &params, leaves.clone(), interrupt)?;
-                        Ok((m, tree, leaves))
-                    })?;
-                    let leaves = Some(fit::LeafStats::$variant(leaves));
-                    fit::PyBrtFit::new(AnyModel::$variant(m), tree, training, leaves)
+                $(AnyModel::$variant(m) => {
+                    let (m, tree) = search_brt(py, label, &training, m, params)?;
+                    fit::PyBrtFit::new(AnyModel::$variant(m), tree, training)
                 })*
-                AnyModel::Callback(mut m) => {
-                    let leaves = training.leaves(&mut m)?;
-                    let (m, tree) = run_watched(py, label, move |interrupt| {
-                        let tree = brt::fit_stats(&m, &params, leaves, interrupt)?;
-                        Ok((m, tree))
-                    })?;
-                    fit::PyBrtFit::new(AnyModel::Callback(m), tree, training, None)
+                AnyModel::Callback(m) => {
+                    let (m, tree) = search_brt(py, label, &training, m, params)?;
+                    fit::PyBrtFit::new(AnyModel::Callback(m), tree, training)
                 }
             }
         };
     }
     models::conjugate_families!(run,)
+}
+
+/// The greedy search over the rows of `training` under `m`, on a watched worker thread;
+/// the model comes back with the tree. The search uses up the leaf statistics it is given:
+/// the fitted object's predictor makes its own afresh (one pass over the rows), so that no
+/// second copy lives during the search.
+fn search_brt<M: RowQueries + Send + 'static>(
+    py: Python<'_>,
+    label: Option<Watch<'_>>,
+    training: &fit::TrainingData,
+    mut m: M,
+    params: ValidBrtParams,
+) -> PyResult<(M, RoseTree)> {
+    let leaves = training.leaves(&mut m)?;
+    run_watched(py, label, move |interrupt| {
+        let tree = brt::fit_stats(&m, &params, leaves, interrupt)?;
+        Ok((m, tree))
+    })
 }
 
 /// `ln p(D | T)` and the per-node quantities of a given tree, described by the child lists

@@ -28,7 +28,7 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::RoseTree;
-use super::evaluate::evaluate;
+use super::evaluate::{from_log_f, log_evidence_from_log_f, node_log_f};
 use super::greedy::greedy;
 use super::merge::MergeRule;
 use super::mixing::Mixing;
@@ -110,24 +110,33 @@ pub fn approximate<M: RowQueries>(
         };
         progress::watch_with(None, || search.build((0..n).collect(), 0, params.seed))
     })?;
+    // Both trees are scored from their nodes' `ln f` alone; only the one returned is built.
     let mut internal = Vec::new();
     number(&shape, n, &mut internal);
-    let assembled = evaluate(model, mixing, &Topology::new(n, internal)?, &leaves)?;
+    let assembled = Topology::new(n, internal)?;
+    let assembled_log_f = node_log_f(model, &assembled, &leaves)?;
     let Some(regrouped) = regroup(
         model, mixing, binary, rule, &leaves, shape, params, threads, interrupt,
     )?
     else {
-        return Ok(assembled);
+        return from_log_f(&assembled, &assembled_log_f, mixing);
     };
     let mut internal = Vec::new();
     number(&regrouped, n, &mut internal);
-    let regrouped = evaluate(model, mixing, &Topology::new(n, internal)?, &leaves)?;
+    drop(regrouped);
+    let regrouped = Topology::new(n, internal)?;
+    let regrouped_log_f = node_log_f(model, &regrouped, &leaves)?;
+    drop(leaves);
     // The better of the two trees, both evaluated exactly; the assembled one on a tie.
-    Ok(if regrouped.log_evidence() > assembled.log_evidence() {
-        regrouped
+    let better = log_evidence_from_log_f(&regrouped, &regrouped_log_f, mixing)?
+        > log_evidence_from_log_f(&assembled, &assembled_log_f, mixing)?;
+    if better {
+        drop((assembled, assembled_log_f));
+        from_log_f(&regrouped, &regrouped_log_f, mixing)
     } else {
-        assembled
-    })
+        drop((regrouped, regrouped_log_f));
+        from_log_f(&assembled, &assembled_log_f, mixing)
+    }
 }
 
 /// The assembled tree's units (its [`Shape::Cluster`]s and the rows outside them) joined
@@ -417,6 +426,7 @@ mod tests {
     use ndarray::Array2;
 
     use super::*;
+    use crate::brt::evaluate::evaluate;
     use crate::models::{BetaBernoulli, ClusterModel};
 
     /// A cluster whose rows the parts split in two: regrouping joins the halves below a

@@ -27,27 +27,48 @@ pub fn evaluate<M: ClusterModel>(
             found: format!("{n} leaves"),
         });
     }
-    let stats = node_stats(model, topology, leaves);
-    let mut summary = Vec::with_capacity(stats.len());
+    from_log_f(topology, &node_log_f(model, topology, leaves)?, mixing)
+}
+
+/// `ln f` of every node of `topology` (leaves first, then internal nodes in id order). The
+/// internal nodes' statistics are merged bottom-up, each dropped once its parent has been
+/// merged: at most the statistics of the nodes whose parent is still to come are held,
+/// not a copy of every node's.
+///
+/// # Errors
+/// Errors of the model.
+pub(crate) fn node_log_f<M: ClusterModel>(
+    model: &M,
+    topology: &Topology,
+    leaves: &[M::Stats],
+) -> Result<Vec<f64>> {
+    let n = topology.n_leaves();
+    let internal = topology.internal();
+    let mut log_f = Vec::with_capacity(n + internal.len());
     for s in leaves {
-        summary.push(Summary::leaf(model.log_marginal(s)?, mixing));
+        log_f.push(model.log_marginal(s)?);
     }
-    for (k, children) in topology.internal().iter().enumerate() {
-        let n_leaves = children.iter().map(|&c| summary[c].n_leaves).sum();
-        let sum_log_p = children.iter().map(|&c| summary[c].log_p).sum();
-        let sum_log_d = children.iter().map(|&c| summary[c].log_d).sum();
-        let log_f = model.log_marginal(&stats[n + k])?;
-        summary.push(Summary::internal(
-            mixing,
-            n_leaves,
-            children.len(),
-            log_f,
-            sum_log_p,
-            sum_log_d,
-        ));
+    let mut pending: Vec<Option<M::Stats>> = (0..internal.len()).map(|_| None).collect();
+    for (k, children) in internal.iter().enumerate() {
+        let mut merged: Option<M::Stats> = None;
+        for &c in children {
+            let taken;
+            let stat = if c < n {
+                &leaves[c]
+            } else {
+                taken = pending[c - n].take().expect("children come before parents");
+                &taken
+            };
+            merged = Some(match merged {
+                None => stat.clone(),
+                Some(acc) => model.merge(&acc, stat),
+            });
+        }
+        let merged = merged.expect("an internal node has children");
+        log_f.push(model.log_marginal(&merged)?);
+        pending[k] = Some(merged);
     }
-    check_finite_log_p(&summary)?;
-    Ok(annotated(topology, &summary))
+    Ok(log_f)
 }
 
 /// A NaN anywhere (a model's `ln f` of NaN, or `−∞ − (−∞)` where every partition of a node
@@ -90,6 +111,27 @@ pub fn remix(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
     annotated(&topology, &summaries(&topology, &log_f, mixing))
 }
 
+/// The clusters of `remix(tree, mixing).cut(threshold)` ([`RoseTree::cut`]), from each
+/// node's `ln r` under `mixing` without building the remixed tree: descending from the
+/// root, a node with `ln r ≥ ln threshold` (or a leaf) is a cluster. In increasing id
+/// order.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] unless `0 ≤ threshold ≤ 1`.
+pub fn cut_remixed(tree: &RoseTree, mixing: &Mixing, threshold: f64) -> Result<Vec<usize>> {
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(RoseTreeError::param(
+            "threshold",
+            format!("must lie in [0, 1], got {threshold}"),
+        ));
+    }
+    let n = tree.n_leaves();
+    let log_f: Vec<f64> = tree.values().iter().map(|v| v.log_f).collect();
+    let summary = summaries_by(n, |k| &tree.node(n + k).children, &log_f, mixing);
+    let log_t = threshold.ln();
+    Ok(tree.top_down(|v| v < n || summary[v].values().log_r() >= log_t))
+}
+
 /// The tree of `topology` annotated under `mixing`, given `ln f` of every node (leaves first,
 /// then internal nodes in id order): eq 1.5 bottom-up, which needs nothing else, so that
 /// parts of a tree scored apart can be joined exactly (see [`super::stitch()`]).
@@ -111,14 +153,41 @@ pub fn from_log_f(topology: &Topology, log_f: &[f64], mixing: &Mixing) -> Result
     Ok(annotated(topology, &summary))
 }
 
+/// `ln p(D | T)` of the tree of `topology` given `ln f` of every node, without building the
+/// tree: what [`from_log_f`]'s root would hold.
+///
+/// # Errors
+/// As [`from_log_f`].
+pub(crate) fn log_evidence_from_log_f(
+    topology: &Topology,
+    log_f: &[f64],
+    mixing: &Mixing,
+) -> Result<f64> {
+    let summary = summaries(topology, log_f, mixing);
+    check_finite_log_p(&summary)?;
+    Ok(summary.last().expect("a tree has nodes").log_p)
+}
+
 /// Every node's [`Summary`] from its `ln f`, bottom-up.
 fn summaries(topology: &Topology, log_f: &[f64], mixing: &Mixing) -> Vec<Summary> {
     let n = topology.n_leaves();
+    summaries_by(n, |k| &topology.internal()[k], log_f, mixing)
+}
+
+/// Every node's [`Summary`] from its `ln f`, bottom-up, with `children(k)` the children of
+/// internal node `n + k`.
+fn summaries_by<'t>(
+    n: usize,
+    children: impl Fn(usize) -> &'t [usize],
+    log_f: &[f64],
+    mixing: &Mixing,
+) -> Vec<Summary> {
     let mut summary: Vec<Summary> = Vec::with_capacity(log_f.len());
     for &f in &log_f[..n] {
         summary.push(Summary::leaf(f, mixing));
     }
-    for (k, children) in topology.internal().iter().enumerate() {
+    for k in 0..log_f.len() - n {
+        let children = children(k);
         summary.push(Summary::internal(
             mixing,
             children.iter().map(|&c| summary[c].n_leaves).sum(),
@@ -157,17 +226,14 @@ pub fn node_stats<M: ClusterModel>(
 /// Builds a [`RoseTree`] from a topology and one summary per node.
 pub(crate) fn annotated(topology: &Topology, summary: &[Summary]) -> RoseTree {
     let n = topology.n_leaves();
-    let nodes = summary
-        .iter()
-        .enumerate()
-        .map(|(id, s)| {
-            let children = if id < n {
-                Vec::new()
-            } else {
-                topology.internal()[id - n].clone()
-            };
-            (children, s.values())
-        })
-        .collect();
+    // Node by node, without a list of all nodes in between.
+    let nodes = summary.iter().enumerate().map(|(id, s)| {
+        let children = if id < n {
+            Vec::new()
+        } else {
+            topology.internal()[id - n].clone()
+        };
+        (children, s.values())
+    });
     RoseTree::from_nodes(n, nodes)
 }

@@ -57,10 +57,16 @@ impl Deref for RoseTree {
 impl RoseTree {
     /// Assembles a tree from children lists and values in the id order of the shared tree
     /// (leaves first, children before parents).
-    pub(crate) fn from_nodes(n_leaves: usize, nodes: Vec<(Vec<usize>, NodeValues)>) -> Self {
-        let (children, values): (Vec<Vec<usize>>, Vec<NodeValues>) = nodes.into_iter().unzip();
-        let mut structure: Vec<Node> = Vec::with_capacity(children.len());
-        for children in children {
+    pub(crate) fn from_nodes<I>(n_leaves: usize, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = (Vec<usize>, NodeValues)>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let nodes = nodes.into_iter();
+        let mut structure: Vec<Node> = Vec::with_capacity(nodes.len());
+        let mut values: Vec<NodeValues> = Vec::with_capacity(nodes.len());
+        for (children, v) in nodes {
+            values.push(v);
             let n_leaves = if children.is_empty() {
                 1
             } else {
