@@ -504,10 +504,15 @@ class BayesianRoseTree(ClusterEstimator):
         if self.flat_clusters == "map":
             nodes = tree.map_nodes()
         else:
-            cut = tree.remix("dp", dp_alpha=self.dp_alpha_) if self.flat_clusters == "dp" else tree
-            nodes = cut.cut_nodes(float(self.cut_threshold))
+            threshold = float(self.cut_threshold)
+            if self.flat_clusters == "dp":
+                # The cut of tree_.remix("dp", ...), without building that tree.
+                dp = mixing_args("dp", 0.5, self.dp_alpha_)
+                nodes = list(tree._core.cut_remixed(threshold=threshold, **dp))
+            else:
+                nodes = tree.cut_nodes(threshold)
         # Labels are numbered by first row.
-        return [[v] for v in sorted(nodes, key=lambda v: tree.leaves(v)[0])]
+        return [[v] for v in tree._in_first_row_order(nodes)]
 
     def _seed(self) -> int:
         return check_seed(self.random_state)

@@ -195,10 +195,25 @@ class Tree:
 
     def _labels_of_groups(self, groups: Sequence[Sequence[int]]) -> np.ndarray:
         """Label *k* for the leaves of every node in ``groups[k]`` (which partition them)."""
-        labels = np.empty(self.n_leaves, dtype=np.int64)
-        for k, group in enumerate(groups):
-            labels[[leaf for v in group for leaf in self.leaves(v)]] = k
-        return labels
+        nodes = [v for group in groups for v in group]
+        # The core labels the nodes by first row; each node's label then becomes its group's.
+        by_node = np.asarray(self._structure.labels(nodes), dtype=np.int64)
+        group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+        remap = np.empty(len(nodes), dtype=np.int64)
+        remap[by_node[[self._a_leaf(v) for v in nodes]]] = group_of
+        return remap[by_node]
+
+    def _a_leaf(self, node: int) -> int:
+        """A leaf below ``node`` (its first child's first child ...)."""
+        while node >= self.n_leaves:
+            node = self.children[node][0]
+        return node
+
+    def _in_first_row_order(self, nodes: Sequence[int]) -> list[int]:
+        """``nodes``, which partition the rows, sorted by the smallest row below each."""
+        ids = [int(v) for v in nodes]
+        by_first_row = self._structure.labels(ids)
+        return sorted(ids, key=lambda v: int(by_first_row[self._a_leaf(v)]))
 
     def max_clusters_groups(
         self, n_clusters: int, *, split_multiway: bool = False

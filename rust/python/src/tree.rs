@@ -289,6 +289,19 @@ impl PyRoseTree {
         Ok(rosetree::brt::remix(&self.inner, &mixing).into())
     }
 
+    /// Cluster nodes of `remix(mixing, gamma, dp_alpha).cut(threshold)`, without the
+    /// remixed tree.
+    fn cut_remixed(
+        &self,
+        mixing: &str,
+        gamma: f64,
+        dp_alpha: f64,
+        threshold: f64,
+    ) -> PyResult<Vec<usize>> {
+        let mixing = super::parse_mixing(mixing, gamma, dp_alpha)?;
+        Ok(rosetree::brt::cut_remixed(&self.inner, &mixing, threshold)?)
+    }
+
     /// Cluster nodes of the most probable tree-consistent partition.
     fn map_partition(&self) -> Vec<usize> {
         self.inner.map_partition()

@@ -30,7 +30,7 @@ mod stitch;
 
 pub use approx::{ApproxParams, approximate, top_clusters};
 pub use contract::contract_edges;
-pub use evaluate::{evaluate, from_log_f, node_stats, remix};
+pub use evaluate::{cut_remixed, evaluate, from_log_f, node_stats, remix};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;

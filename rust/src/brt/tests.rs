@@ -458,3 +458,29 @@ fn greedy_matches_the_reference_on_a_permuted_sparse_case() {
         assert!((tree.log_evidence() - lp).abs() < 1e-9);
     }
 }
+
+#[test]
+fn cut_remixed_is_the_cut_of_the_remixed_tree() {
+    let mut rng = Rng(11);
+    for seed in 0..6 {
+        let x = clustered_binary(&mut rng, 60, 16, 2 + seed);
+        let model = BetaBernoulli::new(&[1.0], &[1.0], 16).unwrap();
+        let tree = fit(
+            &model,
+            &BrtParams::new(Mixing::Brt { gamma: 0.5 }).check().unwrap(),
+            x.view(),
+        )
+        .unwrap();
+        let mut clusters_seen = std::collections::BTreeSet::new();
+        for mixing in all_mixings() {
+            for t in [0.0, 1e-6, 0.1, 0.5, 0.9, 1.0] {
+                let want = remix(&tree, &mixing).cut(t).unwrap();
+                assert_eq!(cut_remixed(&tree, &mixing, t).unwrap(), want);
+                clusters_seen.insert(want.len());
+            }
+        }
+        // The thresholds give cuts of several sizes, not one trivial cut.
+        assert!(clusters_seen.len() >= 3, "{clusters_seen:?}");
+        assert!(cut_remixed(&tree, &Mixing::Dp { alpha: 1.0 }, 1.5).is_err());
+    }
+}
