@@ -16,7 +16,7 @@ use crate::pydt::tests::{
 use crate::pydt::{log_likelihood, log_prior};
 
 /// A tree's labelled structure: the sorted leaf sets of its internal nodes.
-fn structure(tree: &Tree) -> String {
+pub(super) fn structure(tree: &Tree) -> String {
     let mut sets: Vec<Vec<usize>> = (tree.n_leaves()..tree.nodes().len())
         .map(|v| {
             let mut l = tree.leaves_of(v);
@@ -111,7 +111,7 @@ fn exact_structures(n: usize, p: &PydtParams) -> BTreeMap<String, f64> {
 
 /// Per key, the largest `|frequency − p| / standard error` over a run split into batches
 /// (batch means: the error allows for the chain's autocorrelation).
-fn max_z(draws: &[String], exact: &BTreeMap<String, f64>, batches: usize) -> f64 {
+pub(super) fn max_z(draws: &[String], exact: &BTreeMap<String, f64>, batches: usize) -> f64 {
     let size = draws.len() / batches;
     let mut worst: f64 = 0.0;
     for (key, &p) in exact {
@@ -406,7 +406,7 @@ fn sampling_the_prior_of_the_hyperparameters_gives_their_priors() {
 
 /// The exact posterior of the labelled structures of three points and `E[t_root]`, by
 /// quadrature of `p(X | T, t) p(T, t)`.
-fn three_point_posterior(
+pub(super) fn three_point_posterior(
     x: &Array2<f64>,
     p: &PydtParams,
     sigma2: f64,
@@ -441,7 +441,7 @@ fn three_point_posterior(
 }
 
 /// Asserts that batch means of `times` agree with `want`.
-fn assert_mean(times: &[f64], want: f64, what: &str) {
+pub(super) fn assert_mean(times: &[f64], want: f64, what: &str) {
     let batches = 30;
     let size = times.len() / batches;
     let means: Vec<f64> = times
