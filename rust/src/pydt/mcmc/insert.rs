@@ -14,7 +14,15 @@
 //! each branch the piecewise exponential density through grid values of `ln π`, exact at
 //! the branch points, an accurate approximation of the conditional (a Gibbs move that
 //! starts from it is accepted about 99 % of the time). There is no old position to correct
-//! against, so the draw is not corrected; the sweeps that follow are exact.
+//! against, so the draw is not corrected; the sweeps that follow are exact. A row equal to
+//! another puts the conditional's mass against `t = 1`, where its draws may round onto 1;
+//! after [`REJECTION_TRIES`](super::REJECTION_TRIES) such draws the row is placed by the
+//! generative process instead (the prior, not the conditional).
+//!
+//! Under the probit likelihood the data of the chain are latent values: those of the fitted
+//! rows are drawn given the tree before the first row is placed (a chain starts them at
+//! `±σ`, tied between equal rows), and a new row's are drawn from their marginal
+//! `N(0, σ²)` given its signs.
 //!
 //! # Restricted sweeps
 //! Let `A(T)` be the non-root nodes whose subtree holds a new leaf: the new leaves and the
@@ -42,11 +50,11 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::{
-    CONDITIONED_TRIES, Chain, Likelihood, McmcConfig, McmcResult, NodeState, Pick, Start, TraceRow,
+    Chain, Likelihood, McmcConfig, McmcResult, NodeState, Pick, REJECTION_TRIES, Start, TraceRow,
     drive,
 };
 use crate::error::{Result, RoseTreeError};
-use crate::pydt::probit::{check_binary, starting_latent};
+use crate::pydt::probit::{check_binary, drawn_latent};
 use crate::tree::arena::NodeId;
 
 /// The odd constant of Fibonacci hashing, `2⁶⁴/φ`: spreads the row count over the seed.
@@ -56,18 +64,20 @@ impl Chain {
     /// Adds `row` as a new leaf (the next row of the data) at a position drawn from its
     /// conditional posterior given the current tree (see the [module docs](self)), and
     /// returns the leaf. A probit chain takes a binary row (0, 1 or `NaN`), whose latent
-    /// values start at `±σ` by its signs (0 where missing), as [`Chain::new_probit`]'s; the
-    /// position is drawn given those.
+    /// values are drawn from their marginal `N(0, σ²)` given the signs (unconstrained where
+    /// missing); the position is drawn given those.
     ///
     /// Leaves keep their ids; every branch point's id grows by one. Costs `O(N (D + G))`,
-    /// one scan of the Gibbs re-attachment move.
+    /// one scan of the Gibbs re-attachment move. Where the conditional is so peaked at
+    /// `t = 1` that [`REJECTION_TRIES`] of its draws round onto 1 (a row equal to another
+    /// in many columns), the position is drawn from the generative process instead.
     ///
     /// # Errors
     /// [`RoseTreeError::ShapeMismatch`] for a row of another length;
     /// [`RoseTreeError::InvalidData`] for a non-finite entry (a value other than 0, 1 or
     /// `NaN` for a probit chain), naming the row as the new leaf's index;
-    /// [`RoseTreeError::Numerical`] when no drawn time can be placed in double precision in
-    /// [`CONDITIONED_TRIES`] draws. On an error after the checks the chain is unusable.
+    /// [`RoseTreeError::Numerical`] when no drawn time can be placed in double precision
+    /// (see [`Chain::subtree_move`]). On an error after the checks the chain is unusable.
     pub fn insert_row<R: Rng + ?Sized>(
         &mut self,
         row: ArrayView1<'_, f64>,
@@ -88,7 +98,7 @@ impl Chain {
                     .map_err(|_| bad_entry(n, row, |v| v.is_nan() || v == 0.0 || v == 1.0))?;
                 observed.push_row(row).map_err(shape)?;
                 let sd = self.sigma2.sqrt();
-                let latent = row.mapv(|v| starting_latent(v, sd));
+                let latent = row.mapv(|v| drawn_latent(v, sd, rng));
                 self.x.push_row(latent.view()).map_err(shape)?;
             }
             None => {
@@ -104,7 +114,7 @@ impl Chain {
         self.refresh();
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut drawn = None;
-        for _ in 0..CONDITIONED_TRIES {
+        for _ in 0..REJECTION_TRIES {
             match self.propose(leaf, None, &mut scratch, rng) {
                 Ok(None) => {}
                 Ok(Some((at, _, _))) => {
@@ -118,13 +128,10 @@ impl Chain {
             }
         }
         self.scratch = scratch;
-        let at = drawn.ok_or_else(|| {
-            RoseTreeError::Numerical(format!(
-                "no position of the new row {n} could be placed in double precision in \
-                 {CONDITIONED_TRIES} draws (c = {:e} is too large for the branch lengths)",
-                self.params.c()
-            ))
-        })?;
+        let at = match drawn {
+            Some(at) => at,
+            None => self.draw_attachment(1.0, rng)?,
+        };
         self.arena.attach(&detached, at)?;
         self.refresh();
         Ok(leaf)
@@ -225,6 +232,9 @@ pub fn partial_fit(
     let mut chain = Chain::with_likelihood(x, tree, params, sigma2, config.likelihood)?;
     let mut rng =
         Xoshiro256PlusPlus::seed_from_u64(seed ^ (x.nrows() as u64).wrapping_mul(SEED_MIX));
+    // A probit chain starts its latent values at ±σ, tied wherever rows are: a draw given
+    // the tree first, so that new rows are placed among values the tree explains.
+    chain.update_latent(&mut rng)?;
     let mut leaves = Vec::with_capacity(x_new.nrows());
     for row in x_new.rows() {
         if interrupt() {

@@ -184,6 +184,19 @@ fn partial_fit_is_reproducible_and_keeps_every_row() {
 }
 
 #[test]
+fn a_row_equal_to_another_is_placed() {
+    let p = params(0.5, 0.2, 1.0);
+    let (x, t) = sample(10, 8, &p, 0.5, 4).unwrap();
+    let mut chain = Chain::new(x.view(), &t, p, 0.5).unwrap();
+    let mut r = rng(0);
+    for _ in 0..3 {
+        chain.insert_row(x.row(3), &mut r).unwrap();
+        chain.arena.check_invariants().unwrap();
+    }
+    check_diffusion_tree(&chain.tree().unwrap()).unwrap();
+}
+
+#[test]
 fn probit_rows_are_inserted_with_their_latent_values() {
     let x = array![[1.0, 0.0], [1.0, f64::NAN], [0.0, 1.0]];
     let t = tree(3, vec![vec![0, 1], vec![3, 2]], &[0.6, 0.2]);
