@@ -740,7 +740,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         if probit:
             common["likelihood"] = "probit"
         # What partial_fit continues with: the choices of this fit, not later set_params.
-        self._chain_options = dict(
+        self._chain_options: dict[str, Any] = dict(
             learn=learn if self.inference == "mcmc" else (False, False, False, False),
             priors=priors,
             likelihood=self.likelihood,
@@ -880,8 +880,10 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         row's from :math:`N(0, \sigma^2)` given its signs, the rows are attached given
         them, and each sweep redraws all of them first. On overlapping clusters a row far
         from its cluster's centre can be placed where it diverges early, a multi-way
-        branch point above several clusters, as the model allows. Each row costs O(n d) and each sweep O(k n d), k the nodes on the
-        new rows' paths (see ``docs/streaming.md``, ``BENCHMARKS.md``).
+        branch point above several clusters, as the model allows. Each row costs O(n d)
+        and each sweep O(k n d), k the nodes on the new rows' paths, plus O(n d) for each
+        learnt hyperparameter's update, which dominates (see ``docs/streaming.md``,
+        ``BENCHMARKS.md``).
         """
         if not hasattr(self, "tree_"):
             return self.fit(X)

@@ -16,7 +16,7 @@
 //! starts from it is accepted about 99 % of the time). There is no old position to correct
 //! against, so the draw is not corrected; the sweeps that follow are exact. A row equal to
 //! another puts the conditional's mass against `t = 1`, where its draws may round onto 1;
-//! after [`REJECTION_TRIES`](super::REJECTION_TRIES) such draws the row is placed by the
+//! after [`REJECTION_TRIES`] such draws the row is placed by the
 //! generative process instead (the prior, not the conditional).
 //!
 //! Under the probit likelihood the data of the chain are latent values: those of the fitted

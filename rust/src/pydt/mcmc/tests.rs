@@ -16,7 +16,7 @@ use crate::pydt::tests::{
 use crate::pydt::{log_likelihood, log_prior};
 
 /// A tree's labelled structure: the sorted leaf sets of its internal nodes.
-pub(super) fn structure(tree: &Tree) -> String {
+fn structure(tree: &Tree) -> String {
     let mut sets: Vec<Vec<usize>> = (tree.n_leaves()..tree.nodes().len())
         .map(|v| {
             let mut l = tree.leaves_of(v);
@@ -406,7 +406,7 @@ fn sampling_the_prior_of_the_hyperparameters_gives_their_priors() {
 
 /// The exact posterior of the labelled structures of three points and `E[t_root]`, by
 /// quadrature of `p(X | T, t) p(T, t)`.
-pub(super) fn three_point_posterior(
+fn three_point_posterior(
     x: &Array2<f64>,
     p: &PydtParams,
     sigma2: f64,
@@ -459,28 +459,48 @@ pub(super) fn assert_mean(times: &[f64], want: f64, what: &str) {
     );
 }
 
+/// Runs `step` `draws` times on a chain over the three rows of `x`, started at the star at
+/// 0.5 with the seed `seed`, and asserts that the structures and `E[t_root]` of the states
+/// after each step follow the exact posterior.
+pub(super) fn assert_three_point_posterior(
+    x: &Array2<f64>,
+    (p, sigma2): (PydtParams, f64),
+    (draws, seed): (usize, u64),
+    what: &str,
+    step: &mut dyn FnMut(&mut Chain, &mut rand_xoshiro::Xoshiro256PlusPlus),
+) {
+    let (exact, root_time) = three_point_posterior(x, &p, sigma2);
+    let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
+    let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
+    let mut r = rng(seed);
+    let mut times = Vec::new();
+    let structures: Vec<String> = (0..draws)
+        .map(|_| {
+            step(&mut chain, &mut r);
+            let t = chain.tree().unwrap();
+            times.push(t.heights().unwrap()[t.root()]);
+            structure(&t)
+        })
+        .collect();
+    let z = max_z(&structures, &exact, 30);
+    assert!(z < 4.5, "{what}: max z = {z}: {exact:?}");
+    assert_mean(&times, root_time, what);
+}
+
 #[test]
 fn the_posterior_of_three_points_matches_quadrature() {
     let x = array![[0.1, -0.3], [0.4, 0.2], [-1.2, 0.9]];
-    let (p, sigma2) = (params(0.5, 0.2, 1.5), 0.6);
-    let (exact, root_time) = three_point_posterior(&x, &p, sigma2);
     for moves in [SubtreeMove::Prior, SubtreeMove::Gibbs] {
-        let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
-        let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
         let config = with_move(moves);
-        let mut r = rng(5);
-        let mut times = Vec::new();
-        let draws: Vec<String> = (0..60_000)
-            .map(|_| {
-                chain.sweep(&config, &mut r, &|| false).unwrap();
-                let t = chain.tree().unwrap();
-                times.push(t.heights().unwrap()[t.root()]);
-                structure(&t)
-            })
-            .collect();
-        let z = max_z(&draws, &exact, 30);
-        assert!(z < 4.5, "{moves:?}: max z = {z}: {exact:?}");
-        assert_mean(&times, root_time, &format!("{moves:?}"));
+        assert_three_point_posterior(
+            &x,
+            (params(0.5, 0.2, 1.5), 0.6),
+            (60_000, 5),
+            &format!("{moves:?}"),
+            &mut |chain, r| {
+                chain.sweep(&config, r, &|| false).unwrap();
+            },
+        );
     }
 }
 
@@ -488,25 +508,18 @@ fn the_posterior_of_three_points_matches_quadrature() {
 fn gibbs_moves_alone_keep_the_posterior_of_three_points() {
     // Close points (the move's grid is logarithmic near t = 1) and a distant one.
     let x = array![[0.1, -0.3], [0.15, -0.28], [-1.2, 0.9]];
-    let (p, sigma2) = (params(1.0, 0.3, 1.0), 0.5);
-    let (exact, root_time) = three_point_posterior(&x, &p, sigma2);
-    let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
-    let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
-    let mut r = rng(23);
-    let (mut times, mut accepted) = (Vec::new(), 0usize);
-    let draws: Vec<String> = (0..120_000)
-        .map(|_| {
+    let mut accepted = 0usize;
+    assert_three_point_posterior(
+        &x,
+        (params(1.0, 0.3, 1.0), 0.5),
+        (120_000, 23),
+        "Gibbs moves alone",
+        &mut |chain, r| {
             for _ in 0..2 {
-                accepted += usize::from(chain.gibbs_move(&mut r).unwrap());
+                accepted += usize::from(chain.gibbs_move(r).unwrap());
             }
-            let t = chain.tree().unwrap();
-            times.push(t.heights().unwrap()[t.root()]);
-            structure(&t)
-        })
-        .collect();
-    let z = max_z(&draws, &exact, 30);
-    assert!(z < 4.5, "max z = {z}: {exact:?}");
-    assert_mean(&times, root_time, "Gibbs moves alone");
+        },
+    );
     let rate = accepted as f64 / 240_000.0;
     assert!(rate > 0.9, "acceptance {rate}");
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use ndarray::{Array2, array, concatenate, s};
 
 use super::*;
-use crate::pydt::mcmc::tests::{assert_mean, max_z, structure, three_point_posterior};
+use crate::pydt::mcmc::tests::{assert_mean, assert_three_point_posterior, max_z};
 use crate::pydt::mcmc::{Learn, SubtreeMove};
 use crate::pydt::tests::{covariance_log_likelihood, params, rng, tanh_sinh, tree};
 use crate::pydt::{PydtParams, check_diffusion_tree, log_prior, sample};
@@ -341,31 +341,22 @@ fn restricted_sweeps_over_one_new_row_keep_the_posterior_of_three_points() {
     // number of moves per sweep must not follow that count (fewer moves from the states
     // with fewer such nodes would favour them).
     let x = array![[0.1, -0.3], [0.4, 0.2], [-1.2, 0.9]];
-    let (p, sigma2) = (params(0.5, 0.2, 1.5), 0.6);
-    let (exact, root_time) = three_point_posterior(&x, &p, sigma2);
+    let new = [NodeId(2)];
     for kind in [SubtreeMove::Gibbs, SubtreeMove::Prior] {
-        let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
-        let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
         let config = McmcConfig {
             subtree_move: kind,
             ..McmcConfig::default()
         };
-        let new = [NodeId(2)];
-        let moves = 2;
-        let mut r = rng(9);
-        let mut root_times = Vec::new();
-        let draws: Vec<String> = (0..60_000)
-            .map(|_| {
+        assert_three_point_posterior(
+            &x,
+            (params(0.5, 0.2, 1.5), 0.6),
+            (60_000, 9),
+            &format!("{kind:?}"),
+            &mut |chain, r| {
                 chain
-                    .sweep_over(&config, Pick::Holding(&new), moves, &mut r, &|| false)
+                    .sweep_over(&config, Pick::Holding(&new), 2, r, &|| false)
                     .unwrap();
-                let t = chain.tree().unwrap();
-                root_times.push(t.heights().unwrap()[t.root()]);
-                structure(&t)
-            })
-            .collect();
-        let z = max_z(&draws, &exact, 30);
-        assert!(z < 4.5, "{kind:?}: max z = {z}: {exact:?}");
-        assert_mean(&root_times, root_time, &format!("{kind:?}"));
+            },
+        );
     }
 }
