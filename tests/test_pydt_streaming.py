@@ -37,7 +37,10 @@ def covariance_log_likelihood(X: np.ndarray, tree: rt.Tree, sigma2: float) -> fl
             path.append(v)
         ancestors.append(path)
     C = np.array(
-        [[h[next(v for v in ancestors[i] if v in ancestors[j])] for j in range(n)] for i in range(n)]
+        [
+            [h[next(v for v in ancestors[i] if v in ancestors[j])] for j in range(n)]
+            for i in range(n)
+        ]
     )
     cov = sigma2 * C
     _, logdet = np.linalg.slogdet(cov)
@@ -102,7 +105,9 @@ def test_log_joint_labels_and_predictions_follow_every_call() -> None:
         assert_log_joint(est, X[:seen])
         assert est.samples_ == [est.tree_]
         assert est.sample_log_joint_.tolist() == [est.log_joint_]
-        assert est.sample_hyperparameters_.tolist() == [[est.alpha_, est.beta_, est.c_, est.sigma2_]]
+        assert est.sample_hyperparameters_.tolist() == [
+            [est.alpha_, est.beta_, est.c_, est.sigma2_]
+        ]
         assert est.labels_.shape == (seen,)
         assert est.n_clusters_ == len(np.unique(est.labels_))
         assert len(est.trace_["log_joint"]) == est.partial_fit_sweeps
@@ -151,7 +156,9 @@ def test_no_sweeps_attaches_only_and_keeps_the_hyperparameters() -> None:
     X, _ = blobs(20, 2, 2, seed=5)
     est = rt.PitmanYorDiffusionTree(n_iter=6, partial_fit_sweeps=0, random_state=0).fit(X[:15])
     hyper = (est.alpha_, est.beta_, est.c_, est.sigma2_)
-    before = {frozenset(est.tree_.leaves(v)): est.tree_.heights[v] for v in est.tree_.internal_nodes}
+    before = {
+        frozenset(est.tree_.leaves(v)): est.tree_.heights[v] for v in est.tree_.internal_nodes
+    }
     est.partial_fit(X[15:])
     assert (est.alpha_, est.beta_, est.c_, est.sigma2_) == hyper
     assert len(est.trace_["log_joint"]) == 0 and est.acceptance_rate_ == 0.0
