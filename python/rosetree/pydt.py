@@ -851,6 +851,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             likelihood, naming the row of ``X`` and the column.
         InvalidParameterError
             For a ``partial_fit_sweeps`` that is not a non-negative integer.
+        NumericalError
+            When the grown tree's log joint is not finite in double precision (data,
+            ``sigma2_`` or ``c_`` too extreme). A call that raises changes nothing.
 
         Notes
         -----
