@@ -221,7 +221,7 @@ def test_greedy_em_attaches_without_sweeps() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::rosetree.exceptions.DataScaleWarning")
-@settings(max_examples=20, deadline=None)
+@settings(deadline=None)
 @given(
     n=st.integers(4, 12),
     first=st.integers(2, 4),
