@@ -24,6 +24,14 @@ Data (seeded):
   Brownian diffusion, ``Lambda="auto"``, noise 0.1); the comparison is ``ln p(x, π)`` per
   row (``log_joint_``) of the grown tree and of the batch Greedy-Rate1 fit of all rows under
   the first fit's ``Lambda_``, and the batch fit's time.
+* ``pydt``: ``PitmanYorDiffusionTree()`` (MCMC, defaults: hyperparameters learnt,
+  ``partial_fit_sweeps=10``) on a labelled real set that no default was tuned on, breast
+  cancer (scikit-learn, 569 × 30, 2 classes), standardized, ``n0 + k`` rows drawn at
+  random (seeded); the first fit runs ``--pydt-iter`` sweeps (default 200) and the batch
+  refit of all rows ``--pydt-batch-iter`` (default: as many), rows arrive one per call
+  unless ``--batch`` is given; the
+  comparison is ``ln p(X, T, t)`` per row (``log_joint_``, each tree under its own
+  hyperparameters) and purity against the diagnosis.
 
 Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
 cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
@@ -34,6 +42,7 @@ Usage::
     python3 benchmarks/bench_partial_fit.py                    # --small
     python3 benchmarks/bench_partial_fit.py --full --json out.json
     python3 benchmarks/bench_partial_fit.py --n0 2000 --k 500 --batch 1
+    python3 benchmarks/bench_partial_fit.py --families pydt      # 300 rows + 100, one a call
 """
 
 from __future__ import annotations
@@ -47,8 +56,18 @@ from typing import Any
 import numpy as np
 
 SEED = 20261127
-SMALL = {"binary": (4000, 1000), "gauss": (2000, 500), "coalescent": (4000, 1000)}
-FULL = {"binary": (100_000, 10_000), "gauss": (100_000, 10_000), "coalescent": (4000, 1000)}
+SMALL = {
+    "binary": (4000, 1000),
+    "gauss": (2000, 500),
+    "coalescent": (4000, 1000),
+    "pydt": (300, 100),
+}
+FULL = {
+    "binary": (100_000, 10_000),
+    "gauss": (100_000, 10_000),
+    "coalescent": (4000, 1000),
+    "pydt": (300, 100),
+}
 
 
 def make_binary(n: int, seed: int = SEED, d: int = 64) -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +128,60 @@ def run_coalescent(n0: int, k: int, batch: int) -> dict[str, Any]:
     }
 
 
+def run_pydt(n0: int, k: int, batch: int, n_iter: int, batch_iter: int) -> dict[str, Any]:
+    """The diffusion tree: MCMC fit of n0 rows, stream k, MCMC fit of all n0 + k."""
+    from pathlib import Path
+
+    import rosetree as rt
+    from real_data import load, standardize
+
+    loaded = load("breast_cancer", Path("."))
+    if loaded is None:
+        raise SystemExit("the pydt case needs scikit-learn (breast cancer data)")
+    X, y = loaded
+    picked = np.random.default_rng(SEED).choice(len(X), n0 + k, replace=False)
+    X, y = standardize(X[picked]), y[picked]
+    est = rt.PitmanYorDiffusionTree(n_iter=n_iter, random_state=0)
+    t0 = time.perf_counter()
+    est.fit(X[:n0])
+    fit_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for lo in range(n0, n0 + k, batch):
+        est.partial_fit(X[lo : lo + batch])
+    stream_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    whole = rt.PitmanYorDiffusionTree(n_iter=batch_iter, random_state=0).fit(X)
+    batch_s = time.perf_counter() - t0
+    n = n0 + k
+    check = rt.pydt_log_prior(
+        est.tree_, alpha=est.alpha_, beta=est.beta_, c=est.c_
+    ) + rt.pydt_log_likelihood(X, est.tree_, est.sigma2_)
+    grown_per_row, batch_per_row = est.log_joint_ / n, whole.log_joint_ / n
+    return {
+        "family": "pydt",
+        "n0": n0,
+        "k": k,
+        "batch": batch,
+        "approximate": False,
+        "n_iter": n_iter,
+        "batch_n_iter": batch_iter,
+        "partial_fit_sweeps": est.partial_fit_sweeps,
+        "fit_first_s": fit_first,
+        "ms_per_insertion": 1e3 * stream_s / k,
+        "batch_fit_s": batch_s,
+        "log_evidence_per_row_stream": grown_per_row,
+        "log_evidence_per_row_batch": batch_per_row,
+        "relative_evidence_gap": (batch_per_row - grown_per_row) / abs(batch_per_row),
+        "evidence_check_abs_diff": abs(check - est.log_joint_),
+        "purity_stream": rt.metrics.dendrogram_purity(est.tree_, y),
+        "purity_batch": rt.metrics.dendrogram_purity(whole.tree_, y),
+        "depth_stream": int(est.tree_.depth()),
+        "depth_batch": int(whole.tree_.depth()),
+        "hyperparameters_stream": [est.alpha_, est.beta_, est.c_, est.sigma2_],
+        "hyperparameters_batch": [whole.alpha_, whole.beta_, whole.c_, whole.sigma2_],
+    }
+
+
 def run(family: str, n0: int, k: int, batch: int, approximate: bool) -> dict[str, Any]:
     """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
@@ -164,7 +237,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--families", nargs="+", default=["binary", "gauss", "coalescent"])
     parser.add_argument("--n0", type=int, help="rows of the first fit (all families)")
     parser.add_argument("--k", type=int, help="rows streamed in (all families)")
-    parser.add_argument("--batch", type=int, default=100, help="rows per partial_fit call")
+    parser.add_argument(
+        "--batch", type=int, help="rows per partial_fit call (default 100; pydt: 1)"
+    )
+    parser.add_argument("--pydt-iter", type=int, default=200, help="MCMC sweeps of a pydt fit")
+    parser.add_argument("--pydt-batch-iter", type=int, help="sweeps of the pydt batch refit")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     sizes = FULL if args.full else SMALL
@@ -172,7 +249,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for family in args.families:
         n0, k = sizes[family]
         n0, k = args.n0 or n0, args.k or k
-        results.append(run(family, n0, k, args.batch, approximate=args.full))
+        if family == "pydt":
+            batch_iter = args.pydt_batch_iter or args.pydt_iter
+            results.append(run_pydt(n0, k, args.batch or 1, args.pydt_iter, batch_iter))
+        else:
+            results.append(run(family, n0, k, args.batch or 100, approximate=args.full))
         print(json.dumps(results[-1]), file=sys.stderr)
     print(
         "| data | n0 | k | rows/call | ms per row | ln p per row, stream | ln p per row, batch "

@@ -14,7 +14,7 @@ leaves describe the same trees.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ._validation import (
     check_choice,
     check_count,
     check_flag,
+    check_int,
     check_new_rows,
     check_real,
     check_seed,
@@ -573,6 +574,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         Keep every ``thin``-th sweep after the burn-in.
     n_predictive_points : int, default=3
         Divergence times per branch in the predictive mixture (:meth:`score_samples`).
+    partial_fit_sweeps : int, default=10
+        MCMC sweeps restricted to the paths of the new rows that each :meth:`partial_fit`
+        call runs after attaching its rows (0: attach only). Unused after greedy EM.
     verbose : bool, default=False
         Progress on standard error. Greedy EM: a line about once a second (the starting
         trees point by point, then each pass subtree by subtree) and a summary after each
@@ -602,7 +606,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         The number of distinct ``labels_``.
     samples_ : list of Tree
         The trees the predictive density averages over: the kept MCMC samples, or the K
-        best EM trees (best first).
+        best EM trees (best first); after :meth:`partial_fit`, ``tree_`` alone.
     sample_hyperparameters_ : ndarray of shape (n_samples, 4)
         ``alpha, beta, c, sigma2`` of each of ``samples_``.
     sample_log_joint_ : ndarray of shape (n_samples,)
@@ -650,6 +654,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         burn_in: int | None = None,
         thin: int = 1,
         n_predictive_points: int = 3,
+        partial_fit_sweeps: int = 10,
         verbose: bool = False,
         random_state: int | None = None,
     ) -> None:
@@ -667,6 +672,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.burn_in = burn_in
         self.thin = thin
         self.n_predictive_points = n_predictive_points
+        self.partial_fit_sweeps = partial_fit_sweeps
         self.verbose = verbose
         self.random_state = random_state
 
@@ -733,6 +739,14 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         )
         if probit:
             common["likelihood"] = "probit"
+        # What partial_fit continues with: the choices of this fit, not later set_params.
+        self._chain_options: dict[str, Any] = dict(
+            learn=learn if self.inference == "mcmc" else (False, False, False, False),
+            priors=priors,
+            likelihood=self.likelihood,
+            subtree_move=self.subtree_move,
+            mcmc=self.inference == "mcmc",
+        )
         if self.inference == "mcmc":
             burn_in = n_iter // 2 if self.burn_in is None else self.burn_in
             if not is_int(burn_in):
@@ -782,10 +796,14 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             np.isfinite(log_joints)
         ):
             del self.trace_, self.acceptance_rate_
-            raise NumericalError(
-                "the log joint is not finite in double precision (data, sigma2 or c too "
-                "extreme); rescale the data or the hyperparameters"
-            )
+            _refuse_log_joint()
+        self.n_features_in_ = X.shape[1]
+        set_feature_names(self, names)
+        self._set_samples(X, samples, best, probit)
+        return self
+
+    def _set_samples(self, X: np.ndarray, samples: list[Any], best: int, probit: bool) -> None:
+        """Every fitted attribute but the trace from the core's ``samples``, best ``best``."""
         self.samples_ = [_wrap(s[0]) for s in samples]
         self.sample_hyperparameters_ = np.array([s[1:5] for s in samples], dtype=float)
         self.sample_log_joint_ = np.array([s[5] for s in samples], dtype=float)
@@ -798,9 +816,113 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         else:
             self.labels_ = self._flat.labels
         self.n_clusters_ = int(self.labels_.max()) + 1
-        self.n_features_in_ = X.shape[1]
-        set_feature_names(self, names)
         self._X = X
+
+    def partial_fit(self, X: Any, y: Any = None) -> PitmanYorDiffusionTree:
+        r"""Add the rows of ``X`` to the fitted tree without refitting.
+
+        Each row in turn becomes a leaf at a position drawn from its conditional posterior
+        given the tree so far, the data and the fitted hyperparameters: on any branch at any
+        time, or as one more branch of any branch point (the distribution over every
+        position that ``subtree_move="gibbs"`` draws from, computed from cached messages in
+        O(n d) per row). Then ``partial_fit_sweeps`` MCMC sweeps restricted to the changed
+        paths run: subtree moves of the new leaves and of the nodes above them (as many per
+        sweep as there are such nodes when the sweeps begin; the Gibbs re-attachment move
+        unless ``subtree_move="prior"``), slice moves of those branch points' times and of
+        the root's, and an update of each hyperparameter that :meth:`fit` learnt (MCMC
+        only). An estimator that is not fitted yet is fitted to ``X`` (at least two rows).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_features)
+            New rows with the columns of the fit (a DataFrame's names must match): real
+            values (``likelihood="gaussian"``) or 0/1 with NaN for missing (``"probit"``).
+        y : ignored
+
+        Returns
+        -------
+        self : PitmanYorDiffusionTree
+
+        Raises
+        ------
+        InvalidDataError
+            For a wrong number of columns (or names), NaN or infinite values with the
+            Gaussian likelihood, or a value other than 0, 1 or NaN with the probit
+            likelihood, naming the row of ``X`` and the column.
+        InvalidParameterError
+            For a ``partial_fit_sweeps`` that is not a non-negative integer.
+        NumericalError
+            When the grown tree's log joint is not finite in double precision (data,
+            ``sigma2_`` or ``c_`` too extreme). A call that raises changes nothing.
+
+        Notes
+        -----
+        What holds after every call: ``tree_`` holds every row seen (leaf *i* is the *i*-th
+        row over all calls) and is a valid diffusion tree (leaves at 1, each parent
+        strictly earlier than its children); it is the chain's state after the last
+        restricted sweep, and the single entry of ``samples_`` (the earlier samples have
+        no leaves for the new rows), so :meth:`score_samples` averages over that one tree.
+        ``log_joint_`` is :math:`\ln p(X, T, t)` of that tree over all rows
+        (:func:`pydt_log_prior` plus :func:`pydt_log_likelihood` with ``alpha_``,
+        ``beta_``, ``c_``, ``sigma2_``; under the probit likelihood with EP for
+        :math:`\ln p(X \mid T, t)`, as in :meth:`fit`); ``labels_``, ``n_clusters_``,
+        :meth:`predict_proba` and pickling describe it; ``trace_`` and
+        ``acceptance_rate_`` describe this call's restricted sweeps (MCMC). The same calls
+        with the same ``random_state`` give the same tree (each call's random stream
+        depends on the seed and the number of rows already fitted).
+
+        What does not: the rows are attached by a draw from an accurate approximation of
+        their conditional (the grid of the Gibbs re-attachment move, without its
+        Metropolis–Hastings correction); the restricted sweeps are exact moves, but they
+        refine only the new rows' paths and do not mix over the rest of the tree, which
+        stays as fitted; the tree depends on the order of the rows and is not a draw from
+        the posterior of all the rows. After greedy EM the rows are attached by the same
+        conditional draw and no sweeps run (EM's searched tree is not a chain state), and
+        the hyperparameters stay fixed. Under the probit likelihood the fit does not keep
+        the latent values: those of the fitted rows are drawn again given ``tree_``, a new
+        row's from :math:`N(0, \sigma^2)` given its signs, the rows are attached given
+        them, and each sweep redraws all of them first. On overlapping clusters a row far
+        from its cluster's centre can be placed where it diverges early, a multi-way
+        branch point above several clusters, as the model allows. Each row costs O(n d)
+        and each sweep O(k n d), k the nodes on the new rows' paths, plus O(n d) for each
+        learnt hyperparameter's update, which dominates (see ``docs/streaming.md``,
+        ``BENCHMARKS.md``).
+        """
+        if not hasattr(self, "tree_"):
+            return self.fit(X)
+        options = self._chain_options
+        probit = options["likelihood"] == "probit"
+        X_new = check_new_rows(self, X, allow_nan=probit)
+        if probit:
+            _check_binary(X_new)
+        sweeps = check_int(self.partial_fit_sweeps, "partial_fit_sweeps", low=0)
+        if not options["mcmc"]:
+            sweeps = 0
+        trace, last, proposals, accepted = _core.pydt_partial_fit(
+            self._X,
+            X_new,
+            self.tree_._structure,
+            alpha=self.alpha_,
+            beta=self.beta_,
+            c=self.c_,
+            sigma2=self.sigma2_,
+            n_iter=sweeps,
+            learn=options["learn"],
+            priors=options["priors"],
+            seed=check_seed(self.random_state),
+            likelihood=options["likelihood"],
+            subtree_move=options["subtree_move"],
+        )
+        X_all = np.vstack([self._X, X_new])
+        if probit:
+            last = (*last[:5], _probit_log_joint(X_all, *last[:5]))
+        trace = np.asarray(trace)
+        if not np.isfinite(last[5]) or np.isnan(trace).any():
+            _refuse_log_joint()
+        if options["mcmc"]:
+            self.trace_ = {name: trace[:, j].copy() for j, name in enumerate(_TRACE_COLUMNS)}
+            self.acceptance_rate_ = accepted / proposals if proposals else 0.0
+        self._set_samples(X_all, [last], 0, probit)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -879,6 +1001,13 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 "(data or fitted variances too extreme); rescale the data"
             )
         return cast("np.ndarray", out)
+
+
+def _refuse_log_joint() -> NoReturn:
+    raise NumericalError(
+        "the log joint is not finite in double precision (data, sigma2 or c too "
+        "extreme); rescale the data or the hyperparameters"
+    )
 
 
 def _probit_log_joint(

@@ -12,6 +12,7 @@ use super::{progress_line, run_interruptible};
 use rosetree::error::RoseTreeError;
 use rosetree::pydt::mcmc::{
     self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start, SubtreeMove,
+    insert,
 };
 use rosetree::pydt::probit::{self, EpConfig};
 use rosetree::pydt::{self, PydtParams};
@@ -183,8 +184,19 @@ fn pydt_mcmc<'py>(
         };
         mcmc::run(x.view(), start, &config, seed, interrupt, &mut progress)
     })?;
-    let trace = ndarray::Array2::from_shape_fn((result.trace.len(), 7), |(i, j)| {
-        let r = &result.trace[i];
+    Ok((
+        result.samples.into_iter().map(py_sample).collect(),
+        trace_array(&result.trace).into_pyarray(py),
+        py_sample(result.last),
+        result.proposals,
+        result.accepted,
+    ))
+}
+
+/// One row per sweep: `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`.
+fn trace_array(trace: &[mcmc::TraceRow]) -> ndarray::Array2<f64> {
+    ndarray::Array2::from_shape_fn((trace.len(), 7), |(i, j)| {
+        let r = &trace[i];
         [
             r.log_joint,
             r.log_likelihood,
@@ -194,10 +206,65 @@ fn pydt_mcmc<'py>(
             r.sigma2,
             r.acceptance,
         ][j]
-    });
+    })
+}
+
+/// Adds the rows of `x_new` to `tree` (the tree of the rows of `x`) by
+/// `rosetree::pydt::mcmc::insert::partial_fit`: each row a leaf at a position drawn from
+/// its conditional posterior, then `n_iter` sweeps restricted to the new leaves' paths.
+/// Returns `(trace, last, proposals, accepted)` as [`pydt_mcmc`] (no kept samples).
+/// Interruptible with Ctrl-C.
+#[pyfunction]
+#[pyo3(signature = (x, x_new, tree, *, alpha, beta, c, sigma2, n_iter, learn, priors, seed,
+                    likelihood="gaussian", subtree_move="auto"))]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)]
+fn pydt_partial_fit<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'_, f64>,
+    x_new: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    alpha: f64,
+    beta: f64,
+    c: f64,
+    sigma2: f64,
+    n_iter: usize,
+    learn: (bool, bool, bool, bool),
+    priors: [f64; 8],
+    seed: u64,
+    likelihood: &str,
+    subtree_move: &str,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, PySample, usize, usize)> {
+    let params = PydtParams::new(alpha, beta, c)?;
+    let config = McmcConfig {
+        n_iter,
+        burn_in: n_iter,
+        thin: 1,
+        learn: learn_flags(learn),
+        priors: hyperpriors(priors),
+        likelihood: likelihood.parse()?,
+        subtree_move: subtree_move.parse()?,
+    };
+    let (x, x_new) = (x.as_array().to_owned(), x_new.as_array().to_owned());
+    let tree = tree.get().inner.clone();
+    let result = run_interruptible(py, move |interrupt| {
+        let start = Start {
+            tree: Some(&tree),
+            params,
+            sigma2,
+        };
+        insert::partial_fit(
+            x.view(),
+            x_new.view(),
+            start,
+            &config,
+            seed,
+            interrupt,
+            &mut |_, _| {},
+        )
+    })?;
     Ok((
-        result.samples.into_iter().map(py_sample).collect(),
-        trace.into_pyarray(py),
+        trace_array(&result.trace).into_pyarray(py),
         py_sample(result.last),
         result.proposals,
         result.accepted,
@@ -242,6 +309,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;
     m.add_function(wrap_pyfunction!(sample_pydt, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_mcmc, m)?)?;
+    m.add_function(wrap_pyfunction!(pydt_partial_fit, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_probit_ep, m)?)?;
     Ok(())
 }

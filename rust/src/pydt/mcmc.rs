@@ -433,6 +433,18 @@ pub(super) struct NodeState {
     pub(super) sub_prior: f64,
 }
 
+/// Which nodes a subtree move picks from, uniformly; the Metropolis–Hastings ratio counts
+/// them before and after the move (a move keeps a picked node pickable: its subtree moves
+/// whole).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pick<'a> {
+    /// Every node but the root: a sweep of [`run`].
+    NonRoot,
+    /// The non-root nodes whose subtree holds one of these leaves: a restricted sweep of
+    /// [`insert::partial_fit`], on the paths from the new leaves to the root.
+    Holding(&'a [NodeId]),
+}
+
 /// `τ = −ln(1 − t)`, the time in which the divergence hazard is constant.
 fn tau(t: f64) -> f64 {
     -(-t).ln_1p()
@@ -508,6 +520,23 @@ impl Chain {
         Ok(chain)
     }
 
+    /// [`Chain::new`] or [`Chain::new_probit`], as `likelihood` says.
+    ///
+    /// # Errors
+    /// Those of the constructor called.
+    pub fn with_likelihood(
+        x: ArrayView2<'_, f64>,
+        tree: &Tree,
+        params: PydtParams,
+        sigma2: f64,
+        likelihood: Likelihood,
+    ) -> Result<Self> {
+        match likelihood {
+            Likelihood::Gaussian => Self::new(x, tree, params, sigma2),
+            Likelihood::Probit => Self::new_probit(x, tree, params, sigma2),
+        }
+    }
+
     /// The number of leaves.
     pub fn n_leaves(&self) -> usize {
         self.arena.n_leaves()
@@ -564,12 +593,18 @@ impl Chain {
     /// Sets the hyperparameters, recomputing every prior term (and every message).
     fn set_params(&mut self, params: PydtParams) {
         self.params = params;
-        let n = self.n_leaves();
+        self.set_tables();
+        self.refresh_data();
+    }
+
+    /// The tables `w_m` and `H_k` of the hyperparameters for the arena's leaves (detached
+    /// ones included).
+    fn set_tables(&mut self) {
+        let (n, params) = (self.n_leaves(), self.params);
         self.w = std::iter::once(0.0)
             .chain((1..=n).map(|m| params.ln_rate_factor(m).exp()))
             .collect();
         self.h = params.harmonic(n.saturating_sub(1));
-        self.refresh_data();
     }
 
     /// Marks every leaf dirty and recomputes the caches: after the data (the latent values
@@ -819,8 +854,9 @@ impl Chain {
     /// The end of a subtree move: the subtree `detached` (node `v`) is attached at `at` and
     /// kept with the Metropolis–Hastings probability `min(1, ratio)`, where `ln ratio` is the
     /// change in the log joint from `old_joint`, plus `ln q(old) − ln q(new)` of the
-    /// proposal (`ln_q`), plus the change in the number of nodes a move picks from
-    /// (`n_before` before the detach); else the subtree goes back where it was.
+    /// proposal (`ln_q`), plus the change in the number of nodes the move picks from
+    /// (`pick`; `n_before` of them before the detach); else the subtree goes back where it
+    /// was.
     #[allow(clippy::too_many_arguments)]
     fn attach_or_undo<R: Rng + ?Sized>(
         &mut self,
@@ -829,14 +865,14 @@ impl Chain {
         at: Attachment,
         old_joint: f64,
         (ln_q_old, ln_q_new): (f64, f64),
-        n_before: usize,
+        (pick, n_before): (Pick<'_>, usize),
         rng: &mut R,
     ) -> Result<bool> {
         self.arena.attach(detached, at)?;
         self.refresh();
-        let n_after = self.arena.n_nodes();
+        let n_after = self.pick_count(pick);
         let ln_ratio = self.log_joint() - old_joint + ln_q_old - ln_q_new
-            + ((n_before - 1) as f64 / (n_after - 1) as f64).ln();
+            + (n_before as f64 / n_after as f64).ln();
         let e: f64 = rng.sample(Exp1);
         if -e < ln_ratio {
             return Ok(true);
@@ -846,6 +882,48 @@ impl Chain {
         self.arena.reattach(detached)?;
         self.refresh();
         Ok(false)
+    }
+
+    /// How many nodes a move picks from under `pick`.
+    fn pick_count(&self, pick: Pick<'_>) -> usize {
+        match pick {
+            Pick::NonRoot => self.arena.n_nodes() - 1,
+            Pick::Holding(leaves) => self.holding(leaves).len(),
+        }
+    }
+
+    /// The node a move detaches, uniformly among those of `pick` (`None` when there is
+    /// none); with the number it was picked from.
+    fn pick_node<R: Rng + ?Sized>(&self, pick: Pick<'_>, rng: &mut R) -> Option<(NodeId, usize)> {
+        match pick {
+            Pick::NonRoot => {
+                let count = self.arena.n_nodes() - 1;
+                (count >= 1).then(|| (self.random_non_root(rng), count))
+            }
+            Pick::Holding(leaves) => {
+                let nodes = self.holding(leaves);
+                (!nodes.is_empty()).then(|| (nodes[rng.random_range(0..nodes.len())], nodes.len()))
+            }
+        }
+    }
+
+    /// The non-root nodes whose subtree holds one of `leaves` (each leaf of the tree
+    /// included), in the order of the walks up from `leaves`.
+    pub(super) fn holding(&self, leaves: &[NodeId]) -> Vec<NodeId> {
+        let root = self.arena.root();
+        let mut seen = vec![false; self.arena.n_slots()];
+        let mut out = Vec::new();
+        for &leaf in leaves {
+            let mut v = leaf;
+            while v != root && !std::mem::replace(&mut seen[v.index()], true) {
+                out.push(v);
+                match self.arena.parent(v).expect("live node") {
+                    Some(p) => v = p,
+                    None => break,
+                }
+            }
+        }
+        out
     }
 
     /// A node other than the root, uniformly (the subtree a move detaches).
@@ -864,11 +942,18 @@ impl Chain {
     /// # Errors
     /// Only on a broken invariant of the arena.
     pub fn subtree_move<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<bool> {
-        let n_before = self.arena.n_nodes();
-        if n_before < 2 {
+        self.subtree_move_of(Pick::NonRoot, rng)
+    }
+
+    /// [`subtree_move`](Self::subtree_move) of a node picked uniformly under `pick`.
+    pub(super) fn subtree_move_of<R: Rng + ?Sized>(
+        &mut self,
+        pick: Pick<'_>,
+        rng: &mut R,
+    ) -> Result<bool> {
+        let Some((v, n_before)) = self.pick_node(pick, rng) else {
             return Ok(false);
-        }
-        let v = self.random_non_root(rng);
+        };
         let old_joint = self.log_joint();
         let detached = self.arena.detach(v)?;
         let t_sub = self.arena.time(v)?;
@@ -881,7 +966,7 @@ impl Chain {
             at,
             old_joint,
             (ln_q_old, ln_q_new),
-            n_before,
+            (pick, n_before),
             rng,
         )
     }
@@ -895,7 +980,16 @@ impl Chain {
             .map(|s| NodeId(s as u32))
             .filter(|&s| self.arena.node(s).is_ok())
             .collect();
-        for b in internal {
+        self.update_times_of(&internal, rng)
+    }
+
+    /// Slice-samples the times of the branch points `internal`, in order.
+    pub(super) fn update_times_of<R: Rng + ?Sized>(
+        &mut self,
+        internal: &[NodeId],
+        rng: &mut R,
+    ) -> Result<()> {
+        for &b in internal {
             let t0 = self.arena.time(b)?;
             let lo = self.top_time(b);
             let hi = self
@@ -1097,22 +1191,59 @@ impl Chain {
         rng: &mut R,
         interrupt: &dyn Fn() -> bool,
     ) -> Result<(usize, usize)> {
+        let moves = self.n_leaves();
+        self.sweep_over(config, Pick::NonRoot, moves, rng, interrupt)
+    }
+
+    /// A [`sweep`](Self::sweep) of `moves` subtree moves that pick from `pick`, whose time
+    /// moves visit the branch points among those nodes and the root (all of them under
+    /// [`Pick::NonRoot`]).
+    ///
+    /// `moves` must not depend on the state (a number of moves that did would bias the
+    /// chain towards the states with fewer): a full sweep makes `N`, a restricted one the
+    /// number of nodes on the new leaves' paths when the sweeps begin.
+    pub(super) fn sweep_over<R: Rng + ?Sized>(
+        &mut self,
+        config: &McmcConfig,
+        pick: Pick<'_>,
+        moves: usize,
+        rng: &mut R,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<(usize, usize)> {
         let n = self.n_leaves();
-        let proposals = if n >= 2 { n } else { 0 };
+        let proposals = if n >= 2 { moves } else { 0 };
         let mut accepted = 0;
         if self.observed.is_some() {
             self.update_latent(rng)?;
         }
+        // A restricted sweep makes few moves: the Gibbs move's O(n d) each is worth it at
+        // any size.
+        let kind = match pick {
+            Pick::NonRoot => config.subtree_move.for_points(n),
+            Pick::Holding(_) if config.subtree_move == SubtreeMove::Prior => SubtreeMove::Prior,
+            Pick::Holding(_) => SubtreeMove::Gibbs,
+        };
         for i in 0..proposals {
             if i % 64 == 0 && interrupt() {
                 return Err(RoseTreeError::Interrupted);
             }
-            accepted += usize::from(match config.subtree_move.for_points(n) {
-                SubtreeMove::Gibbs => self.gibbs_move(rng)?,
-                _ => self.subtree_move(rng)?,
+            accepted += usize::from(match kind {
+                SubtreeMove::Gibbs => self.gibbs_move_of(pick, rng)?,
+                _ => self.subtree_move_of(pick, rng)?,
             });
         }
-        self.update_times(rng)?;
+        match pick {
+            Pick::NonRoot => self.update_times(rng)?,
+            Pick::Holding(leaves) => {
+                let mut internal: Vec<NodeId> = self
+                    .holding(leaves)
+                    .into_iter()
+                    .filter(|&v| !self.arena.node(v).expect("live node").is_leaf())
+                    .collect();
+                internal.push(self.arena.root());
+                self.update_times_of(&internal, rng)?;
+            }
+        }
         if config.learn.c {
             self.update_c(config.priors.c, rng)?;
         }
@@ -1238,15 +1369,37 @@ pub fn run(
         None => sample_tree(x.nrows(), &params, &mut rng)
             .or_else(|_| sample_tree(x.nrows(), &PydtParams::ddt(1.0)?, &mut rng))?,
     };
-    let mut chain = match config.likelihood {
-        Likelihood::Gaussian => Chain::new(x, &start, params, sigma2)?,
-        Likelihood::Probit => Chain::new_probit(x, &start, params, sigma2)?,
-    };
+    let mut chain = Chain::with_likelihood(x, &start, params, sigma2, config.likelihood)?;
+    drive(
+        &mut chain,
+        config,
+        Pick::NonRoot,
+        &mut rng,
+        interrupt,
+        progress,
+    )
+}
+
+/// Runs `config.n_iter` sweeps of `chain` over the nodes of `pick`, keeping every
+/// `thin`-th state after the burn-in; `progress(sweep, row)` is called after each sweep.
+fn drive<R: Rng + ?Sized>(
+    chain: &mut Chain,
+    config: &McmcConfig,
+    pick: Pick<'_>,
+    rng: &mut R,
+    interrupt: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(usize, &TraceRow),
+) -> Result<McmcResult> {
     let mut samples = Vec::new();
     let mut trace = Vec::with_capacity(config.n_iter);
     let (mut proposals, mut accepted) = (0, 0);
+    // Fixed for the whole run (see `Chain::sweep_over`).
+    let moves = match pick {
+        Pick::NonRoot => chain.n_leaves(),
+        Pick::Holding(leaves) => chain.holding(leaves).len(),
+    };
     for it in 0..config.n_iter {
-        let (acc, prop) = chain.sweep(config, &mut rng, interrupt)?;
+        let (acc, prop) = chain.sweep_over(config, pick, moves, rng, interrupt)?;
         proposals += prop;
         accepted += acc;
         let p = chain.params();
@@ -1278,6 +1431,7 @@ pub fn run(
     })
 }
 
+pub mod insert;
 pub mod reattach;
 
 #[cfg(test)]

@@ -248,6 +248,30 @@ fn mills_ratio(x: f64) -> f64 {
     1.0 / f
 }
 
+/// The starting latent value of a binary observation `v` (0, 1 or `NaN`): `±sd` by its
+/// sign, 0 where missing.
+pub(super) fn starting_latent(v: f64, sd: f64) -> f64 {
+    if v.is_nan() {
+        0.0
+    } else if v == 1.0 {
+        sd
+    } else {
+        -sd
+    }
+}
+
+/// A draw of the latent value of a binary observation `v` (0, 1 or `NaN`) from its
+/// marginal `N(0, sd²)` given the sign (unconditioned where missing): a new row's start,
+/// tied with no other row.
+pub(super) fn drawn_latent<R: Rng + ?Sized>(v: f64, sd: f64, rng: &mut R) -> f64 {
+    if v.is_nan() {
+        let z: f64 = rng.sample(StandardNormal);
+        sd * z
+    } else {
+        truncated_normal(0.0, sd, v == 1.0, rng)
+    }
+}
+
 impl Chain {
     /// A probit chain (see the [module docs](self)) started at `tree` for binary data `x`
     /// (0, 1 or `NaN` for missing; row `i` at leaf `i`), its latent values starting at
@@ -265,15 +289,7 @@ impl Chain {
         check_sigma2(sigma2)?;
         check_binary(x)?;
         let sd = sigma2.sqrt();
-        let z = x.mapv(|v| {
-            if v.is_nan() {
-                0.0
-            } else if v == 1.0 {
-                sd
-            } else {
-                -sd
-            }
-        });
+        let z = x.mapv(|v| starting_latent(v, sd));
         let mut chain = Chain::new(z.view(), tree, params, sigma2)?;
         chain.observed = Some(x.to_owned());
         Ok(chain)

@@ -590,6 +590,71 @@ impl<C> Arena<C> {
         self.free.push(p);
     }
 
+    /// Adds a leaf, detached: a new data point to be attached by [`attach`](Self::attach).
+    ///
+    /// Leaves keep the ids `0..n_leaves`, so the new leaf takes id `n_leaves` (returned in the
+    /// handle) and every internal node's id grows by one (caches, times and dirty flags kept):
+    /// `O(slots)`. The leaf (cache `cache`, dirty) is listed among the
+    /// [`detached_roots`](Self::detached_roots). The handle has no origin to go back to:
+    /// its [`origin`](Detached::origin) names the leaf itself, which
+    /// [`reattach`](Self::reattach) refuses.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `time` unless it is finite;
+    /// [`RoseTreeError::InvalidTree`] while another subtree is detached (the renumbering
+    /// would invalidate its handle) or when the ids run out of 32 bits.
+    pub fn add_leaf(&mut self, time: f64, cache: C) -> Result<Detached> {
+        if !time.is_finite() {
+            return Err(bad(
+                "time",
+                format!("a leaf's time must be finite, got {time}"),
+            ));
+        }
+        if !self.detached.is_empty() {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "{} subtree(s) are detached; attach them before adding a leaf",
+                self.detached.len()
+            )));
+        }
+        if u32::try_from(self.nodes.len() + 1).is_err() {
+            return Err(RoseTreeError::InvalidTree(
+                "the arena ran out of 32-bit node ids".into(),
+            ));
+        }
+        let n = self.n_leaves as u32;
+        let shift = |v: NodeId| if v.0 >= n { NodeId(v.0 + 1) } else { v };
+        for node in &mut self.nodes {
+            node.parent = node.parent.map(shift);
+            for c in &mut node.children {
+                *c = shift(*c);
+            }
+        }
+        self.root = shift(self.root);
+        for f in &mut self.free {
+            *f = shift(*f);
+        }
+        let leaf = NodeId(n);
+        self.nodes.insert(
+            self.n_leaves,
+            ArenaNode {
+                parent: None,
+                children: Vec::new(),
+                time,
+                n_leaves: 1,
+                cache,
+                dirty: true,
+                free: false,
+            },
+        );
+        self.n_leaves += 1;
+        self.detached.push(leaf);
+        Ok(Detached {
+            root: leaf,
+            origin: Attachment::Node(leaf),
+            slot: 0,
+        })
+    }
+
     /// Checks that `d` is detached from this arena; returns its position in the list.
     fn detached_index(&self, d: &Detached) -> Result<usize> {
         self.detached

@@ -71,7 +71,7 @@
 
 use rand::Rng;
 
-use super::Chain;
+use super::{Chain, Pick};
 use crate::error::Result;
 use crate::math::ln_gamma_ratio;
 use crate::tree::arena::{Attachment, NodeId};
@@ -330,16 +330,23 @@ impl Chain {
     /// # Errors
     /// Only on a broken invariant of the arena.
     pub fn gibbs_move<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<bool> {
-        let n_before = self.arena.n_nodes();
-        if n_before < 2 {
+        self.gibbs_move_of(Pick::NonRoot, rng)
+    }
+
+    /// [`gibbs_move`](Self::gibbs_move) of a node picked uniformly under `pick`.
+    pub(super) fn gibbs_move_of<R: Rng + ?Sized>(
+        &mut self,
+        pick: Pick<'_>,
+        rng: &mut R,
+    ) -> Result<bool> {
+        let Some((v, n_before)) = self.pick_node(pick, rng) else {
             return Ok(false);
-        }
-        let v = self.random_non_root(rng);
+        };
         let old_joint = self.log_joint();
         let detached = self.arena.detach(v)?;
         self.refresh();
         let mut scratch = std::mem::take(&mut self.scratch);
-        let proposal = self.propose(v, detached.origin(), &mut scratch, rng);
+        let proposal = self.propose(v, Some(detached.origin()), &mut scratch, rng);
         self.scratch = scratch;
         let Some((at, ln_q_old, ln_q_new)) = proposal? else {
             self.arena.reattach(&detached)?;
@@ -352,18 +359,19 @@ impl Chain {
             at,
             old_joint,
             (ln_q_old, ln_q_new),
-            n_before,
+            (pick, n_before),
             rng,
         )
     }
 
     /// Scans every position of the detached subtree `v` (see the [module docs](self)) and
-    /// draws one: returns it with the log proposal densities of the old position and of the
-    /// new one, or `None` when the drawn time cannot be placed in double precision.
-    fn propose<R: Rng + ?Sized>(
+    /// draws one: returns it with the log proposal densities of the old position (`origin`;
+    /// `NaN` without one) and of the new one, or `None` when the drawn time cannot be placed
+    /// in double precision.
+    pub(super) fn propose<R: Rng + ?Sized>(
         &self,
         v: NodeId,
-        origin: Attachment,
+        origin: Option<Attachment>,
         scratch: &mut Scratch,
         rng: &mut R,
     ) -> Result<Option<(Attachment, f64, f64)>> {
@@ -427,8 +435,9 @@ impl Chain {
             }
         };
         let ln_q_old = match origin {
-            Attachment::Node(b) => self.position_mass(&scratch.positions, Position::Node(b)),
-            Attachment::Branch { below, time } => {
+            None => f64::NAN,
+            Some(Attachment::Node(b)) => self.position_mass(&scratch.positions, Position::Node(b)),
+            Some(Attachment::Branch { below, time }) => {
                 let branch = self.branch(below, &sub, scratch);
                 branch.fill_nodes(&mut grid);
                 branch.ln_proposal(&grid, branch.end - time)

@@ -111,7 +111,7 @@ fn exact_structures(n: usize, p: &PydtParams) -> BTreeMap<String, f64> {
 
 /// Per key, the largest `|frequency − p| / standard error` over a run split into batches
 /// (batch means: the error allows for the chain's autocorrelation).
-fn max_z(draws: &[String], exact: &BTreeMap<String, f64>, batches: usize) -> f64 {
+pub(super) fn max_z(draws: &[String], exact: &BTreeMap<String, f64>, batches: usize) -> f64 {
     let size = draws.len() / batches;
     let mut worst: f64 = 0.0;
     for (key, &p) in exact {
@@ -441,7 +441,7 @@ fn three_point_posterior(
 }
 
 /// Asserts that batch means of `times` agree with `want`.
-fn assert_mean(times: &[f64], want: f64, what: &str) {
+pub(super) fn assert_mean(times: &[f64], want: f64, what: &str) {
     let batches = 30;
     let size = times.len() / batches;
     let means: Vec<f64> = times
@@ -459,28 +459,48 @@ fn assert_mean(times: &[f64], want: f64, what: &str) {
     );
 }
 
+/// Runs `step` `draws` times on a chain over the three rows of `x`, started at the star at
+/// 0.5 with the seed `seed`, and asserts that the structures and `E[t_root]` of the states
+/// after each step follow the exact posterior.
+pub(super) fn assert_three_point_posterior(
+    x: &Array2<f64>,
+    (p, sigma2): (PydtParams, f64),
+    (draws, seed): (usize, u64),
+    what: &str,
+    step: &mut dyn FnMut(&mut Chain, &mut rand_xoshiro::Xoshiro256PlusPlus),
+) {
+    let (exact, root_time) = three_point_posterior(x, &p, sigma2);
+    let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
+    let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
+    let mut r = rng(seed);
+    let mut times = Vec::new();
+    let structures: Vec<String> = (0..draws)
+        .map(|_| {
+            step(&mut chain, &mut r);
+            let t = chain.tree().unwrap();
+            times.push(t.heights().unwrap()[t.root()]);
+            structure(&t)
+        })
+        .collect();
+    let z = max_z(&structures, &exact, 30);
+    assert!(z < 4.5, "{what}: max z = {z}: {exact:?}");
+    assert_mean(&times, root_time, what);
+}
+
 #[test]
 fn the_posterior_of_three_points_matches_quadrature() {
     let x = array![[0.1, -0.3], [0.4, 0.2], [-1.2, 0.9]];
-    let (p, sigma2) = (params(0.5, 0.2, 1.5), 0.6);
-    let (exact, root_time) = three_point_posterior(&x, &p, sigma2);
     for moves in [SubtreeMove::Prior, SubtreeMove::Gibbs] {
-        let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
-        let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
         let config = with_move(moves);
-        let mut r = rng(5);
-        let mut times = Vec::new();
-        let draws: Vec<String> = (0..60_000)
-            .map(|_| {
-                chain.sweep(&config, &mut r, &|| false).unwrap();
-                let t = chain.tree().unwrap();
-                times.push(t.heights().unwrap()[t.root()]);
-                structure(&t)
-            })
-            .collect();
-        let z = max_z(&draws, &exact, 30);
-        assert!(z < 4.5, "{moves:?}: max z = {z}: {exact:?}");
-        assert_mean(&times, root_time, &format!("{moves:?}"));
+        assert_three_point_posterior(
+            &x,
+            (params(0.5, 0.2, 1.5), 0.6),
+            (60_000, 5),
+            &format!("{moves:?}"),
+            &mut |chain, r| {
+                chain.sweep(&config, r, &|| false).unwrap();
+            },
+        );
     }
 }
 
@@ -488,25 +508,18 @@ fn the_posterior_of_three_points_matches_quadrature() {
 fn gibbs_moves_alone_keep_the_posterior_of_three_points() {
     // Close points (the move's grid is logarithmic near t = 1) and a distant one.
     let x = array![[0.1, -0.3], [0.15, -0.28], [-1.2, 0.9]];
-    let (p, sigma2) = (params(1.0, 0.3, 1.0), 0.5);
-    let (exact, root_time) = three_point_posterior(&x, &p, sigma2);
-    let start = tree(3, vec![vec![0, 1, 2]], &[0.5]);
-    let mut chain = Chain::new(x.view(), &start, p, sigma2).unwrap();
-    let mut r = rng(23);
-    let (mut times, mut accepted) = (Vec::new(), 0usize);
-    let draws: Vec<String> = (0..120_000)
-        .map(|_| {
+    let mut accepted = 0usize;
+    assert_three_point_posterior(
+        &x,
+        (params(1.0, 0.3, 1.0), 0.5),
+        (120_000, 23),
+        "Gibbs moves alone",
+        &mut |chain, r| {
             for _ in 0..2 {
-                accepted += usize::from(chain.gibbs_move(&mut r).unwrap());
+                accepted += usize::from(chain.gibbs_move(r).unwrap());
             }
-            let t = chain.tree().unwrap();
-            times.push(t.heights().unwrap()[t.root()]);
-            structure(&t)
-        })
-        .collect();
-    let z = max_z(&draws, &exact, 30);
-    assert!(z < 4.5, "max z = {z}: {exact:?}");
-    assert_mean(&times, root_time, "Gibbs moves alone");
+        },
+    );
     let rate = accepted as f64 / 240_000.0;
     assert!(rate > 0.9, "acceptance {rate}");
 }

@@ -818,3 +818,45 @@ fn a_chain_of_100000_leaves_needs_no_recursion() {
     a.refresh_dirty(count);
     assert_eq!(*a.cache(r).unwrap(), n);
 }
+
+#[test]
+fn add_leaf_shifts_internal_ids_and_attaches_anywhere() {
+    for seed in 0..40u64 {
+        let (mut a, mut rng) = random_arena(2 + (seed as usize % 9), seed);
+        // Free a slot first, so that the free list is renumbered too.
+        if let Some(v) = random_subtree(&a, &mut rng) {
+            let d = a.detach(v).unwrap();
+            if let Some(at) = random_position(&a, &d, &mut rng) {
+                a.attach(&d, at).unwrap();
+            } else {
+                a.reattach(&d).unwrap();
+            }
+        }
+        a.refresh_dirty(from_children);
+        let n = a.n_leaves();
+        let clades_before = clades(&a);
+        let new = a.add_leaf(1.0, Sums::default()).unwrap();
+        assert_eq!(new.root(), NodeId(n as u32));
+        assert_eq!(a.n_leaves(), n + 1);
+        assert_eq!(a.detached_roots(), &[NodeId(n as u32)]);
+        a.check_invariants().unwrap();
+        // The tree without the new leaf is the same, ids shifted past the leaves.
+        assert_eq!(clades(&a), clades_before, "seed {seed}");
+        assert!(a.reattach(&new).is_err());
+        a.refresh_dirty(from_children);
+        let mut before = signatures(&a);
+        let at = loop {
+            if let Some(at) = random_position(&a, &new, &mut rng) {
+                break at;
+            }
+        };
+        a.attach(&new, at).unwrap();
+        check_step(&mut a, &mut before, "add_leaf");
+        assert_eq!(a.leaves_under(a.root()).unwrap().len(), n + 1);
+    }
+    // Another detached subtree blocks the renumbering.
+    let mut a = small();
+    let _d = a.detach(NodeId(2)).unwrap();
+    assert!(a.add_leaf(1.0, Sums::default()).is_err());
+    assert!(small().add_leaf(f64::NAN, Sums::default()).is_err());
+}
