@@ -184,7 +184,7 @@ fn brt_stitch<'py>(
             .into_iter()
             .map(|(tree, rows, stats)| {
                 Ok(Part {
-                    tree: tree.map(|t| t.get().inner.clone()),
+                    tree: tree.map(|t| brt::RoseTree::clone(&t.get().inner)),
                     rows,
                     stats: decode(&m, &stats)?,
                 })

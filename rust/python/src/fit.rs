@@ -264,12 +264,16 @@ macro_rules! fit_types {
             $($variant(Predictor<$model>),)*
             /// A Python model's statistics are row indices into its own copy of the data, so
             /// a predictor is made per call with the new rows appended to that copy.
-            Callback(Py<PyAny>, RoseTree),
+            Callback(Py<PyAny>, Arc<RoseTree>),
         }
 
         impl AnyPredictor {
             /// The predictor of `model` and `tree` for `training`.
-            fn new(model: AnyModel, tree: RoseTree, training: &TrainingData) -> PyResult<Self> {
+            fn new(
+                model: AnyModel,
+                tree: Arc<RoseTree>,
+                training: &TrainingData,
+            ) -> PyResult<Self> {
                 Ok(match model {
                     $(AnyModel::$variant(mut m) => {
                         let leaves = training.leaves(&mut m)?;
@@ -340,15 +344,19 @@ macro_rules! with_predictor {
 
 impl PyBrtFit {
     /// The fit of `tree` to `training` under `model`.
-    pub(crate) fn new(model: AnyModel, tree: RoseTree, training: TrainingData) -> PyResult<Self> {
+    pub(crate) fn new(
+        model: AnyModel,
+        tree: Arc<RoseTree>,
+        training: TrainingData,
+    ) -> PyResult<Self> {
         Ok(Self {
             predictor: Arc::new(AnyPredictor::new(model, tree, &training)?),
             training: Arc::new(training),
         })
     }
 
-    fn tree_ref(&self) -> &RoseTree {
-        with_predictor!(&*self.predictor, p => p.tree(), _object, tree => tree)
+    fn tree_ref(&self) -> &Arc<RoseTree> {
+        with_predictor!(&*self.predictor, p => p.shared_tree(), _object, tree => tree)
     }
 
     /// Checks that new rows have the training data's columns.
@@ -424,7 +432,7 @@ fn row_stats<M: ClusterModel>(
 impl PyBrtFit {
     /// The fitted tree.
     fn tree(&self) -> PyRoseTree {
-        self.tree_ref().clone().into()
+        Arc::clone(self.tree_ref()).into()
     }
 
     /// The model family's name (`"bernoulli"`, `"normal_inverse_wishart"`,
@@ -725,7 +733,7 @@ pub(crate) fn brt_fit_for_tree(
 ) -> PyResult<PyBrtFit> {
     let training = train.to_owned_data()?;
     let model = training.model(&model.get().spec)?;
-    PyBrtFit::new(model, tree.get().inner.clone(), training)
+    PyBrtFit::new(model, Arc::clone(&tree.get().inner), training)
 }
 
 /// Adds the fit class and functions to the extension module.

@@ -301,11 +301,11 @@ fn fit_brt(
             match model {
                 $(AnyModel::$variant(m) => {
                     let (m, tree) = search_brt(py, label, &training, m, params)?;
-                    fit::PyBrtFit::new(AnyModel::$variant(m), tree, training)
+                    fit::PyBrtFit::new(AnyModel::$variant(m), Arc::new(tree), training)
                 })*
                 AnyModel::Callback(m) => {
                     let (m, tree) = search_brt(py, label, &training, m, params)?;
-                    fit::PyBrtFit::new(AnyModel::Callback(m), tree, training)
+                    fit::PyBrtFit::new(AnyModel::Callback(m), Arc::new(tree), training)
                 }
             }
         };

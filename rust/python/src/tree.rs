@@ -8,18 +8,41 @@ use pyo3::prelude::*;
 
 use crate::errors::PyResult;
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use rosetree::brt::{NodeValues, RoseTree};
 use rosetree::tree::{Topology, Tree};
 
 /// A tree with optional heights, shared by every model family. `rosetree.Tree` wraps it.
 #[pyclass(frozen, module = "rosetree._core", name = "Tree")]
 pub struct PyTree {
-    pub(crate) inner: Tree,
+    pub(crate) inner: TreeRef,
+}
+
+/// A tree of its own, or the structure of a rose tree held elsewhere (a fitted model's),
+/// which is then not copied.
+pub(crate) enum TreeRef {
+    Own(Tree),
+    Rose(Arc<RoseTree>),
+}
+
+impl Deref for TreeRef {
+    type Target = Tree;
+
+    fn deref(&self) -> &Tree {
+        match self {
+            Self::Own(tree) => tree,
+            Self::Rose(rose) => rose.tree(),
+        }
+    }
 }
 
 impl From<Tree> for PyTree {
     fn from(inner: Tree) -> Self {
-        Self { inner }
+        Self {
+            inner: TreeRef::Own(inner),
+        }
     }
 }
 
@@ -164,11 +187,20 @@ impl PyTree {
 /// A Bayesian rose tree computed in Rust. `rosetree.RoseTree` wraps it.
 #[pyclass(frozen, module = "rosetree._core", name = "RoseTree")]
 pub struct PyRoseTree {
-    pub(crate) inner: RoseTree,
+    // Shared with the fitted model it came from, if any.
+    pub(crate) inner: Arc<RoseTree>,
 }
 
 impl From<RoseTree> for PyRoseTree {
     fn from(inner: RoseTree) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
+impl From<Arc<RoseTree>> for PyRoseTree {
+    fn from(inner: Arc<RoseTree>) -> Self {
         Self { inner }
     }
 }
@@ -229,7 +261,9 @@ impl PyRoseTree {
 
     /// The structure and heights (`h_v = −max ln r` on the root path), as the shared tree.
     fn tree(&self) -> PyTree {
-        self.inner.tree().clone().into()
+        PyTree {
+            inner: TreeRef::Rose(Arc::clone(&self.inner)),
+        }
     }
 
     /// `ln p(D | T)` of the whole tree.

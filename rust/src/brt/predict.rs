@@ -27,6 +27,8 @@
 //! `ln P(x_ij | column j of the ancestor)`, so `P(x_ij = 1 | D_obs, T)` costs one walk from
 //! the leaf to the root ([`Predictor::missing_probabilities`]).
 
+use std::sync::Arc;
+
 use ndarray::Array2;
 
 use crate::brt::RoseTree;
@@ -147,7 +149,7 @@ pub struct MissingEntry {
 /// ```
 pub struct Predictor<M: RowQueries> {
     model: M,
-    tree: RoseTree,
+    tree: Arc<RoseTree>,
     /// Statistics of every node, leaves first.
     stats: Vec<M::Stats>,
     log_w: Vec<f64>,
@@ -196,7 +198,8 @@ impl<M: RowQueries> Predictor<M> {
     /// # Errors
     /// [`RoseTreeError::ShapeMismatch`] when `leaves` and the tree disagree on the number of
     /// data rows.
-    pub fn new(model: M, tree: RoseTree, leaves: Vec<M::Stats>) -> Result<Self> {
+    pub fn new(model: M, tree: impl Into<Arc<RoseTree>>, leaves: Vec<M::Stats>) -> Result<Self> {
+        let tree: Arc<RoseTree> = tree.into();
         let n = tree.n_leaves();
         if leaves.len() != n {
             return Err(RoseTreeError::ShapeMismatch {
@@ -232,6 +235,11 @@ impl<M: RowQueries> Predictor<M> {
 
     /// The fitted tree.
     pub fn tree(&self) -> &RoseTree {
+        &self.tree
+    }
+
+    /// The fitted tree, to be kept beside the predictor without a copy.
+    pub fn shared_tree(&self) -> &Arc<RoseTree> {
         &self.tree
     }
 
