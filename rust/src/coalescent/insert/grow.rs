@@ -72,6 +72,7 @@ pub(super) struct Growing<'m, M: MessageModel> {
     hazard: Hazard,
     /// The arena id of each leaf, in row order.
     leaves: Vec<usize>,
+    /// Gauss–Legendre nodes on `[−1, 1]` and the `ln` of their weights.
     legendre: Vec<(f64, f64)>,
     laguerre: Vec<(f64, f64)>,
 }
@@ -94,7 +95,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         }
         let legendre = GaussLegendre::new(PIECE_ORDER.try_into().expect("order > 0"))
             .iter()
-            .copied()
+            .map(|&(x, w)| (x, w.ln()))
             .collect();
         let laguerre = GaussLaguerre::new(
             ROOT_ORDER.try_into().expect("order > 0"),
@@ -182,18 +183,23 @@ impl<'m, M: MessageModel> Growing<'m, M> {
     /// The grid of the branch above `c` (module docs): times in increasing order and the
     /// `ln` of their weights for `dt`.
     pub(super) fn grid(&self, c: usize) -> Vec<(f64, f64)> {
+        let (mut grid, mut cuts) = (Vec::new(), Vec::new());
+        self.grid_into(c, &mut grid, &mut cuts);
+        grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+        grid
+    }
+
+    /// [`Growing::grid`] into `grid`, in no particular order (`cuts` is scratch space).
+    fn grid_into(&self, c: usize, grid: &mut Vec<(f64, f64)>, cuts: &mut Vec<f64>) {
         let (top, bottom) = self.span(c);
-        let mut grid = Vec::new();
+        grid.clear();
         if c == self.root {
-            for &(s, w) in &self.laguerre {
-                // S(t_root − s) = S(t_root) e^{−s}: the weight carries e^{+s} back.
-                grid.push((bottom - s, w.ln() + s));
-            }
-            grid.reverse();
-            return grid;
+            // S(t_root − s) = S(t_root) e^{−s}: the weight carries e^{+s} back.
+            grid.extend(self.laguerre.iter().map(|&(s, w)| (bottom - s, w.ln() + s)));
+            return;
         }
         if top >= bottom {
-            return grid;
+            return;
         }
         let h_bottom = self.hazard.at(bottom);
         let fall = (self.hazard.at(top) - h_bottom).min(HAZARD_CAP);
@@ -205,47 +211,70 @@ impl<'m, M: MessageModel> Growing<'m, M> {
             }
         };
         // Cuts from the bottom up: where ln S has fallen by 1, 2, … 8, then 12, … 32.
-        let mut cuts = vec![bottom];
+        cuts.clear();
+        cuts.push(bottom);
         let mut s = 0.0;
         while s < fall {
             s = if s < FINE_HAZARD { s + 1.0 } else { s + 4.0 }.min(fall);
             cuts.push(time_at(s));
         }
         if self.children[c].is_none() {
-            // A leaf branch: also ratio-2 levels from the lowest cut towards the leaf.
+            // A leaf branch: also ratio-2 levels from the lowest cut towards the leaf,
+            // merged in (both run from the leaf up). The piece that would end at the leaf
+            // carries nothing.
             let low = *cuts.last().expect("not empty");
-            cuts.extend((1..=LEAF_LEVELS).map(|j| low * 0.5f64.powi(j)));
-            cuts.sort_by(|a, b| b.total_cmp(a));
-            // The last level's piece ends at the leaf: it carries nothing.
-            cuts.retain(|&t| t < 0.0);
+            let hazard_cuts = cuts.len();
+            let mut levels = (1..=LEAF_LEVELS)
+                .rev()
+                .map(|j| low * 0.5f64.powi(j))
+                .peekable();
+            let mut j = 1;
+            let mut merged = Vec::with_capacity(hazard_cuts + LEAF_LEVELS as usize);
+            while j < hazard_cuts || levels.peek().is_some() {
+                match levels.peek() {
+                    Some(&l) if j >= hazard_cuts || l >= cuts[j] => {
+                        merged.push(l);
+                        levels.next();
+                    }
+                    _ => {
+                        merged.push(cuts[j]);
+                        j += 1;
+                    }
+                }
+            }
+            cuts.clear();
+            cuts.extend(merged);
         }
         for pair in cuts.windows(2) {
             let (hi, lo) = (pair[0], pair[1]);
             if lo < hi {
                 let (half, mid) = (0.5 * (hi - lo), 0.5 * (hi + lo));
-                for &(x, w) in &self.legendre {
-                    grid.push((mid + half * x, (w * half).ln()));
-                }
+                let log_half = half.ln();
+                grid.extend(
+                    self.legendre
+                        .iter()
+                        .map(|&(x, log_w)| (mid + half * x, log_w + log_half)),
+                );
             }
         }
-        grid.sort_by(|a, b| a.0.total_cmp(&b.0));
-        grid
     }
 
     /// The join density of a row (its leaf message) on every branch, indexed by arena id,
     /// `−∞` on branches of zero length. Needs [`Growing::downward`] first.
     pub(super) fn scores(&self, leaf: &M::Message) -> Vec<BranchScore> {
-        let mut log_f = Vec::new();
+        let (mut grid, mut cuts) = (Vec::new(), Vec::new());
+        let (mut times, mut log_f) = (Vec::new(), Vec::new());
         (0..self.len())
             .map(|c| {
-                let grid = self.grid(c);
+                self.grid_into(c, &mut grid, &mut cuts);
                 if grid.is_empty() {
                     return BranchScore {
                         log_mass: f64::NEG_INFINITY,
                         log_peak: f64::NEG_INFINITY,
                     };
                 }
-                let times: Vec<f64> = grid.iter().map(|g| g.0).collect();
+                times.clear();
+                times.extend(grid.iter().map(|g| g.0));
                 log_f.clear();
                 log_f.resize(grid.len(), f64::NAN);
                 if c == self.root {
@@ -264,20 +293,26 @@ impl<'m, M: MessageModel> Growing<'m, M> {
                         &mut log_f,
                     );
                 }
+                // ln f + ln S at each node, then ln Σ w S f.
                 let mut peak = f64::NEG_INFINITY;
-                let terms: Vec<f64> = grid
-                    .iter()
-                    .zip(&log_f)
-                    .map(|(&(t, log_w), &z)| {
-                        let density = z - self.hazard.at(t);
-                        if density > peak {
-                            peak = density;
-                        }
-                        log_w + density
-                    })
-                    .collect();
+                for (z, &t) in log_f.iter_mut().zip(&times) {
+                    *z -= self.hazard.at(t);
+                    if *z > peak {
+                        peak = *z;
+                    }
+                }
+                let log_mass = if peak.is_finite() {
+                    let sum: f64 = log_f
+                        .iter()
+                        .zip(&grid)
+                        .map(|(&z, &(_, log_w))| (z - peak + log_w).exp())
+                        .sum();
+                    peak + sum.ln()
+                } else {
+                    peak
+                };
                 BranchScore {
-                    log_mass: log_sum_exp(&terms),
+                    log_mass,
                     log_peak: peak,
                 }
             })
