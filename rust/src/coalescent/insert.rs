@@ -2,7 +2,7 @@
 //! refitting (`partial_fit`).
 //!
 //! A row is placed where the coalescent's own predictive (Teh, Daumé & Roy 2007, §4.4;
-//! [`Predictor`](super::Predictor)) puts it. Under the `(n + 1)`-coalescent, given the
+//! [`Predictor`](super::predict::Predictor)) puts it. Under the `(n + 1)`-coalescent, given the
 //! tree `π` of the first `n` rows, the new lineage joins the branch above node `v` at time
 //! `t` with density `S(t) = exp(−∫_t^0 k)` times the probability of the row given the
 //! value of the process there (see [`super::predict`]): the joint density of the row and

@@ -23,7 +23,7 @@
 //! Gauss–Legendre nodes. Above the root the join makes a new root, integrated by
 //! Gauss–Laguerre over `t_root − t` as in the predictor. A branch thus has at most
 //! `PIECE_ORDER · (LEAF_LEVELS + 14)` nodes whatever the tree, against one piece per
-//! merge time it spans in the [`Predictor`](super::super::Predictor)'s quadrature; the
+//! merge time it spans in the [`Predictor`](super::super::predict::Predictor)'s quadrature; the
 //! branch probabilities agree with a dense integration to about 3 % (the tests).
 
 use gauss_quad::{GaussLaguerre, GaussLegendre};
