@@ -155,23 +155,24 @@ impl<'m, M: MessageModel> Growing<'m, M> {
     /// `t`, without the row's own `ln Z_leaf` (the same on every branch). Needs
     /// [`Growing::downward`] first.
     pub(super) fn log_density(&self, c: usize, t: f64, leaf: &M::Message) -> f64 {
-        let (top, bottom) = self.span(c);
-        let log_f = if c == self.root {
-            self.new_root_log_f(t, leaf)
+        let mut log_f = [f64::NAN];
+        self.log_f_into(c, leaf, &[t], &mut log_f);
+        log_f[0] - self.hazard.at(t)
+    }
+
+    /// `ln f_c(t)` of a row joining the branch above `c` at each of `times` (above the
+    /// root: making a new root), into `log_f`.
+    fn log_f_into(&self, c: usize, leaf: &M::Message, times: &[f64], log_f: &mut [f64]) {
+        if c == self.root {
+            for (z, &t) in log_f.iter_mut().zip(times) {
+                *z = self.new_root_log_f(t, leaf);
+            }
         } else {
-            let mut z = [f64::NAN];
-            self.model.branch_join_log_z(
-                &self.up[c],
-                &self.out[c],
-                top,
-                bottom,
-                leaf,
-                &[t],
-                &mut z,
-            );
-            z[0]
-        };
-        log_f - self.hazard.at(t)
+            let (top, bottom) = self.span(c);
+            let (up, out) = (&self.up[c], &self.out[c]);
+            self.model
+                .branch_join_log_z(up, out, top, bottom, leaf, times, log_f);
+        }
     }
 
     fn new_root_log_f(&self, t: f64, leaf: &M::Message) -> f64 {
@@ -277,22 +278,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
                 times.extend(grid.iter().map(|g| g.0));
                 log_f.clear();
                 log_f.resize(grid.len(), f64::NAN);
-                if c == self.root {
-                    for (z, &t) in log_f.iter_mut().zip(&times) {
-                        *z = self.new_root_log_f(t, leaf);
-                    }
-                } else {
-                    let (top, bottom) = self.span(c);
-                    self.model.branch_join_log_z(
-                        &self.up[c],
-                        &self.out[c],
-                        top,
-                        bottom,
-                        leaf,
-                        &times,
-                        &mut log_f,
-                    );
-                }
+                self.log_f_into(c, leaf, &times, &mut log_f);
                 // ln f + ln S at each node, then ln Σ w S f.
                 let mut peak = f64::NEG_INFINITY;
                 for (z, &t) in log_f.iter_mut().zip(&times) {

@@ -16,6 +16,17 @@ use crate::models::messages::{BrownianDiffusion, MultinomialMutation, Root};
 
 const LN_2PI: f64 = 1.837_877_066_409_345_5;
 
+/// The Greedy-Rate1 fit of the rows of `x` with the default parameters.
+fn greedy<M: MessageModel + Clone>(model: &M, x: ndarray::ArrayView2<'_, f64>) -> CoalescentFit {
+    fit(model, &CoalescentParams::new().check().unwrap(), x).unwrap()
+}
+
+/// The leaf messages of the rows of `x`, without their normalisers.
+fn messages<M: MessageModel>(model: &M, x: ndarray::ArrayView2<'_, f64>) -> Vec<M::Message> {
+    let leaves = model.leaf_messages(x).unwrap();
+    leaves.into_iter().map(|(m, _)| m).collect()
+}
+
 /// The set of leaves below every node, as sorted vectors, keyed by the node's height.
 fn clusters(tree: &Tree) -> Vec<(Vec<usize>, f64)> {
     let h = tree.heights().unwrap();
@@ -135,7 +146,7 @@ fn internal_ids_stay_in_time_order() {
         .unwrap()
         .with_noise(0.1)
         .unwrap();
-    let fit = fit(&model, &CoalescentParams::new().check().unwrap(), x.view()).unwrap();
+    let fit = greedy(&model, x.view());
     let ordered = |t: &Tree| {
         let h = &t.heights().unwrap()[t.n_leaves()..];
         h.windows(2).all(|w| w[0] >= w[1])
@@ -160,12 +171,7 @@ fn the_grown_tree_reports_its_log_joint_in_covariance_form() {
             .unwrap();
         let first = x.slice(ndarray::s![..6, ..]).to_owned();
         let rest = x.slice(ndarray::s![6.., ..]).to_owned();
-        let fitted = fit(
-            &model,
-            &CoalescentParams::new().check().unwrap(),
-            first.view(),
-        )
-        .unwrap();
+        let fitted = greedy(&model, first.view());
         let (grown, joins) = insert_rows(
             &model,
             &fitted.tree,
@@ -200,13 +206,8 @@ fn fitted_small(
         .unwrap()
         .with_noise(noise)
         .unwrap();
-    let fitted = fit(&model, &CoalescentParams::new().check().unwrap(), x.view()).unwrap();
-    let leaves = model
-        .leaf_messages(x.view())
-        .unwrap()
-        .into_iter()
-        .map(|(m, _)| m)
-        .collect();
+    let fitted = greedy(&model, x.view());
+    let leaves = messages(&model, x.view());
     (model, fitted.tree, leaves)
 }
 
@@ -355,13 +356,8 @@ fn the_grid_is_bounded_per_branch() {
         .unwrap()
         .with_noise(0.1)
         .unwrap();
-    let fitted = fit(&model, &CoalescentParams::new().check().unwrap(), x.view()).unwrap();
-    let leaves = model
-        .leaf_messages(x.view())
-        .unwrap()
-        .into_iter()
-        .map(|(m, _)| m)
-        .collect();
+    let fitted = greedy(&model, x.view());
+    let leaves = messages(&model, x.view());
     let growing = Growing::new(&model, &fitted.tree, leaves);
     let most = (0..growing.len())
         .map(|v| growing.grid(v).len())
@@ -381,18 +377,8 @@ fn incremental_messages_equal_a_fresh_pass() {
             .with_noise(0.1)
             .unwrap();
         let first = x.slice(ndarray::s![..15, ..]).to_owned();
-        let fitted = fit(
-            &model,
-            &CoalescentParams::new().check().unwrap(),
-            first.view(),
-        )
-        .unwrap();
-        let leaves: Vec<_> = model
-            .leaf_messages(x.view())
-            .unwrap()
-            .into_iter()
-            .map(|(m, _)| m)
-            .collect();
+        let fitted = greedy(&model, first.view());
+        let leaves: Vec<_> = messages(&model, x.view());
         let mut growing = Growing::new(&model, &fitted.tree, leaves[..15].to_vec());
         for (i, leaf) in leaves[15..].iter().enumerate() {
             growing.downward();
@@ -443,12 +429,7 @@ fn insertion_is_deterministic() {
         .unwrap();
     let first = x.slice(ndarray::s![..20, ..]).to_owned();
     let rest = x.slice(ndarray::s![20.., ..]).to_owned();
-    let fitted = fit(
-        &model,
-        &CoalescentParams::new().check().unwrap(),
-        first.view(),
-    )
-    .unwrap();
+    let fitted = greedy(&model, first.view());
     let grow = |rule| {
         insert_rows_with(
             &model,
@@ -478,12 +459,7 @@ fn separated_clusters_grow_without_mixing() {
         .with_noise(0.02)
         .unwrap();
     let first = x.slice(ndarray::s![..2, ..]).to_owned();
-    let fitted = fit(
-        &model,
-        &CoalescentParams::new().check().unwrap(),
-        first.view(),
-    )
-    .unwrap();
+    let fitted = greedy(&model, first.view());
     let mut tree = fitted.tree;
     for i in 2..x.nrows() {
         let rows = x.slice(ndarray::s![i..=i, ..]).to_owned();
@@ -520,7 +496,7 @@ fn multinomial_rows_join_their_prototype() {
     ];
     let x = Array2::from_shape_fn((10, 6), |(i, j)| protos[i % 2][j]);
     let model = MultinomialMutation::from_data(x.view(), &[3; 6], &[1.0]).unwrap();
-    let fitted = fit(&model, &CoalescentParams::new().check().unwrap(), x.view()).unwrap();
+    let fitted = greedy(&model, x.view());
     let new = Array2::from_shape_fn((2, 6), |(i, j)| protos[i][j]);
     let (grown, joins) = insert_rows(
         &model,
@@ -552,7 +528,7 @@ fn multinomial_rows_join_their_prototype() {
 fn interrupts_and_mismatched_leaves_are_errors() {
     let (x, _) = blobs(6, 2, 2, 4.0, 1);
     let model = BrownianDiffusion::isotropic(1.0, 2).unwrap();
-    let fitted = fit(&model, &CoalescentParams::new().check().unwrap(), x.view()).unwrap();
+    let fitted = greedy(&model, x.view());
     let leaves = model.leaf_messages(x.view()).unwrap();
     let rows = model.leaf_messages(x.view()).unwrap();
     assert!(matches!(
