@@ -32,7 +32,8 @@ Data (seeded):
 
 ``--join-rule`` picks how ``KingmanCoalescent.partial_fit`` places a row (a private
 setting of the estimator, ``_join_rule``): ``density``, the MAP join point (the default),
-or ``mass``, the branch of the largest predictive probability.
+or ``mass``, the branch of the largest predictive probability. ``--repair`` turns on the
+re-placement of the leaves next to each new row (``_repair``, off by default).
 
 Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
 cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
@@ -111,7 +112,7 @@ def load_real(family: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_coalescent(
-    family: str, n0: int, k: int, batch: int, join_rule: str = "density"
+    family: str, n0: int, k: int, batch: int, join_rule: str = "density", repair: bool = False
 ) -> dict[str, Any]:
     """Kingman's coalescent: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
@@ -120,6 +121,7 @@ def run_coalescent(
     n0 = min(n0, len(X) - k)
     est = rt.KingmanCoalescent(n_jobs=1)
     est._join_rule = join_rule
+    est._repair = repair
     t0 = time.perf_counter()
     est.fit(X[:n0])
     fit_first = time.perf_counter() - t0
@@ -136,6 +138,7 @@ def run_coalescent(
     return {
         "family": family,
         "join_rule": join_rule,
+        "repair": repair,
         "n0": n0,
         "k": k,
         "batch": batch,
@@ -155,13 +158,19 @@ def run_coalescent(
 
 
 def run(
-    family: str, n0: int, k: int, batch: int, approximate: bool, join_rule: str = "density"
+    family: str,
+    n0: int,
+    k: int,
+    batch: int,
+    approximate: bool,
+    join_rule: str = "density",
+    repair: bool = False,
 ) -> dict[str, Any]:
     """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
 
     if family.startswith("coalescent"):
-        return run_coalescent(family, n0, k, batch, join_rule)
+        return run_coalescent(family, n0, k, batch, join_rule, repair)
 
     X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
@@ -223,6 +232,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         default="density",
         help="how KingmanCoalescent.partial_fit places a row",
     )
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit re-places the leaves next to each new row",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     sizes = FULL if args.full else SMALL
@@ -231,7 +245,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         n0, k = sizes[family]
         n0, k = args.n0 or n0, args.k or k
         results.append(
-            run(family, n0, k, args.batch, approximate=args.full, join_rule=args.join_rule)
+            run(
+                family,
+                n0,
+                k,
+                args.batch,
+                approximate=args.full,
+                join_rule=args.join_rule,
+                repair=args.repair,
+            )
         )
         print(json.dumps(results[-1]), file=sys.stderr)
     print(

@@ -319,6 +319,7 @@ def coalescent_insert(
     root: float | None,
     noise: float = 0.0,
     join_rule: str = "density",
+    repair: bool = False,
 ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0

@@ -346,6 +346,9 @@ class KingmanCoalescent(ClusterEstimator):
     #: How :meth:`partial_fit` places a row: ``"density"``, the MAP join point, or
     #: ``"mass"``, the branch of the largest predictive probability (a benchmark setting).
     _join_rule: str = "density"
+    #: Whether :meth:`partial_fit` re-places the leaves next to each new row (a benchmark
+    #: setting; off: it raised ln p but not purity or depth, see ``BENCHMARKS.md``).
+    _repair: bool = False
 
     def __init__(
         self,
@@ -542,7 +545,11 @@ class KingmanCoalescent(ClusterEstimator):
         if likelihood == "brownian":
             _check_brownian_missing(X_all, self._model_options["root"] is None, learn=False)
         structure, log_joint, _ = _core.coalescent_insert(
-            X_all, self.tree_._structure, join_rule=self._join_rule, **self._model_options
+            X_all,
+            self.tree_._structure,
+            join_rule=self._join_rule,
+            repair=self._repair,
+            **self._model_options,
         )
         tree = _wrap(structure)
         if log_joint == np.inf:

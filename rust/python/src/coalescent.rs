@@ -361,7 +361,7 @@ type Grown = (PyTree, f64, Vec<(usize, f64)>);
 /// `ln p(x, π)`, and for each added row the node on whose branch it joined (see
 /// [`coalescent::Join`] for its ids) and the join time.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, join_rule="density"))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, join_rule="density", repair=false))]
 #[allow(clippy::too_many_arguments)]
 fn coalescent_insert(
     py: Python<'_>,
@@ -372,6 +372,7 @@ fn coalescent_insert(
     root: Option<f64>,
     noise: f64,
     join_rule: &str,
+    repair: bool,
 ) -> PyResult<Grown> {
     let rule = match join_rule {
         "density" => coalescent::JoinRule::MaxDensity,
@@ -398,7 +399,7 @@ fn coalescent_insert(
         let mut leaves = m.leaf_messages(x)?;
         let rows = leaves.split_off(n0);
         let (fit, joins) = run_interruptible(py, move |interrupt| {
-            coalescent::insert_rows_with(&m, &tree, leaves, rows, rule, interrupt)
+            coalescent::insert_rows_with(&m, &tree, leaves, rows, rule, repair, interrupt)
         })?;
         let joins = joins.into_iter().map(|j| (j.node, j.time)).collect();
         Ok((fit.tree.into(), fit.log_joint, joins))

@@ -23,6 +23,8 @@
 //!    and the new leaf as children (above the root: a new root). Every other node keeps its
 //!    time, so the result is again a timed binary tree whose every parent is no more
 //!    recent than its children: a valid coalescent tree over all rows.
+//! 3. **Repairs** (optional, off by default; see [`insert_rows_with`]): the leaves next to
+//!    the new node re-placed where that raises `ln p(x, π)`.
 //!
 //! Each row is placed given the tree grown so far (rows in the order given). Per row, the
 //! upward messages change only on the path from the new node to the root (`O(depth · d)`);
@@ -226,7 +228,8 @@ pub fn insert_leaf(tree: &Tree, node: usize, time: f64) -> Result<(Tree, usize)>
 }
 
 /// Adds rows to a fitted coalescent tree, one at a time in the order given, each at its
-/// MAP join point ([`JoinRule::MaxDensity`]); [`insert_rows_with`] with that rule.
+/// MAP join point ([`JoinRule::MaxDensity`]); [`insert_rows_with`] with that rule and no
+/// repairs.
 ///
 /// # Errors
 /// As [`insert_rows_with`].
@@ -265,7 +268,15 @@ pub fn insert_rows<M: MessageModel>(
     rows: Vec<(M::Message, f64)>,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<(CoalescentFit, Vec<Join>)> {
-    insert_rows_with(model, tree, leaves, rows, JoinRule::default(), interrupt)
+    insert_rows_with(
+        model,
+        tree,
+        leaves,
+        rows,
+        JoinRule::default(),
+        false,
+        interrupt,
+    )
 }
 
 /// Adds rows to a fitted coalescent tree, one at a time in the order given, each where
@@ -274,6 +285,14 @@ pub fn insert_rows<M: MessageModel>(
 /// and where each row joined. `leaves` are the messages of the tree's rows and `rows` those
 /// of the new rows, as [`MessageModel::leaf_messages`] returns them. `interrupt` is polled
 /// between rows and stops with [`RoseTreeError::Interrupted`] when it returns `true`.
+///
+/// With `repair`, after each row joins through a new node, the leaves next to it (the node
+/// below the join if it is a leaf, else that node's children that are leaves) are each
+/// taken out and put back at their best join under `rule` in the tree without them, when
+/// that raises `ln p(x, π)` (the join density is the ratio of `p(x, π)` with and without
+/// the leaf, so the gain is exact up to the grid): at most two moves per row, each costing
+/// as much as an insertion. It raised the log joint on real data but neither purity nor
+/// depth (`BENCHMARKS.md`), so it is off by default.
 ///
 /// Internal node ids of the grown tree follow their times, most recent first.
 ///
@@ -288,6 +307,7 @@ pub fn insert_rows_with<M: MessageModel>(
     leaves: Vec<(M::Message, f64)>,
     rows: Vec<(M::Message, f64)>,
     rule: JoinRule,
+    repair: bool,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<(CoalescentFit, Vec<Join>)> {
     check_timed_tree(tree)?;
@@ -307,7 +327,12 @@ pub fn insert_rows_with<M: MessageModel>(
         }
         growing.downward();
         let (node, time, log_branch_probability) = growing.best_join(&row.0, rule, i)?;
-        growing.insert(node, time, row.0.clone());
+        let (_, j) = growing.insert(node, time, row.0.clone());
+        if repair {
+            for u in growing.repair_candidates(j) {
+                growing.repair(u, rule, i)?;
+            }
+        }
         joins.push(Join {
             node,
             time,

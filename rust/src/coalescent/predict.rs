@@ -411,6 +411,16 @@ impl Hazard {
         self.accumulate();
     }
 
+    /// The hazard after the leaf that joined the tree at time `t` leaves it: the inverse
+    /// of [`Hazard::insert`].
+    pub(super) fn remove(&mut self, t: f64) {
+        if let Some(at) = self.events.iter().position(|&e| e == t) {
+            self.events.remove(at);
+            self.n -= 1;
+            self.accumulate();
+        }
+    }
+
     /// `hazard_at` from `events` and `n`.
     fn accumulate(&mut self) {
         self.hazard_at.clear();

@@ -72,6 +72,8 @@ pub(super) struct Growing<'m, M: MessageModel> {
     hazard: Hazard,
     /// The arena id of each leaf, in row order.
     leaves: Vec<usize>,
+    /// A leaf and its old parent while [`Growing::repair`] has them out of the tree.
+    detached: Option<(usize, usize)>,
     /// Gauss–Legendre nodes on `[−1, 1]` and the `ln` of their weights.
     legendre: Vec<(f64, f64)>,
     laguerre: Vec<(f64, f64)>,
@@ -114,6 +116,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
             root: tree.root(),
             hazard: Hazard::of_events(h[n..].to_vec(), n),
             leaves: (0..n).collect(),
+            detached: None,
             legendre,
             laguerre,
         }
@@ -268,7 +271,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         (0..self.len())
             .map(|c| {
                 self.grid_into(c, &mut grid, &mut cuts);
-                if grid.is_empty() {
+                if grid.is_empty() || self.detached.is_some_and(|(u, j)| c == u || c == j) {
                     return BranchScore {
                         log_mass: f64::NEG_INFINITY,
                         log_peak: f64::NEG_INFINITY,
@@ -360,28 +363,67 @@ impl<'m, M: MessageModel> Growing<'m, M> {
     /// (`O(depth · d + n)`). Returns the new leaf's and the new node's arena ids.
     pub(super) fn insert(&mut self, c: usize, t: f64, leaf: M::Message) -> (usize, usize) {
         let (l, j) = (self.len(), self.len() + 1);
-        let p = self.parent[c];
-        self.parent.extend([Some(j), p]);
-        self.children.extend([None, Some([c, l])]);
+        self.parent.extend([None, None]);
+        self.children.extend([None, None]);
         self.time.extend([0.0, t]);
-        let joined = merged(self.model, (&self.up[c], self.time[c]), (&leaf, 0.0), t);
-        self.up.extend([leaf, joined]);
+        self.up.extend([leaf.clone(), leaf]);
         self.out
             .extend([self.model.root_message(), self.model.root_message()]);
+        self.leaves.push(l);
+        self.attach(l, j, c, t);
+        (l, j)
+    }
+
+    /// Joins the detached leaf `u` to the branch above `c` at time `t` through the
+    /// detached node `j` (its old parent), updating the upward messages on the path to the
+    /// root and the hazard.
+    fn attach(&mut self, u: usize, j: usize, c: usize, t: f64) {
+        let p = self.parent[c];
+        self.parent[u] = Some(j);
+        self.parent[j] = p;
+        self.children[j] = Some([c, u]);
+        self.time[j] = t;
         self.parent[c] = Some(j);
         match p {
-            Some(p) => {
-                let kids = self.children[p].as_mut().expect("a parent has children");
-                let slot = kids
-                    .iter()
-                    .position(|&k| k == c)
-                    .expect("c is a child of p");
-                kids[slot] = j;
-            }
+            Some(p) => self.relink(p, c, j),
             None => self.root = j,
         }
-        self.leaves.push(l);
-        let mut above = p;
+        self.detached = None;
+        self.update_up_from(Some(j));
+        self.hazard.insert(t);
+    }
+
+    /// Takes the leaf `u` out of the tree with its parent, whose other child takes the
+    /// parent's place; returns that child and the parent's time (where `u` was joined).
+    fn detach(&mut self, u: usize) -> (usize, f64) {
+        let j = self.parent[u].expect("a leaf of a tree of two or more leaves");
+        let [a, b] = self.children[j].expect("internal");
+        let s = if a == u { b } else { a };
+        let g = self.parent[j];
+        self.parent[s] = g;
+        match g {
+            Some(g) => self.relink(g, j, s),
+            None => self.root = s,
+        }
+        self.parent[j] = None;
+        self.detached = Some((u, j));
+        self.update_up_from(g);
+        self.hazard.remove(self.time[j]);
+        (s, self.time[j])
+    }
+
+    /// In `p`'s children, `new` for `old`.
+    fn relink(&mut self, p: usize, old: usize, new: usize) {
+        let kids = self.children[p].as_mut().expect("a parent has children");
+        let slot = kids
+            .iter()
+            .position(|&k| k == old)
+            .expect("old is a child of p");
+        kids[slot] = new;
+    }
+
+    /// Recomputes the upward messages from `v` to the root.
+    fn update_up_from(&mut self, mut above: Option<usize>) {
         while let Some(v) = above {
             let [a, b] = self.children[v].expect("an internal node");
             self.up[v] = merged(
@@ -392,8 +434,43 @@ impl<'m, M: MessageModel> Growing<'m, M> {
             );
             above = self.parent[v];
         }
-        self.hazard.insert(t);
-        (l, j)
+    }
+
+    /// The leaves that [`Growing::repair`] tries after a row joined through node `j`: the
+    /// node below the join if it is a leaf, else its children that are leaves.
+    pub(super) fn repair_candidates(&self, j: usize) -> Vec<usize> {
+        let [c, _] = self.children[j].expect("a join node");
+        match self.children[c] {
+            None => vec![c],
+            Some(kids) => kids
+                .into_iter()
+                .filter(|&k| self.children[k].is_none())
+                .collect(),
+        }
+    }
+
+    /// Re-places the leaf `u`: takes it out, finds its best join under `rule` in the tree
+    /// without it, and moves it there if that raises `ln p(x, π)` (the join density is the
+    /// ratio of `p(x, π)` with and without the leaf, so the gain is the difference of the
+    /// densities at the new and the old join); otherwise puts it back. Returns whether it
+    /// moved. `O(n · (d + log n))`, as an insertion.
+    ///
+    /// # Errors
+    /// As [`Growing::best_join`].
+    pub(super) fn repair(&mut self, u: usize, rule: JoinRule, index: usize) -> Result<bool> {
+        let leaf = self.up[u].clone();
+        let j = self.parent[u].expect("a leaf of a tree of two or more leaves");
+        let (s, t_old) = self.detach(u);
+        self.downward();
+        let old = self.log_density(s, t_old, &leaf);
+        let (c, t, _) = self.best_join(&leaf, rule, index)?;
+        let new = self.log_density(c, t, &leaf);
+        if new > old + 1e-9 * (1.0 + old.abs()) {
+            self.attach(u, j, c, t);
+            return Ok(true);
+        }
+        self.attach(u, j, s, t_old);
+        Ok(false)
     }
 
     /// `Hazard::time_at(Hazard::at(t))` (for tests).

@@ -421,6 +421,62 @@ fn the_hazard_inverts() {
 }
 
 #[test]
+fn repairs_raise_the_log_joint_and_keep_the_messages() {
+    for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 3.0 })] {
+        let (x, _) = blobs(50, 3, 4, 4.0, 40 + seed);
+        let model = BrownianDiffusion::isotropic(1.5, 3)
+            .unwrap()
+            .with_root(root)
+            .unwrap()
+            .with_noise(0.1)
+            .unwrap();
+        let all = model.leaf_messages(x.view()).unwrap();
+        let leaves = messages(&model, x.view());
+        let fitted = greedy(&model, x.slice(ndarray::s![..10, ..]));
+        let mut growing = Growing::new(&model, &fitted.tree, leaves[..10].to_vec());
+        let log_joint = |g: &Growing<'_, BrownianDiffusion>, rows: usize| {
+            let tree = g.finish().unwrap().0;
+            log_joint_from_leaves(&model, &all[..rows], &tree).unwrap()
+        };
+        let (mut tried, mut moved) = (0, 0);
+        for (i, leaf) in leaves[10..].iter().enumerate() {
+            growing.downward();
+            let (node, time, _) = growing.best_join(leaf, JoinRule::MaxDensity, i).unwrap();
+            let (_, j) = growing.insert(node, time, leaf.clone());
+            for u in growing.repair_candidates(j) {
+                let before = log_joint(&growing, 11 + i);
+                let did = growing.repair(u, JoinRule::MaxDensity, i).unwrap();
+                let after = log_joint(&growing, 11 + i);
+                tried += 1;
+                if did {
+                    moved += 1;
+                    assert!(after > before, "{after} <= {before}");
+                } else {
+                    assert!(
+                        (after - before).abs() < 1e-9 * before.abs(),
+                        "{after} vs {before}"
+                    );
+                }
+            }
+        }
+        assert!(tried > 0 && moved > 0, "{moved} of {tried}");
+        growing.downward();
+        let (tree, id) = growing.finish().unwrap();
+        let p = Predictor::from_leaves(model.clone(), leaves, tree).unwrap();
+        for (v, &w) in id.iter().enumerate() {
+            let ((up, out), (up_fresh, out_fresh)) = (growing.messages(v), p.messages(w));
+            let close = |x: f64, y: f64| x == y || (x - y).abs() <= 1e-9 * (1.0 + y.abs());
+            for (a, b) in [(up, up_fresh), (out, out_fresh)] {
+                assert!(close(a.variance(), b.variance()), "node {v}");
+                for (x, y) in a.whitened_mean().iter().zip(b.whitened_mean()) {
+                    assert!(close(*x, *y), "node {v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn insertion_is_deterministic() {
     let (x, _) = blobs(60, 3, 4, 3.0, 9);
     let model = BrownianDiffusion::isotropic(1.0, 3)
@@ -430,20 +486,25 @@ fn insertion_is_deterministic() {
     let first = x.slice(ndarray::s![..20, ..]).to_owned();
     let rest = x.slice(ndarray::s![20.., ..]).to_owned();
     let fitted = greedy(&model, first.view());
-    let grow = |rule| {
+    let grow = |rule, repair| {
         insert_rows_with(
             &model,
             &fitted.tree,
             model.leaf_messages(first.view()).unwrap(),
             model.leaf_messages(rest.view()).unwrap(),
             rule,
+            repair,
             &|| false,
         )
         .unwrap()
     };
-    for rule in [JoinRule::MaxDensity, JoinRule::BranchMass] {
-        let (a, ja) = grow(rule);
-        let (b, jb) = grow(rule);
+    for (rule, repair) in [
+        (JoinRule::MaxDensity, true),
+        (JoinRule::MaxDensity, false),
+        (JoinRule::BranchMass, true),
+    ] {
+        let (a, ja) = grow(rule, repair);
+        let (b, jb) = grow(rule, repair);
         assert_eq!(a.tree, b.tree);
         assert_eq!(a.log_joint.to_bits(), b.log_joint.to_bits());
         assert_eq!(ja, jb);
