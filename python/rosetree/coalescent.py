@@ -482,11 +482,11 @@ class KingmanCoalescent(ClusterEstimator):
         Each row joins the tree where the coalescent's own predictive distribution puts it
         (the distribution of :meth:`score_samples` and :meth:`attach_proba`): at the
         branch and time of the largest joint density of the row and the join, the MAP
-        join point (every branch scored on a grid of a few dozen times, the best refined
-        by Brent's method). A new internal node is made there, with the branch's lower
-        node and the new leaf as children (above the root: a new root). Every other node
-        keeps its time, so ``tree_`` stays a valid coalescent tree. An estimator that is
-        not fitted yet is fitted to ``X``.
+        join point (every branch scored on a grid of at most about a hundred times, the
+        best refined by Brent's method). A new internal node is made there, with the
+        branch's lower node and the new leaf as children (above the root: a new root).
+        Every other node keeps its time, so ``tree_`` stays a valid coalescent tree. An
+        estimator that is not fitted yet is fitted to ``X``.
 
         Parameters
         ----------
