@@ -366,16 +366,39 @@ fn the_grid_is_bounded_per_branch() {
     assert!(most <= 3 * (24 + 14) + 1, "{most}");
 }
 
+/// Isotropic Brownian diffusion in 3 dimensions (λ = 1.5, noise 0.1) with the root `root`.
+fn brownian_3d(root: Root) -> BrownianDiffusion {
+    let model = BrownianDiffusion::isotropic(1.5, 3).unwrap();
+    model.with_root(root).unwrap().with_noise(0.1).unwrap()
+}
+
+/// After a downward pass, the arena's upward and outside messages are those of a fresh
+/// predictor on the same tree (`leaves`: every row's message, in row order).
+fn assert_fresh_messages(
+    growing: &mut Growing<'_, BrownianDiffusion>,
+    model: &BrownianDiffusion,
+    leaves: Vec<crate::models::messages::GaussianMessage>,
+) {
+    growing.downward();
+    let (tree, id) = growing.finish().unwrap();
+    let p = Predictor::from_leaves(model.clone(), leaves, tree).unwrap();
+    let close = |x: f64, y: f64| x == y || (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs()));
+    for (v, &w) in id.iter().enumerate() {
+        let ((up, out), (up_fresh, out_fresh)) = (growing.messages(v), p.messages(w));
+        for (a, b) in [(up, up_fresh), (out, out_fresh)] {
+            assert!(close(a.variance(), b.variance()), "node {v}");
+            for (x, y) in a.whitened_mean().iter().zip(b.whitened_mean()) {
+                assert!(close(*x, *y), "node {v}: {x} vs {y}");
+            }
+        }
+    }
+}
+
 #[test]
 fn incremental_messages_equal_a_fresh_pass() {
     for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 2.0 })] {
         let (x, _) = blobs(40, 3, 4, 4.0, 20 + seed);
-        let model = BrownianDiffusion::isotropic(1.5, 3)
-            .unwrap()
-            .with_root(root)
-            .unwrap()
-            .with_noise(0.1)
-            .unwrap();
+        let model = brownian_3d(root);
         let first = x.slice(ndarray::s![..15, ..]).to_owned();
         let fitted = greedy(&model, first.view());
         let leaves: Vec<_> = messages(&model, x.view());
@@ -385,22 +408,7 @@ fn incremental_messages_equal_a_fresh_pass() {
             let (node, time, _) = growing.best_join(leaf, JoinRule::MaxDensity, i).unwrap();
             growing.insert(node, time, leaf.clone());
         }
-        growing.downward();
-        let (tree, id) = growing.finish().unwrap();
-        let p = Predictor::from_leaves(model.clone(), leaves, tree).unwrap();
-        for (v, &w) in id.iter().enumerate() {
-            let (up, out) = growing.messages(v);
-            let (up_fresh, out_fresh) = p.messages(w);
-            for (a, b) in [(up, up_fresh), (out, out_fresh)] {
-                let close = |x: f64, y: f64| {
-                    (x == y) || (x - y).abs() <= 1e-9 * (1.0 + x.abs().max(y.abs()))
-                };
-                assert!(close(a.variance(), b.variance()), "node {v}");
-                for (x, y) in a.whitened_mean().iter().zip(b.whitened_mean()) {
-                    assert!(close(*x, *y), "node {v}: {x} vs {y}");
-                }
-            }
-        }
+        assert_fresh_messages(&mut growing, &model, leaves);
     }
 }
 
@@ -424,12 +432,7 @@ fn the_hazard_inverts() {
 fn repairs_raise_the_log_joint_and_keep_the_messages() {
     for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 3.0 })] {
         let (x, _) = blobs(50, 3, 4, 4.0, 40 + seed);
-        let model = BrownianDiffusion::isotropic(1.5, 3)
-            .unwrap()
-            .with_root(root)
-            .unwrap()
-            .with_noise(0.1)
-            .unwrap();
+        let model = brownian_3d(root);
         let all = model.leaf_messages(x.view()).unwrap();
         let leaves = messages(&model, x.view());
         let fitted = greedy(&model, x.slice(ndarray::s![..10, ..]));
@@ -460,19 +463,7 @@ fn repairs_raise_the_log_joint_and_keep_the_messages() {
             }
         }
         assert!(tried > 0 && moved > 0, "{moved} of {tried}");
-        growing.downward();
-        let (tree, id) = growing.finish().unwrap();
-        let p = Predictor::from_leaves(model.clone(), leaves, tree).unwrap();
-        for (v, &w) in id.iter().enumerate() {
-            let ((up, out), (up_fresh, out_fresh)) = (growing.messages(v), p.messages(w));
-            let close = |x: f64, y: f64| x == y || (x - y).abs() <= 1e-9 * (1.0 + y.abs());
-            for (a, b) in [(up, up_fresh), (out, out_fresh)] {
-                assert!(close(a.variance(), b.variance()), "node {v}");
-                for (x, y) in a.whitened_mean().iter().zip(b.whitened_mean()) {
-                    assert!(close(*x, *y), "node {v}");
-                }
-            }
-        }
+        assert_fresh_messages(&mut growing, &model, leaves);
     }
 }
 
