@@ -102,6 +102,27 @@ def test_streaming_separated_clusters_gives_purity_one(seed, defaults):
     assert rt.metrics.dendrogram_purity(est.tree_, y) == 1.0
 
 
+@pytest.mark.parametrize(("rule", "repair"), [("density", True), ("mass", False)])
+def test_other_placements_give_purity_one_and_the_same_tree_again(rule, repair):
+    X, y = blobs(80, 4, 5, 1)
+    order = np.random.default_rng(101).permutation(len(X))
+    X, y = X[order], y[order]
+    trees = []
+    for _ in range(2):
+        est = rt.KingmanCoalescent(Lambda=100.0).fit(X[:2])
+        est._join_rule, est._repair = rule, repair
+        for lo in range(2, len(X), 7):
+            est.partial_fit(X[lo : lo + 7])
+        assert_valid_coalescent_tree(est.tree_, len(X))
+        assert rt.metrics.dendrogram_purity(est.tree_, y) == 1.0
+        assert est.log_joint_ == pytest.approx(
+            rt.coalescent_log_joint(X, est.tree_, Lambda=100.0, noise=est.noise_), rel=1e-12
+        )
+        trees.append(est.tree_)
+    np.testing.assert_array_equal(trees[0].parent, trees[1].parent)
+    np.testing.assert_array_equal(trees[0].heights, trees[1].heights)
+
+
 def test_streaming_categories_gives_purity_one():
     rng = np.random.default_rng(4)
     protos = rng.integers(4, size=(3, 24))

@@ -322,6 +322,8 @@ def coalescent_insert(
     lambda_: npt.NDArray[np.float64],
     root: float | None,
     noise: float = 0.0,
+    join_rule: str = "density",
+    repair: bool = False,
 ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0

@@ -343,6 +343,13 @@ class KingmanCoalescent(ClusterEstimator):
     [[0, 1], [2, 3]]
     """
 
+    #: How :meth:`partial_fit` places a row: ``"density"``, the MAP join point, or
+    #: ``"mass"``, the branch of the largest predictive probability (a benchmark setting).
+    _join_rule: str = "density"
+    #: Whether :meth:`partial_fit` re-places the leaves next to each new row (a benchmark
+    #: setting; off: it raised ln p but not purity or depth, see ``BENCHMARKS.md``).
+    _repair: bool = False
+
     def __init__(
         self,
         likelihood: str = "brownian",
@@ -473,13 +480,13 @@ class KingmanCoalescent(ClusterEstimator):
         r"""Add the rows of ``X`` to the fitted tree, one at a time, without refitting.
 
         Each row joins the tree where the coalescent's own predictive distribution puts it
-        most probably (the distribution of :meth:`score_samples` and
-        :meth:`attach_proba`): on the branch it most probably joins, integrated over the
-        join time, and on that branch at the time of the largest posterior density of the
-        join (the quadrature's best node refined by Brent's method). A new internal node
-        is made there, with the branch's lower node and the new leaf as children (above the
-        root: a new root). Every other node keeps its time, so ``tree_`` stays a valid
-        coalescent tree. An estimator that is not fitted yet is fitted to ``X``.
+        (the distribution of :meth:`score_samples` and :meth:`attach_proba`): at the
+        branch and time of the largest joint density of the row and the join, the MAP
+        join point (every branch scored on a grid of at most about a hundred times, the
+        best refined by Brent's method). A new internal node is made there, with the
+        branch's lower node and the new leaf as children (above the root: a new root).
+        Every other node keeps its time, so ``tree_`` stays a valid coalescent tree. An
+        estimator that is not fitted yet is fitted to ``X``.
 
         Parameters
         ----------
@@ -516,10 +523,10 @@ class KingmanCoalescent(ClusterEstimator):
         every method, those of all the rows seen.
 
         What does not: the tree is not the one :meth:`fit` would build from all the rows,
-        and it depends on their order. Each row costs a pass over the whole tree (messages
-        and the predictive's quadrature, ``O(n d)`` and ``O(n log n)`` plus the quadrature
-        nodes), so a call costs ``O(rows · n)``; see ``docs/streaming.md`` and
-        ``BENCHMARKS.md``.
+        and it depends on their order. Each row costs a pass over the whole tree (a
+        downward pass of messages and a bounded grid per branch, ``O(n (d + log n))``),
+        and each call an ``O(n)`` refresh of the subtree evidence and flat clusters; see
+        ``docs/streaming.md`` and ``BENCHMARKS.md``.
         """
         if not hasattr(self, "tree_"):
             return self.fit(X)
@@ -538,7 +545,11 @@ class KingmanCoalescent(ClusterEstimator):
         if likelihood == "brownian":
             _check_brownian_missing(X_all, self._model_options["root"] is None, learn=False)
         structure, log_joint, _ = _core.coalescent_insert(
-            X_all, self.tree_._structure, **self._model_options
+            X_all,
+            self.tree_._structure,
+            join_rule=self._join_rule,
+            repair=self._repair,
+            **self._model_options,
         )
         tree = _wrap(structure)
         if log_joint == np.inf:

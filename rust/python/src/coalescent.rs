@@ -354,13 +354,15 @@ fn coalescent_log_joint(
 /// A grown tree, its `ln p(x, π)`, and each added row's join: `(node, time)`.
 type Grown = (PyTree, f64, Vec<(usize, f64)>);
 
-/// Adds rows to a fitted timed tree ([`coalescent::insert_rows`]): the first
+/// Adds rows to a fitted timed tree ([`coalescent::insert_rows_with`]): the first
 /// `tree.n_leaves` rows of `x` are the tree's, the rest are added one at a time in order;
-/// the model is built from all rows of `x`. Returns the grown tree, its `ln p(x, π)`, and
-/// for each added row the node (of the tree before that row) on whose branch it joined and
-/// the join time.
+/// the model is built from all rows of `x`. `join_rule` is `"density"` (the MAP join point,
+/// the default) or `"mass"` (the most probable branch). Returns the grown tree, its
+/// `ln p(x, π)`, and for each added row the node on whose branch it joined (see
+/// [`coalescent::Join`] for its ids) and the join time.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, join_rule="density", repair=false))]
+#[allow(clippy::too_many_arguments)]
 fn coalescent_insert(
     py: Python<'_>,
     x: PyReadonlyArray2<'_, f64>,
@@ -369,7 +371,20 @@ fn coalescent_insert(
     lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
     noise: f64,
+    join_rule: &str,
+    repair: bool,
 ) -> PyResult<Grown> {
+    let rule = match join_rule {
+        "density" => coalescent::JoinRule::MaxDensity,
+        "mass" => coalescent::JoinRule::BranchMass,
+        other => {
+            return Err(RoseTreeError::param(
+                "join_rule",
+                format!("must be 'density' or 'mass', got {other:?}"),
+            )
+            .into());
+        }
+    };
     let x = x.as_array();
     let tree = tree.get().inner.clone();
     let n0 = tree.n_leaves();
@@ -384,7 +399,7 @@ fn coalescent_insert(
         let mut leaves = m.leaf_messages(x)?;
         let rows = leaves.split_off(n0);
         let (fit, joins) = run_interruptible(py, move |interrupt| {
-            coalescent::insert_rows(&m, &tree, leaves, rows, interrupt)
+            coalescent::insert_rows_with(&m, &tree, leaves, rows, rule, repair, interrupt)
         })?;
         let joins = joins.into_iter().map(|j| (j.node, j.time)).collect();
         Ok((fit.tree.into(), fit.log_joint, joins))

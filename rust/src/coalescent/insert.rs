@@ -2,29 +2,45 @@
 //! refitting (`partial_fit`).
 //!
 //! A row is placed where the coalescent's own predictive (Teh, Daumé & Roy 2007, §4.4;
-//! [`Predictor`]) puts it most probably. Under the `(n + 1)`-coalescent, given the tree `π`
-//! of the first `n` rows, the new lineage joins the branch above node `v` at time `t` with
-//! density `S(t) = exp(−∫_t^0 k)` times the probability of the row given the value of the
-//! process there (see [`super::predict`]); the joint density of the row and of joining
-//! `(v, t)` is [`Predictor::log_join_density`].
+//! [`Predictor`](super::predict::Predictor)) puts it. Under the `(n + 1)`-coalescent, given the
+//! tree `π` of the first `n` rows, the new lineage joins the branch above node `v` at time
+//! `t` with density `S(t) = exp(−∫_t^0 k)` times the probability of the row given the
+//! value of the process there (see [`super::predict`]): the joint density of the row and
+//! of joining `(v, t)`.
 //!
-//! 1. **Branch.** The branch with the largest probability, the density integrated over its
-//!    join times ([`Predictor::log_density_by_branch_of`]); the lower node id on a tie.
-//! 2. **Time.** On that branch, the join time that maximises the density: the best of the
-//!    predictor's quadrature nodes on the branch (a grid graded towards a leaf), refined by
-//!    Brent's method (argmin's `BrentOpt`) between its two neighbours. The refined time is
-//!    kept only if its density is at least the grid node's.
-//! 3. **Insertion.** A new node at that time on the branch, with the branch's lower node and
-//!    the new leaf as children (above the root: a new root). Every other node keeps its
-//!    time, so the result is again a timed binary tree whose every parent is no more recent
-//!    than its children: a valid coalescent tree over all rows.
+//! 1. **Join.** Under [`JoinRule::MaxDensity`] (the default), the `(branch, time)` of the
+//!    largest joint density, the MAP join point; under [`JoinRule::BranchMass`], the
+//!    branch with the largest probability (the density integrated over its join times),
+//!    then the time of the largest density on it. Every branch is scored on a grid of at
+//!    most about a hundred times whatever the tree (see the `grow` module: `S` exact at
+//!    each time from the hazard's prefix sums, pieces cut where `ln S` falls by 1 and, on
+//!    leaf branches, at ratio-2 levels towards the leaf);
+//!    the best grid times (of the four best branches under `MaxDensity`, of the chosen
+//!    branch under `BranchMass`) are refined by Brent's method (argmin's `BrentOpt`)
+//!    between their neighbours, a refinement kept only if its density is at least the grid
+//!    node's. Ties go to the lower node id.
+//! 2. **Insertion.** A new node at that time on the branch, with the branch's lower node
+//!    and the new leaf as children (above the root: a new root). Every other node keeps its
+//!    time, so the result is again a timed binary tree whose every parent is no more
+//!    recent than its children: a valid coalescent tree over all rows.
+//! 3. **Repairs** (optional, off by default; see [`insert_rows_with`]): the leaves next to
+//!    the new node re-placed where that raises `ln p(x, π)`.
 //!
-//! Each row is placed given the tree grown so far (rows in the order given). The messages
-//! and the quadrature are recomputed from the leaves after each row: `O(n · d)` message
-//! operations for the upward and downward passes, `O(n log n)` to cut the branches at the
-//! merge times, and `O(Q)` for the predictive over the quadrature's `Q` nodes (eight per
-//! piece of a branch between merge times, at least `8n`). The log joint of the tree over
-//! all rows (eq 7) is evaluated once, from scratch, at the end.
+//! Each row is placed given the tree grown so far (rows in the order given). Per row, the
+//! upward messages change only on the path from the new node to the root (`O(depth · d)`);
+//! the outside messages all change (every one of them now includes the new row), and one
+//! downward pass recomputes them (`O(n · d)`); scoring is `O(d)` per branch plus `O(log n)`
+//! per grid time (a binary search for `S`). A row thus costs `O(n · (d + log n))`, against
+//! `O(n²)` for the predictor's quadrature, which cuts every branch at every merge time it
+//! spans. The log joint of the tree over all rows (eq 7) is evaluated once, from scratch,
+//! at the end.
+//!
+//! **Why the MAP join point.** Integrated over a branch, the density favours long
+//! branches high in the tree: a row of a cluster most probably joins the long branch above
+//! the cluster's root, and rows then stack up there one above another (a comb) and rows of
+//! other classes join it too. The single most probable point instead sits next to the row's
+//! closest neighbours, low in the tree. See `BENCHMARKS.md` (streaming, Kingman's
+//! coalescent) for the measurement.
 //!
 //! Nothing here is random: the tree after a sequence of rows depends only on the tree, the
 //! model, the rows and their order.
@@ -34,63 +50,38 @@ use argmin::solver::brent::BrentOpt;
 
 use super::kingman::{check_timed_tree, log_joint_from_leaves};
 use super::merges::CoalescentFit;
-use super::predict::Predictor;
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::tree::{Topology, Tree};
 
+mod grow;
+
+use grow::Growing;
+
+/// How a new row's join is chosen (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JoinRule {
+    /// The `(branch, time)` of the largest joint density of the row and the join.
+    #[default]
+    MaxDensity,
+    /// The branch of the largest probability (the density integrated over the branch),
+    /// then the time of the largest density on it.
+    BranchMass,
+}
+
 /// Where a new row joined a tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Join {
-    /// The node below the join, in the tree before the insertion: the row joined the branch
-    /// above it (for the root, the lineage above it, making a new root).
+    /// The node below the join: the row joined the branch above it (for the root, the
+    /// lineage above it, making a new root). Ids are those of the tree the rows were added
+    /// to, then two per row added before: the `i`-th row's leaf is `m + 2i` and its join
+    /// node `m + 2i + 1`, `m` the number of nodes of the tree given.
     pub node: usize,
     /// The join time, between the node's parent's time and the node's own.
     pub time: f64,
     /// `ln` of the predictive probability of joining that branch (the chosen branch's share
-    /// of `p(y′ | x, π)`).
+    /// of `p(y′ | x, π)`, from the scoring grid).
     pub log_branch_probability: f64,
-}
-
-/// The most probable join of a new row (its leaf message and `ln Z_leaf`) to the tree of
-/// `predictor` (see the [module docs](self)): the most probable branch, and on it the join
-/// time of the largest density.
-///
-/// # Errors
-/// [`RoseTreeError::Numerical`] when the row's predictive density is zero, infinite or NaN
-/// on every branch (data or hyperparameters beyond double precision, or a root pinned at a
-/// point); `index` names the row.
-pub fn best_join<M: MessageModel>(
-    predictor: &Predictor<M>,
-    leaf: &M::Message,
-    leaf_log_z: f64,
-    index: usize,
-) -> Result<Join> {
-    let (total, per_branch) = predictor.log_density_by_branch_of(leaf, leaf_log_z);
-    let mut best: Option<(usize, f64)> = None;
-    for (v, &lp) in per_branch.iter().enumerate() {
-        if lp.is_finite() && best.is_none_or(|(_, b)| lp > b) {
-            best = Some((v, lp));
-        }
-    }
-    let Some((node, log_mass)) = best else {
-        return Err(RoseTreeError::Numerical(format!(
-            "where row {index} joins the tree is undefined in double precision: its predictive \
-             density is 0 or infinite on every branch (data or Lambda too extreme, or a \
-             pinned root)"
-        )));
-    };
-    let density = |t: f64| predictor.log_join_density(node, t, leaf, leaf_log_z);
-    let time = best_time(
-        &density,
-        predictor.branch_span(node),
-        &predictor.branch_times(node),
-    );
-    Ok(Join {
-        node,
-        time,
-        log_branch_probability: log_mass - total,
-    })
 }
 
 /// The maximiser of `density` on `span` (`span.0` may be `−∞`), from the grid `times`
@@ -236,16 +227,12 @@ pub fn insert_leaf(tree: &Tree, node: usize, time: f64) -> Result<(Tree, usize)>
     Ok((tree, joined))
 }
 
-/// Adds rows to a fitted coalescent tree, one at a time in the order given (see the
-/// [module docs](self)), and returns the grown tree over all rows (the tree's rows first,
-/// leaf `n + i` the `i`-th new row) with its `ln p(x, π)` (eq 7), and where each row
-/// joined. `leaves` are the messages of the tree's rows and `rows` those of the new rows,
-/// as [`MessageModel::leaf_messages`] returns them. `interrupt` is polled between rows and
-/// stops with [`RoseTreeError::Interrupted`] when it returns `true`.
+/// Adds rows to a fitted coalescent tree, one at a time in the order given, each at its
+/// MAP join point ([`JoinRule::MaxDensity`]); [`insert_rows_with`] with that rule and no
+/// repairs.
 ///
 /// # Errors
-/// [`RoseTreeError::InvalidTree`] if `tree` is not a timed coalescent tree over `leaves`;
-/// [`RoseTreeError::Numerical`] as [`best_join`]; [`RoseTreeError::Interrupted`].
+/// As [`insert_rows_with`].
 ///
 /// # Examples
 /// ```
@@ -274,11 +261,53 @@ pub fn insert_leaf(tree: &Tree, node: usize, time: f64) -> Result<(Tree, usize)>
 /// assert_eq!(joins.len(), 1);
 /// # Ok::<(), rosetree::RoseTreeError>(())
 /// ```
-pub fn insert_rows<M: MessageModel + Clone>(
+pub fn insert_rows<M: MessageModel>(
     model: &M,
     tree: &Tree,
     leaves: Vec<(M::Message, f64)>,
     rows: Vec<(M::Message, f64)>,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<(CoalescentFit, Vec<Join>)> {
+    insert_rows_with(
+        model,
+        tree,
+        leaves,
+        rows,
+        JoinRule::default(),
+        false,
+        interrupt,
+    )
+}
+
+/// Adds rows to a fitted coalescent tree, one at a time in the order given, each where
+/// `rule` puts it (see the [module docs](self)), and returns the grown tree over all rows
+/// (the tree's rows first, leaf `n + i` the `i`-th new row) with its `ln p(x, π)` (eq 7),
+/// and where each row joined. `leaves` are the messages of the tree's rows and `rows` those
+/// of the new rows, as [`MessageModel::leaf_messages`] returns them. `interrupt` is polled
+/// between rows and stops with [`RoseTreeError::Interrupted`] when it returns `true`.
+///
+/// With `repair`, after each row joins through a new node, the leaves next to it (the node
+/// below the join if it is a leaf, else that node's children that are leaves) are each
+/// taken out and put back at their best join under `rule` in the tree without them, when
+/// that raises `ln p(x, π)` (the join density is the ratio of `p(x, π)` with and without
+/// the leaf, so the gain is exact up to the grid): at most two moves per row, each costing
+/// as much as an insertion. It raised the log joint on real data but neither purity nor
+/// depth (`BENCHMARKS.md`), so it is off by default.
+///
+/// Internal node ids of the grown tree follow their times, most recent first.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidTree`] if `tree` is not a timed coalescent tree over `leaves`;
+/// [`RoseTreeError::Numerical`] when a row's predictive density is zero, infinite or NaN on
+/// every branch (data or hyperparameters beyond double precision, or a root pinned at a
+/// point), naming the row; [`RoseTreeError::Interrupted`].
+pub fn insert_rows_with<M: MessageModel>(
+    model: &M,
+    tree: &Tree,
+    leaves: Vec<(M::Message, f64)>,
+    rows: Vec<(M::Message, f64)>,
+    rule: JoinRule,
+    repair: bool,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<(CoalescentFit, Vec<Join>)> {
     check_timed_tree(tree)?;
@@ -289,22 +318,29 @@ pub fn insert_rows<M: MessageModel + Clone>(
             leaves.len()
         )));
     }
-    let mut tree = tree.clone();
+    let mut growing = Growing::new(model, tree, leaves.iter().map(|l| l.0.clone()).collect());
     let mut all = leaves;
     let mut joins = Vec::with_capacity(rows.len());
-    let n0 = all.len();
     for (i, row) in rows.into_iter().enumerate() {
         if interrupt() {
             return Err(RoseTreeError::Interrupted);
         }
-        let messages = all.iter().map(|(m, _)| m.clone()).collect();
-        let predictor = Predictor::from_leaves(model.clone(), messages, tree)?;
-        let join = best_join(&predictor, &row.0, row.1, i)?;
-        tree = insert_leaf(predictor.tree(), join.node, join.time)?.0;
-        debug_assert_eq!(tree.n_leaves(), n0 + i + 1);
-        joins.push(join);
+        growing.downward();
+        let (node, time, log_branch_probability) = growing.best_join(&row.0, rule, i)?;
+        let (_, j) = growing.insert(node, time, row.0.clone());
+        if repair {
+            for u in growing.repair_candidates(j) {
+                growing.repair(u, rule, i)?;
+            }
+        }
+        joins.push(Join {
+            node,
+            time,
+            log_branch_probability,
+        });
         all.push(row);
     }
+    let tree = growing.finish()?.0;
     let log_joint = log_joint_from_leaves(model, &all, &tree)?;
     Ok((CoalescentFit { tree, log_joint }, joins))
 }

@@ -215,6 +215,12 @@ impl<M: MessageModel> Predictor<M> {
         &self.tree
     }
 
+    /// `U_v` and `O_v` (see the [module docs](self)), for tests.
+    #[cfg(test)]
+    pub(crate) fn messages(&self, v: usize) -> (&M::Message, &M::Message) {
+        (&self.up[v], &self.out[v])
+    }
+
     /// The posterior message at node `v` (at its own time), given all the data.
     pub fn posterior_at_node(&self, v: usize) -> M::Message {
         self.model
@@ -283,9 +289,12 @@ impl<M: MessageModel> Predictor<M> {
     /// `ln f` of a new row (its leaf message `leaf`) making a new root at `t ≤ t_root`: the
     /// old root's message and the new leaf meet there, under the root's prior.
     fn new_root_log_f(&self, t_root: f64, t: f64, leaf: &M::Message) -> f64 {
-        let old = self.model.propagate(&self.up[self.tree.root()], t_root - t);
-        let (msg, log_z) = self.model.combine(&[old, self.model.propagate(leaf, -t)]);
-        log_z + self.model.root_log_z(&msg) - self.root_log_z
+        new_root_log_f(
+            &self.model,
+            (&self.up[self.tree.root()], t_root, self.root_log_z),
+            t,
+            leaf,
+        )
     }
 
     /// The times a new row can join the branch above `v`: `(t_parent, t_v)`, and
@@ -341,6 +350,20 @@ impl<M: MessageModel> Predictor<M> {
     }
 }
 
+/// `ln f` of a new row (its leaf message `leaf`) making a new root at `t ≤ t_root` above
+/// a root whose message is `up` at `t_root`, with `root_log_z` its `ln Z_−∞`: the old
+/// root's message and the new leaf meet at `t`, under the root's prior.
+pub(super) fn new_root_log_f<M: MessageModel>(
+    model: &M,
+    (up, t_root, root_log_z): (&M::Message, f64, f64),
+    t: f64,
+    leaf: &M::Message,
+) -> f64 {
+    let old = model.propagate(up, t_root - t);
+    let (msg, log_z) = model.combine(&[old, model.propagate(leaf, -t)]);
+    log_z + model.root_log_z(&msg) - root_log_z
+}
+
 /// `ln Σ exp(v)`; `−∞` for an empty slice.
 pub(crate) fn log_sum_exp(v: &[f64]) -> f64 {
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -353,7 +376,7 @@ pub(crate) fn log_sum_exp(v: &[f64]) -> f64 {
 /// `ln S(t) = −∫_t^0 k(s) ds` of a tree: the log probability that a new lineage has not
 /// joined the tree between the leaves' time 0 and `t` (module docs).
 #[derive(Debug, Clone)]
-struct Hazard {
+pub(super) struct Hazard {
     /// Merge times, most recent first.
     events: Vec<f64>,
     /// `∫_{e_j}^0 k` at each event (`hazard_at[0] = 0`, then one per event).
@@ -364,26 +387,63 @@ struct Hazard {
 impl Hazard {
     fn new(tree: &Tree, heights: &[f64]) -> Self {
         let n = tree.n_leaves();
-        let mut events: Vec<f64> = heights[n..].to_vec();
+        Self::of_events(heights[n..].to_vec(), n)
+    }
+
+    /// The hazard of a tree of `n` leaves whose merge times are `events`, in any order.
+    pub(super) fn of_events(mut events: Vec<f64>, n: usize) -> Self {
         events.sort_by(|a, b| b.total_cmp(a));
-        let mut hazard_at = Vec::with_capacity(events.len() + 1);
+        let mut hazard = Self {
+            events,
+            hazard_at: Vec::new(),
+            n,
+        };
+        hazard.accumulate();
+        hazard
+    }
+
+    /// The hazard after a new leaf joins the tree at time `t`: one more lineage below `t`
+    /// and one more merge at `t` (`O(n)`).
+    pub(super) fn insert(&mut self, t: f64) {
+        let at = self.events.partition_point(|&e| e > t);
+        self.events.insert(at, t);
+        self.n += 1;
+        self.accumulate();
+    }
+
+    /// The hazard after the leaf that joined the tree at time `t` leaves it: the inverse
+    /// of [`Hazard::insert`].
+    pub(super) fn remove(&mut self, t: f64) {
+        if let Some(at) = self.events.iter().position(|&e| e == t) {
+            self.events.remove(at);
+            self.n -= 1;
+            self.accumulate();
+        }
+    }
+
+    /// `hazard_at` from `events` and `n`.
+    fn accumulate(&mut self) {
+        self.hazard_at.clear();
+        self.hazard_at.push(0.0);
         let mut last = (0.0, 0.0);
-        hazard_at.push(0.0);
-        for (j, &e) in events.iter().enumerate() {
-            let h = last.1 + (n - j) as f64 * (last.0 - e);
-            hazard_at.push(h);
+        for (j, &e) in self.events.iter().enumerate() {
+            let h = last.1 + (self.n - j) as f64 * (last.0 - e);
+            self.hazard_at.push(h);
             last = (e, h);
         }
-        Self {
-            events,
-            hazard_at,
-            n,
-        }
+    }
+
+    /// The time `t ≤ 0` where `∫_t^0 k = h` (`h ≥ 0`), the inverse of [`Hazard::at`]; the
+    /// most recent such time where `k` is 0 nowhere, so it is unique.
+    pub(super) fn time_at(&self, h: f64) -> f64 {
+        let i = self.hazard_at.partition_point(|&x| x <= h).max(1) - 1;
+        let e = if i == 0 { 0.0 } else { self.events[i - 1] };
+        e - (h - self.hazard_at[i]) / (self.n - i) as f64
     }
 
     /// `∫_t^0 k(s) ds`: `j` merges at times `≥ t`, so `n − j` lineages below the last of
     /// them.
-    fn at(&self, t: f64) -> f64 {
+    pub(super) fn at(&self, t: f64) -> f64 {
         let j = self.events.partition_point(|&e| e >= t);
         let prev = if j == 0 { 0.0 } else { self.events[j - 1] };
         self.hazard_at[j] + (self.n - j) as f64 * (prev - t)

@@ -1,0 +1,550 @@
+//! A coalescent tree while rows are added to it: its structure as an arena, its upward
+//! messages kept up to date along the changed path, and the join density of a new row
+//! scored on every branch in `O(n · (d + log n))` (see the [parent module](super)).
+//!
+//! # Ids
+//! The arena keeps the input tree's node ids; the `i`-th added row makes leaf
+//! `n_nodes + 2i` and its join node `n_nodes + 2i + 1` (`n_nodes` the input tree's node
+//! count). [`Growing::finish`] renumbers them into a [`Tree`].
+//!
+//! # Scoring a branch
+//! The join density on the branch above `c`, from its parent's time `top` to its own time
+//! `bottom`, is `S(t) · f_c(t)` (module docs of [`super::super::predict`]). `S` is evaluated
+//! exactly at any `t` from the prefix sums of the piecewise-constant hazard
+//! ([`Hazard::at`], a binary search), and `f_c` by [`MessageModel::branch_join_log_z`]
+//! (`O(d)` once per branch, then `O(1)` per time for Brownian motion). The branch is cut
+//! where `ln S` has fallen by 1, 2, …, [`FINE_HAZARD`] below its value at `bottom`, then
+//! every 4 up to [`HAZARD_CAP`] (the inverse of the hazard, [`Hazard::time_at`]), so that
+//! `S` varies by a bounded factor over a piece wherever the branch lies; beyond the last
+//! cut `S` has fallen by `e^HAZARD_CAP` and is left out. A leaf branch is also cut at
+//! ratio-2 levels from its lowest cut towards the leaf ([`LEAF_LEVELS`] of them), where the
+//! density of a row near the leaf peaks at `|t|` of the order of its squared distance
+//! (the piece that ends at the leaf is left out). Each piece takes [`PIECE_ORDER`]
+//! Gauss–Legendre nodes. Above the root the join makes a new root, integrated by
+//! Gauss–Laguerre over `t_root − t` as in the predictor. A branch thus has at most
+//! `PIECE_ORDER · (LEAF_LEVELS + 14)` nodes whatever the tree, against one piece per
+//! merge time it spans in the [`Predictor`](super::super::predict::Predictor)'s quadrature; the
+//! branch probabilities agree with a dense integration to about 3 % (the tests).
+
+use gauss_quad::{GaussLaguerre, GaussLegendre};
+
+use super::super::predict::{Hazard, new_root_log_f};
+use super::JoinRule;
+use crate::error::{Result, RoseTreeError};
+use crate::math::log_sum_exp;
+use crate::models::messages::MessageModel;
+use crate::tree::{Topology, Tree};
+
+/// Gauss–Legendre nodes per piece of a branch.
+const PIECE_ORDER: usize = 3;
+/// How far `ln S` falls along a branch before the rest is left out.
+const HAZARD_CAP: f64 = 32.0;
+/// Pieces over which `ln S` falls by 1 up to this fall, then by 4.
+const FINE_HAZARD: f64 = 8.0;
+/// Geometric levels of the piece of a leaf branch that ends at the leaf.
+const LEAF_LEVELS: i32 = 24;
+/// Gauss–Laguerre nodes above the root.
+const ROOT_ORDER: usize = 32;
+/// Under [`JoinRule::MaxDensity`], the branches whose best grid node is refined.
+const REFINED: usize = 4;
+
+/// The join density's summary on one branch.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BranchScore {
+    /// `ln ∫ S f` over the branch (up to the same constant on every branch).
+    pub log_mass: f64,
+    /// The largest `ln (S f)` on the branch's grid (same constant).
+    pub log_peak: f64,
+}
+
+/// A timed binary tree as an arena, with the messages that scoring a new row needs.
+pub(super) struct Growing<'m, M: MessageModel> {
+    model: &'m M,
+    parent: Vec<Option<usize>>,
+    children: Vec<Option<[usize; 2]>>,
+    time: Vec<f64>,
+    /// `U_v`: the message at `v`'s time from the data below it.
+    up: Vec<M::Message>,
+    /// `O_c`: the message at `c`'s parent's time from everything outside `c`'s subtree
+    /// (the root: its prior); valid after [`Growing::downward`].
+    out: Vec<M::Message>,
+    root: usize,
+    hazard: Hazard,
+    /// The arena id of each leaf, in row order.
+    leaves: Vec<usize>,
+    /// A leaf and its old parent while [`Growing::repair`] has them out of the tree.
+    detached: Option<(usize, usize)>,
+    /// Gauss–Legendre nodes on `[−1, 1]` and the `ln` of their weights.
+    legendre: Vec<(f64, f64)>,
+    laguerre: Vec<(f64, f64)>,
+}
+
+impl<'m, M: MessageModel> Growing<'m, M> {
+    /// The arena of a timed binary tree (checked by the caller) and its upward messages
+    /// from `leaves`, the messages of its leaves in id order.
+    pub(super) fn new(model: &'m M, tree: &Tree, leaves: Vec<M::Message>) -> Self {
+        let h = tree.heights().expect("checked: the tree has heights");
+        let nodes = tree.nodes();
+        let n = tree.n_leaves();
+        let mut up = leaves;
+        let mut children = vec![None; n];
+        for (v, node) in nodes.iter().enumerate().skip(n) {
+            let [a, b] = node.children[..] else {
+                unreachable!("checked: the tree is binary")
+            };
+            up.push(merged(model, (&up[a], h[a]), (&up[b], h[b]), h[v]));
+            children.push(Some([a, b]));
+        }
+        let legendre = GaussLegendre::new(PIECE_ORDER.try_into().expect("order > 0"))
+            .iter()
+            .map(|&(x, w)| (x, w.ln()))
+            .collect();
+        let laguerre = GaussLaguerre::new(
+            ROOT_ORDER.try_into().expect("order > 0"),
+            0.0.try_into().expect("0 > −1"),
+        )
+        .iter()
+        .copied()
+        .collect();
+        Self {
+            model,
+            parent: nodes.iter().map(|node| node.parent).collect(),
+            children,
+            time: h.to_vec(),
+            out: vec![model.root_message(); nodes.len()],
+            up,
+            root: tree.root(),
+            hazard: Hazard::of_events(h[n..].to_vec(), n),
+            leaves: (0..n).collect(),
+            detached: None,
+            legendre,
+            laguerre,
+        }
+    }
+
+    /// The number of nodes in the arena.
+    pub(super) fn len(&self) -> usize {
+        self.time.len()
+    }
+
+    /// The downward pass: `O_c` of every node from the root's prior, `O(n · d)`.
+    pub(super) fn downward(&mut self) {
+        let model = self.model;
+        self.out[self.root] = model.root_message();
+        let mut stack = vec![self.root];
+        while let Some(p) = stack.pop() {
+            let Some([a, b]) = self.children[p] else {
+                continue;
+            };
+            let down = match self.parent[p] {
+                Some(q) => model.propagate(&self.out[p], self.time[p] - self.time[q]),
+                None => self.out[p].clone(),
+            };
+            let from_a = model.propagate(&self.up[a], self.time[a] - self.time[p]);
+            let from_b = model.propagate(&self.up[b], self.time[b] - self.time[p]);
+            self.out[a] = model.combine(&[down.clone(), from_b]).0;
+            self.out[b] = model.combine(&[down, from_a]).0;
+            stack.extend([a, b]);
+        }
+    }
+
+    /// `(top, bottom)` of the branch above `c` (`top = −∞` above the root).
+    pub(super) fn span(&self, c: usize) -> (f64, f64) {
+        let top = self.parent[c].map_or(f64::NEG_INFINITY, |p| self.time[p]);
+        (top, self.time[c])
+    }
+
+    /// `ln S(t) + ln f_c(t)` of a row (its leaf message) joining the branch above `c` at
+    /// `t`, without the row's own `ln Z_leaf` (the same on every branch). Needs
+    /// [`Growing::downward`] first.
+    pub(super) fn log_density(&self, c: usize, t: f64, leaf: &M::Message) -> f64 {
+        let mut log_f = [f64::NAN];
+        self.log_f_into(c, leaf, &[t], &mut log_f);
+        log_f[0] - self.hazard.at(t)
+    }
+
+    /// `ln f_c(t)` of a row joining the branch above `c` at each of `times` (above the
+    /// root: making a new root), into `log_f`.
+    fn log_f_into(&self, c: usize, leaf: &M::Message, times: &[f64], log_f: &mut [f64]) {
+        if c == self.root {
+            for (z, &t) in log_f.iter_mut().zip(times) {
+                *z = self.new_root_log_f(t, leaf);
+            }
+        } else {
+            let (top, bottom) = self.span(c);
+            let (up, out) = (&self.up[c], &self.out[c]);
+            self.model
+                .branch_join_log_z(up, out, top, bottom, leaf, times, log_f);
+        }
+    }
+
+    fn new_root_log_f(&self, t: f64, leaf: &M::Message) -> f64 {
+        let up = &self.up[self.root];
+        let t_root = self.time[self.root];
+        new_root_log_f(self.model, (up, t_root, self.model.root_log_z(up)), t, leaf)
+    }
+
+    /// The grid of the branch above `c` (module docs): times in increasing order and the
+    /// `ln` of their weights for `dt`.
+    pub(super) fn grid(&self, c: usize) -> Vec<(f64, f64)> {
+        let (mut grid, mut cuts) = (Vec::new(), Vec::new());
+        self.grid_into(c, &mut grid, &mut cuts);
+        grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+        grid
+    }
+
+    /// [`Growing::grid`] into `grid`, in no particular order (`cuts` is scratch space).
+    fn grid_into(&self, c: usize, grid: &mut Vec<(f64, f64)>, cuts: &mut Vec<f64>) {
+        let (top, bottom) = self.span(c);
+        grid.clear();
+        if c == self.root {
+            // S(t_root − s) = S(t_root) e^{−s}: the weight carries e^{+s} back.
+            grid.extend(self.laguerre.iter().map(|&(s, w)| (bottom - s, w.ln() + s)));
+            return;
+        }
+        if top >= bottom {
+            return;
+        }
+        let h_bottom = self.hazard.at(bottom);
+        let fall = (self.hazard.at(top) - h_bottom).min(HAZARD_CAP);
+        let time_at = |s: f64| {
+            if s >= fall && fall < HAZARD_CAP {
+                top
+            } else {
+                self.hazard.time_at(h_bottom + s).clamp(top, bottom)
+            }
+        };
+        // Cuts from the bottom up: where ln S has fallen by 1, 2, … 8, then 12, … 32.
+        cuts.clear();
+        cuts.push(bottom);
+        let mut s = 0.0;
+        while s < fall {
+            s = if s < FINE_HAZARD { s + 1.0 } else { s + 4.0 }.min(fall);
+            cuts.push(time_at(s));
+        }
+        if self.children[c].is_none() {
+            // A leaf branch: also ratio-2 levels from the lowest cut towards the leaf,
+            // merged in (both run from the leaf up). The piece that would end at the leaf
+            // carries nothing.
+            let low = *cuts.last().expect("not empty");
+            let hazard_cuts = cuts.len();
+            let mut levels = (1..=LEAF_LEVELS)
+                .rev()
+                .map(|j| low * 0.5f64.powi(j))
+                .peekable();
+            let mut j = 1;
+            let mut merged = Vec::with_capacity(hazard_cuts + LEAF_LEVELS as usize);
+            while j < hazard_cuts || levels.peek().is_some() {
+                match levels.peek() {
+                    Some(&l) if j >= hazard_cuts || l >= cuts[j] => {
+                        merged.push(l);
+                        levels.next();
+                    }
+                    _ => {
+                        merged.push(cuts[j]);
+                        j += 1;
+                    }
+                }
+            }
+            cuts.clear();
+            cuts.extend(merged);
+        }
+        for pair in cuts.windows(2) {
+            let (hi, lo) = (pair[0], pair[1]);
+            if lo < hi {
+                let (half, mid) = (0.5 * (hi - lo), 0.5 * (hi + lo));
+                let log_half = half.ln();
+                grid.extend(
+                    self.legendre
+                        .iter()
+                        .map(|&(x, log_w)| (mid + half * x, log_w + log_half)),
+                );
+            }
+        }
+    }
+
+    /// The join density of a row (its leaf message) on every branch, indexed by arena id,
+    /// `−∞` on branches of zero length. Needs [`Growing::downward`] first.
+    pub(super) fn scores(&self, leaf: &M::Message) -> Vec<BranchScore> {
+        let (mut grid, mut cuts) = (Vec::new(), Vec::new());
+        let (mut times, mut log_f) = (Vec::new(), Vec::new());
+        (0..self.len())
+            .map(|c| {
+                self.grid_into(c, &mut grid, &mut cuts);
+                if grid.is_empty() || self.detached.is_some_and(|(u, j)| c == u || c == j) {
+                    return BranchScore {
+                        log_mass: f64::NEG_INFINITY,
+                        log_peak: f64::NEG_INFINITY,
+                    };
+                }
+                times.clear();
+                times.extend(grid.iter().map(|g| g.0));
+                log_f.clear();
+                log_f.resize(grid.len(), f64::NAN);
+                self.log_f_into(c, leaf, &times, &mut log_f);
+                // ln f + ln S at each node, then ln Σ w S f.
+                let mut peak = f64::NEG_INFINITY;
+                for (z, &t) in log_f.iter_mut().zip(&times) {
+                    *z -= self.hazard.at(t);
+                    if *z > peak {
+                        peak = *z;
+                    }
+                }
+                let log_mass = if peak.is_finite() {
+                    let sum: f64 = log_f
+                        .iter()
+                        .zip(&grid)
+                        .map(|(&z, &(_, log_w))| (z - peak + log_w).exp())
+                        .sum();
+                    peak + sum.ln()
+                } else {
+                    peak
+                };
+                BranchScore {
+                    log_mass,
+                    log_peak: peak,
+                }
+            })
+            .collect()
+    }
+
+    /// Where a row (its leaf message) joins under `rule`: the branch (arena id), the time,
+    /// and the branch's share of the row's predictive probability. Needs
+    /// [`Growing::downward`] first.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::Numerical`] when the density is zero, infinite or NaN on every
+    /// branch; `index` names the row.
+    pub(super) fn best_join(
+        &self,
+        leaf: &M::Message,
+        rule: JoinRule,
+        index: usize,
+    ) -> Result<(usize, f64, f64)> {
+        let scores = self.scores(leaf);
+        let key = |s: &BranchScore| match rule {
+            JoinRule::MaxDensity => s.log_peak,
+            JoinRule::BranchMass => s.log_mass,
+        };
+        // Candidates by the rule's key, best first (the lower id on a tie).
+        let mut ranked: Vec<usize> = (0..scores.len())
+            .filter(|&c| key(&scores[c]).is_finite())
+            .collect();
+        ranked.sort_by(|&a, &b| key(&scores[b]).total_cmp(&key(&scores[a])).then(a.cmp(&b)));
+        if ranked.is_empty() {
+            return Err(RoseTreeError::Numerical(format!(
+                "where row {index} joins the tree is undefined in double precision: its \
+                 predictive density is 0 or infinite on every branch (data or Lambda too \
+                 extreme, or a pinned root)"
+            )));
+        }
+        let refined = match rule {
+            JoinRule::MaxDensity => REFINED,
+            JoinRule::BranchMass => 1,
+        };
+        let mut best: Option<(f64, usize, f64)> = None;
+        for &c in ranked.iter().take(refined) {
+            let density = |t: f64| self.log_density(c, t, leaf);
+            let times: Vec<f64> = self.grid(c).iter().map(|g| g.0).collect();
+            let t = super::best_time(&density, self.span(c), &times);
+            let value = density(t);
+            if best.is_none_or(|(b, _, _)| value > b) {
+                best = Some((value, c, t));
+            }
+        }
+        let (_, node, time) = best.expect("at least one candidate");
+        let masses: Vec<f64> = scores.iter().map(|s| s.log_mass).collect();
+        let log_p = scores[node].log_mass - log_sum_exp(&masses);
+        Ok((node, time, log_p))
+    }
+
+    /// Adds a leaf with message `leaf` on the branch above `c` at time `t` (inside the
+    /// branch), and updates the upward messages on the path to the root and the hazard
+    /// (`O(depth · d + n)`). Returns the new leaf's and the new node's arena ids.
+    pub(super) fn insert(&mut self, c: usize, t: f64, leaf: M::Message) -> (usize, usize) {
+        let (l, j) = (self.len(), self.len() + 1);
+        self.parent.extend([None, None]);
+        self.children.extend([None, None]);
+        self.time.extend([0.0, t]);
+        self.up.extend([leaf.clone(), leaf]);
+        self.out
+            .extend([self.model.root_message(), self.model.root_message()]);
+        self.leaves.push(l);
+        self.attach(l, j, c, t);
+        (l, j)
+    }
+
+    /// Joins the detached leaf `u` to the branch above `c` at time `t` through the
+    /// detached node `j` (its old parent), updating the upward messages on the path to the
+    /// root and the hazard.
+    fn attach(&mut self, u: usize, j: usize, c: usize, t: f64) {
+        let p = self.parent[c];
+        self.parent[u] = Some(j);
+        self.parent[j] = p;
+        self.children[j] = Some([c, u]);
+        self.time[j] = t;
+        self.parent[c] = Some(j);
+        match p {
+            Some(p) => self.relink(p, c, j),
+            None => self.root = j,
+        }
+        self.detached = None;
+        self.update_up_from(Some(j));
+        self.hazard.insert(t);
+    }
+
+    /// Takes the leaf `u` out of the tree with its parent, whose other child takes the
+    /// parent's place; returns that child and the parent's time (where `u` was joined).
+    fn detach(&mut self, u: usize) -> (usize, f64) {
+        let j = self.parent[u].expect("a leaf of a tree of two or more leaves");
+        let [a, b] = self.children[j].expect("internal");
+        let s = if a == u { b } else { a };
+        let g = self.parent[j];
+        self.parent[s] = g;
+        match g {
+            Some(g) => self.relink(g, j, s),
+            None => self.root = s,
+        }
+        self.parent[j] = None;
+        self.detached = Some((u, j));
+        self.update_up_from(g);
+        self.hazard.remove(self.time[j]);
+        (s, self.time[j])
+    }
+
+    /// In `p`'s children, `new` for `old`.
+    fn relink(&mut self, p: usize, old: usize, new: usize) {
+        let kids = self.children[p].as_mut().expect("a parent has children");
+        let slot = kids
+            .iter()
+            .position(|&k| k == old)
+            .expect("old is a child of p");
+        kids[slot] = new;
+    }
+
+    /// Recomputes the upward messages from `v` to the root.
+    fn update_up_from(&mut self, mut above: Option<usize>) {
+        while let Some(v) = above {
+            let [a, b] = self.children[v].expect("an internal node");
+            self.up[v] = merged(
+                self.model,
+                (&self.up[a], self.time[a]),
+                (&self.up[b], self.time[b]),
+                self.time[v],
+            );
+            above = self.parent[v];
+        }
+    }
+
+    /// The leaves that [`Growing::repair`] tries after a row joined through node `j`: the
+    /// node below the join if it is a leaf, else its children that are leaves.
+    pub(super) fn repair_candidates(&self, j: usize) -> Vec<usize> {
+        let [c, _] = self.children[j].expect("a join node");
+        match self.children[c] {
+            None => vec![c],
+            Some(kids) => kids
+                .into_iter()
+                .filter(|&k| self.children[k].is_none())
+                .collect(),
+        }
+    }
+
+    /// Re-places the leaf `u`: takes it out, finds its best join under `rule` in the tree
+    /// without it, and moves it there if that raises `ln p(x, π)` (the join density is the
+    /// ratio of `p(x, π)` with and without the leaf, so the gain is the difference of the
+    /// densities at the new and the old join); otherwise puts it back. Returns whether it
+    /// moved. `O(n · (d + log n))`, as an insertion.
+    ///
+    /// # Errors
+    /// As [`Growing::best_join`].
+    pub(super) fn repair(&mut self, u: usize, rule: JoinRule, index: usize) -> Result<bool> {
+        let leaf = self.up[u].clone();
+        let j = self.parent[u].expect("a leaf of a tree of two or more leaves");
+        let (s, t_old) = self.detach(u);
+        self.downward();
+        let old = self.log_density(s, t_old, &leaf);
+        let (c, t, _) = self.best_join(&leaf, rule, index)?;
+        let new = self.log_density(c, t, &leaf);
+        if new > old + 1e-9 * (1.0 + old.abs()) {
+            self.attach(u, j, c, t);
+            return Ok(true);
+        }
+        self.attach(u, j, s, t_old);
+        Ok(false)
+    }
+
+    /// `Hazard::time_at(Hazard::at(t))` (for tests).
+    #[cfg(test)]
+    pub(super) fn time_at_hazard_of(&self, t: f64) -> f64 {
+        self.hazard.time_at(self.hazard.at(t))
+    }
+
+    /// The upward and outside messages of arena node `v` (for tests).
+    #[cfg(test)]
+    pub(super) fn messages(&self, v: usize) -> (&M::Message, &M::Message) {
+        (&self.up[v], &self.out[v])
+    }
+
+    /// The arena as a [`Tree`]: leaves in row order, internal nodes in order of their
+    /// times, most recent first (children before parents on equal times), and each arena
+    /// id's id in it.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] never for an arena built by this module.
+    pub(super) fn finish(&self) -> Result<(Tree, Vec<usize>)> {
+        let m = self.len();
+        // Edges down to the farthest leaf, children first (a pre-order reversed): a
+        // parent's is larger than its children's, which orders equal times.
+        let mut pre = Vec::with_capacity(m);
+        let mut stack = vec![self.root];
+        while let Some(v) = stack.pop() {
+            pre.push(v);
+            stack.extend(self.children[v].into_iter().flatten());
+        }
+        let mut levels = vec![0usize; m];
+        for &v in pre.iter().rev() {
+            if let Some([a, b]) = self.children[v] {
+                levels[v] = 1 + levels[a].max(levels[b]);
+            }
+        }
+        let mut internal: Vec<usize> = (0..m).filter(|&v| self.children[v].is_some()).collect();
+        internal.sort_by(|&a, &b| {
+            self.time[b]
+                .total_cmp(&self.time[a])
+                .then(levels[a].cmp(&levels[b]))
+                .then(a.cmp(&b))
+        });
+        let mut id = vec![usize::MAX; m];
+        for (i, &v) in self.leaves.iter().chain(&internal).enumerate() {
+            id[v] = i;
+        }
+        let kids = internal
+            .iter()
+            .map(|&v| {
+                let [a, b] = self.children[v].expect("internal");
+                vec![id[a], id[b]]
+            })
+            .collect();
+        let heights = self
+            .leaves
+            .iter()
+            .chain(&internal)
+            .map(|&v| self.time[v])
+            .collect();
+        let tree = Tree::new(&Topology::new(self.leaves.len(), kids)?, Some(heights))?;
+        Ok((tree, id))
+    }
+}
+
+/// The message at time `t` of a node whose children's messages are `a` and `b` at their
+/// times.
+fn merged<M: MessageModel>(
+    model: &M,
+    (a, t_a): (&M::Message, f64),
+    (b, t_b): (&M::Message, f64),
+    t: f64,
+) -> M::Message {
+    model
+        .combine(&[model.propagate(a, t_a - t), model.propagate(b, t_b - t)])
+        .0
+}
