@@ -156,9 +156,23 @@ def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def local_bool_data(n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`local_data` of :func:`block` as a ``bool`` array (one byte an entry), filled
+    chunk by chunk: the rose tree reads ``bool`` rows in place and fits the same tree."""
+    X = np.empty((n, D), dtype=bool)
+    y = np.empty(n, dtype=np.int64)
+    for k in range(math.ceil(n / chunk)):
+        lo = k * chunk
+        rows, labels = block(k, min(chunk, n - lo))
+        X[lo : lo + len(rows)] = rows.astype(bool)
+        y[lo : lo + len(rows)] = labels
+    return X, y
+
+
 def single_machine(n: int, chunk: int, threads: int, out: Any) -> None:
-    """The single-machine approximate fit, in a process of its own (for its peak memory)."""
-    X, y = local_data(n, chunk)
+    """The single-machine approximate fit, in a process of its own (for its peak memory),
+    on the rows as a ``bool`` array (the input a user with binary data would give it)."""
+    X, y = local_bool_data(n, chunk)
     before = peak_mib()
     start = time.perf_counter()
     est = rt.BayesianRoseTree(
@@ -319,6 +333,9 @@ def main() -> None:
     parser.add_argument("--sample-size", type=int, default=20_000)
     parser.add_argument("--part-rows", type=int, default=20_000)
     parser.add_argument("--skip-single", action="store_true")
+    parser.add_argument(
+        "--skip-dask", action="store_true", help="only the single-machine fit (rose tree)"
+    )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--family", choices=("rose-tree", "coalescent"), default="rose-tree")
     args = parser.parse_args()
@@ -328,8 +345,9 @@ def main() -> None:
         return
     print(f"n = {n:,} rows × {D} binary columns, chunks of {args.chunk_rows:,}")
     results: dict[str, Any] = dict(rows=n, features=D, chunk_rows=args.chunk_rows)
-    results["dask"] = distributed_fit(n, args.chunk_rows, args.workers, args)
-    print(json.dumps(results["dask"], indent=1))
+    if not args.skip_dask:
+        results["dask"] = distributed_fit(n, args.chunk_rows, args.workers, args)
+        print(json.dumps(results["dask"], indent=1))
     if not args.skip_single:
         ctx = mp.get_context("spawn")
         recv, send = ctx.Pipe(duplex=False)
@@ -338,8 +356,9 @@ def main() -> None:
         results["single_machine"] = recv.recv()
         child.join()
         print(json.dumps(results["single_machine"], indent=1))
-    results["cost_model"] = cost_model(n, results["dask"])
-    print(json.dumps(results["cost_model"], indent=1))
+    if not args.skip_dask:
+        results["cost_model"] = cost_model(n, results["dask"])
+        print(json.dumps(results["cost_model"], indent=1))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
