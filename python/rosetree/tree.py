@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from functools import cached_property
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -15,6 +16,11 @@ from ._validation import check_flag, check_int, check_real, is_int, is_real, mix
 from .exceptions import InvalidParameterError, InvalidTreeError
 
 __all__ = ["RoseTree", "Tree", "nested_to_internal"]
+
+
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
 
 
 class Tree:
@@ -98,19 +104,35 @@ class Tree:
 
     def _set_structure(self, structure: Any) -> None:
         self._structure = structure
-        self.children: tuple[tuple[int, ...], ...] = tuple(tuple(c) for c in structure.children())
+        # Tuples made by the core; every leaf shares the empty tuple.
+        self.children: tuple[tuple[int, ...], ...] = structure.children_tuples()
         self.n_leaves: int = int(structure.n_leaves)
         self.n_nodes: int = len(self.children)
         self.root: int = self.n_nodes - 1
-        self.sizes = np.asarray(structure.sizes(), dtype=np.int64)
-        heights = structure.heights()
-        self.heights = None if heights is None else np.asarray(heights)
-        distances = structure.distances()
-        self.distances = None if distances is None else np.asarray(distances)
-        self.parent = np.asarray(structure.parents(), dtype=np.int64)
-        for arr in (self.sizes, self.parent, self.heights, self.distances):
-            if arr is not None:
-                arr.flags.writeable = False
+
+    # The per-node arrays are made on first use: a tree over millions of rows that is only
+    # cut into flat clusters never holds them.
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """Leaves below every node."""
+        return _read_only(np.asarray(self._structure.sizes(), dtype=np.int64))
+
+    @cached_property
+    def parent(self) -> np.ndarray:
+        """Parent id of every node, -1 at the root."""
+        return _read_only(np.asarray(self._structure.parents(), dtype=np.int64))
+
+    @cached_property
+    def heights(self) -> np.ndarray | None:
+        """The height of every node, or ``None`` for a tree without heights."""
+        heights = self._structure.heights()
+        return None if heights is None else _read_only(np.asarray(heights))
+
+    @cached_property
+    def distances(self) -> np.ndarray | None:
+        """Every node's distance ``|heights - heights[0]|`` from the leaves' height."""
+        distances = self._structure.distances()
+        return None if distances is None else _read_only(np.asarray(distances))
 
     def __reduce__(self) -> tuple[Any, ...]:
         internal = [list(c) for c in self.children[self.n_leaves :]]
@@ -642,19 +664,39 @@ class RoseTree(Tree):
     def __init__(self, core: Any) -> None:
         self._core = core
         self._set_structure(core.tree())
-        self.log_f = np.asarray(core.log_f())
-        self.log_p = np.asarray(core.log_p())
-        self.log_pi = np.asarray(core.log_pi())
-        self.log_1m_pi = np.asarray(core.log_1m_pi())
         self.log_evidence: float = float(core.log_evidence)
-        self._log_r = np.asarray(core.log_r())
-        for arr in (self.log_f, self.log_p, self.log_pi, self.log_1m_pi, self._log_r):
-            arr.flags.writeable = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RoseTree, (self._core,))
 
-    heights: np.ndarray
+    @cached_property
+    def heights(self) -> np.ndarray:
+        r""":math:`h_v = -\max_A \ln r_A` on the path from the root to every node."""
+        return _read_only(np.asarray(self._structure.heights()))
+
+    @cached_property
+    def log_f(self) -> np.ndarray:
+        r""":math:`\ln f(\mathrm{leaves}(T))` of every node (eq 1.1)."""
+        return _read_only(np.asarray(self._core.log_f()))
+
+    @cached_property
+    def log_p(self) -> np.ndarray:
+        r""":math:`\ln p(\mathrm{leaves}(T) \mid T)` of every node (eq 1.5)."""
+        return _read_only(np.asarray(self._core.log_p()))
+
+    @cached_property
+    def log_pi(self) -> np.ndarray:
+        r""":math:`\ln \pi_T` of every node (0 at leaves)."""
+        return _read_only(np.asarray(self._core.log_pi()))
+
+    @cached_property
+    def log_1m_pi(self) -> np.ndarray:
+        r""":math:`\ln(1 - \pi_T)` of every node (-inf at leaves)."""
+        return _read_only(np.asarray(self._core.log_1m_pi()))
+
+    @cached_property
+    def _log_r(self) -> np.ndarray:
+        return _read_only(np.asarray(self._core.log_r()))
 
     @property
     def log_r(self) -> np.ndarray:

@@ -5,6 +5,7 @@
 use ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 use crate::errors::PyResult;
 
@@ -82,6 +83,25 @@ impl PyTree {
             .iter()
             .map(|n| n.children.clone())
             .collect()
+    }
+
+    /// Child ids of every node as a tuple of tuples (the leaves' is the empty tuple), so
+    /// that Python need not copy the lists of [`children`](Self::children).
+    fn children_tuples<'py>(&self, py: Python<'py>) -> pyo3::PyResult<Bound<'py, PyTuple>> {
+        let empty = PyTuple::empty(py);
+        let tuples = self
+            .inner
+            .nodes()
+            .iter()
+            .map(|n| {
+                if n.children.is_empty() {
+                    Ok(empty.clone())
+                } else {
+                    PyTuple::new(py, &n.children)
+                }
+            })
+            .collect::<pyo3::PyResult<Vec<_>>>()?;
+        PyTuple::new(py, tuples)
     }
 
     /// Leaves below every node.
