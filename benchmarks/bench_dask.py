@@ -157,8 +157,10 @@ def peak_mib() -> float:
 
 
 def local_bool_data(n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`local_data` of :func:`block` as a ``bool`` array (one byte an entry), filled
-    chunk by chunk: the rose tree reads ``bool`` rows in place and fits the same tree."""
+    """:func:`local_data` of :func:`block` as a ``bool`` array, filled chunk by chunk.
+
+    One byte an entry: the rose tree reads ``bool`` rows in place and fits the same tree.
+    """
     X = np.empty((n, D), dtype=bool)
     y = np.empty(n, dtype=np.int64)
     for k in range(math.ceil(n / chunk)):
@@ -170,8 +172,10 @@ def local_bool_data(n: int, chunk: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def single_machine(n: int, chunk: int, threads: int, out: Any) -> None:
-    """The single-machine approximate fit, in a process of its own (for its peak memory),
-    on the rows as a ``bool`` array (the input a user with binary data would give it)."""
+    """The single-machine approximate fit, in a process of its own (for its peak memory).
+
+    The rows are a ``bool`` array, the input a user with binary data would give it.
+    """
     X, y = local_bool_data(n, chunk)
     before = peak_mib()
     start = time.perf_counter()
