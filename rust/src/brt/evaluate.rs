@@ -126,10 +126,38 @@ pub fn cut_remixed(tree: &RoseTree, mixing: &Mixing, threshold: f64) -> Result<V
         ));
     }
     let n = tree.n_leaves();
-    let log_f: Vec<f64> = tree.values().iter().map(|v| v.log_f).collect();
-    let summary = summaries_by(n, |k| &tree.node(n + k).children, &log_f, mixing);
+    let values = tree.values();
+    // Summaries of the internal nodes only (a leaf's is made where it is needed): a rose
+    // tree over many rows has few internal nodes.
+    let mut internal: Vec<Summary> = Vec::with_capacity(values.len() - n);
+    for v in n..values.len() {
+        let children = &tree.node(v).children;
+        let of = |c: usize| {
+            if c < n {
+                Summary::leaf(values[c].log_f, mixing)
+            } else {
+                internal[c - n]
+            }
+        };
+        let (mut n_leaves, mut sum_log_p, mut sum_log_d) = (0, 0.0, 0.0);
+        for &c in children {
+            let s = of(c);
+            n_leaves += s.n_leaves;
+            sum_log_p += s.log_p;
+            sum_log_d += s.log_d;
+        }
+        let s = Summary::internal(
+            mixing,
+            n_leaves,
+            children.len(),
+            values[v].log_f,
+            sum_log_p,
+            sum_log_d,
+        );
+        internal.push(s);
+    }
     let log_t = threshold.ln();
-    Ok(tree.top_down(|v| v < n || summary[v].values().log_r() >= log_t))
+    Ok(tree.top_down(|v| v < n || internal[v - n].values().log_r() >= log_t))
 }
 
 /// The tree of `topology` annotated under `mixing`, given `ln f` of every node (leaves first,
@@ -171,23 +199,11 @@ pub(crate) fn log_evidence_from_log_f(
 /// Every node's [`Summary`] from its `ln f`, bottom-up.
 fn summaries(topology: &Topology, log_f: &[f64], mixing: &Mixing) -> Vec<Summary> {
     let n = topology.n_leaves();
-    summaries_by(n, |k| &topology.internal()[k], log_f, mixing)
-}
-
-/// Every node's [`Summary`] from its `ln f`, bottom-up, with `children(k)` the children of
-/// internal node `n + k`.
-fn summaries_by<'t>(
-    n: usize,
-    children: impl Fn(usize) -> &'t [usize],
-    log_f: &[f64],
-    mixing: &Mixing,
-) -> Vec<Summary> {
     let mut summary: Vec<Summary> = Vec::with_capacity(log_f.len());
     for &f in &log_f[..n] {
         summary.push(Summary::leaf(f, mixing));
     }
-    for k in 0..log_f.len() - n {
-        let children = children(k);
+    for (k, children) in topology.internal().iter().enumerate() {
         summary.push(Summary::internal(
             mixing,
             children.iter().map(|&c| summary[c].n_leaves).sum(),
