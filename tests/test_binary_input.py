@@ -91,3 +91,28 @@ def test_binary_input_is_not_copied_to_float64(dtype: type) -> None:
         tracemalloc.stop()
     assert isinstance(est.model_, rt.BetaBernoulli)
     assert peak < float64_copy / 2, f"{peak} bytes traced, a float64 copy is {float64_copy}"
+
+
+@pytest.mark.parametrize("d", [3, 64, 70, 130])
+def test_a_bool_fit_keeps_its_rows_as_bits_and_gives_them_back(d: int) -> None:
+    """bool training rows are kept packed (64 to a word): pickling, partial_fit and the
+    completions of predict_missing_proba read the same rows as a float64 fit's."""
+    import pickle
+
+    x = _binary(n=50, d=d, seed=d)
+    as_bool = _fit(x.astype(bool), model=rt.BetaBernoulli(1.0, 1.0))
+    as_float = _fit(x.astype(np.float64), model=rt.BetaBernoulli(1.0, 1.0))
+    kept = as_bool._fit.training()
+    assert kept.dtype == np.bool_
+    np.testing.assert_array_equal(kept, x)
+    again = pickle.loads(pickle.dumps(as_bool))
+    assert again.log_evidence_ == as_float.log_evidence_
+    np.testing.assert_array_equal(again.score_samples(x), as_float.score_samples(x))
+    completed = again.predict_missing_proba()
+    assert completed.dtype == np.float64
+    np.testing.assert_array_equal(completed, x.astype(np.float64))
+    more = _binary(n=10, d=d, seed=d + 1)
+    as_bool.partial_fit(more.astype(bool))
+    as_float.partial_fit(more.astype(np.float64))
+    assert as_bool.tree_.children == as_float.tree_.children
+    assert as_bool.log_evidence_ == as_float.log_evidence_

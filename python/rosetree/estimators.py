@@ -759,6 +759,8 @@ class BayesianRoseTree(ClusterEstimator):
         rows, cols, probs = self._fit.missing_probabilities(n_jobs=check_n_jobs(self.n_jobs))
         training = self._fit.training()
         if isinstance(training, np.ndarray):
+            # bool training data come back as bool: the completions are probabilities.
+            training = training.astype(np.float64, copy=False)
             training[rows, cols] = probs
             return training
         from scipy import sparse

@@ -42,8 +42,10 @@ pub(crate) enum Training<'py> {
 /// The training data a fit keeps (a private copy).
 pub(crate) enum TrainingData {
     Dense(Array2<f64>),
-    /// `bool` or `uint8` data, one byte an entry (an eighth of a `float64` copy).
+    /// `uint8` data, one byte an entry (an eighth of a `float64` copy).
     Bytes(Array2<u8>),
+    /// `bool` data, one bit an entry: [`PackedBits`].
+    Bits(PackedBits),
     Csr {
         indptr: Vec<i64>,
         indices: Vec<i64>,
@@ -52,12 +54,53 @@ pub(crate) enum TrainingData {
     },
 }
 
+/// `bool` rows packed 64 to a word (`⌈n_cols / 64⌉` words a row): what a fit keeps of
+/// `bool` training data, an eighth of a byte copy.
+pub(crate) struct PackedBits {
+    words: Vec<u64>,
+    n_rows: usize,
+    n_cols: usize,
+}
+
+impl PackedBits {
+    fn new(x: ArrayView2<'_, bool>) -> Self {
+        let per_row = x.ncols().div_ceil(64);
+        let mut words = vec![0u64; x.nrows() * per_row];
+        for (r, row) in x.rows().into_iter().enumerate() {
+            for (j, &bit) in row.iter().enumerate() {
+                words[r * per_row + j / 64] |= u64::from(bit) << (j % 64);
+            }
+        }
+        Self {
+            words,
+            n_rows: x.nrows(),
+            n_cols: x.ncols(),
+        }
+    }
+
+    fn get(&self, r: usize, j: usize) -> bool {
+        let per_row = self.n_cols.div_ceil(64);
+        (self.words[r * per_row + j / 64] >> (j % 64)) & 1 == 1
+    }
+
+    /// Row `r` as doubles (0 or 1) in `row`.
+    fn row_into(&self, r: usize, row: &mut ndarray::Array1<f64>) {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = f64::from(u8::from(self.get(r, j)));
+        }
+    }
+
+    fn to_bool(&self) -> Array2<bool> {
+        Array2::from_shape_fn((self.n_rows, self.n_cols), |(r, j)| self.get(r, j))
+    }
+}
+
 impl Training<'_> {
     /// A private copy, checked for the shape of a CSR matrix.
     pub(crate) fn to_owned_data(&self) -> PyResult<TrainingData> {
         Ok(match self {
             Self::Dense(x) => TrainingData::Dense(x.as_array().to_owned()),
-            Self::Bool(x) => TrainingData::Bytes(x.as_array().mapv(u8::from)),
+            Self::Bool(x) => TrainingData::Bits(PackedBits::new(x.as_array())),
             Self::Bytes(x) => TrainingData::Bytes(x.as_array().to_owned()),
             Self::Single(x) => TrainingData::Dense(x.as_array().mapv(f64::from)),
             Self::Csr(indptr, indices, data, n_cols) => {
@@ -79,6 +122,7 @@ impl TrainingData {
         match self {
             Self::Dense(x) => x.nrows(),
             Self::Bytes(x) => x.nrows(),
+            Self::Bits(b) => b.n_rows,
             Self::Csr { indptr, .. } => indptr.len().saturating_sub(1),
         }
     }
@@ -87,6 +131,7 @@ impl TrainingData {
         match self {
             Self::Dense(x) => x.ncols(),
             Self::Bytes(x) => x.ncols(),
+            Self::Bits(b) => b.n_cols,
             Self::Csr { n_cols, .. } => *n_cols,
         }
     }
@@ -124,12 +169,26 @@ impl TrainingData {
         Ok(rows)
     }
 
+    /// `bool` or `uint8` data as bytes (a copy for packed bits, made while the model is
+    /// built).
+    fn bytes(&self) -> std::borrow::Cow<'_, Array2<u8>> {
+        match self {
+            Self::Bytes(x) => std::borrow::Cow::Borrowed(x),
+            Self::Bits(b) => {
+                std::borrow::Cow::Owned(Array2::from_shape_fn((b.n_rows, b.n_cols), |(r, j)| {
+                    u8::from(b.get(r, j))
+                }))
+            }
+            _ => unreachable!("dense or sparse data are not bytes"),
+        }
+    }
+
     /// The model of `spec` for these data (data-driven defaults resolved from them).
     pub(crate) fn model(&self, spec: &ModelSpec) -> PyResult<AnyModel> {
         match self {
             Self::Dense(x) => build_model(spec, x.view()),
-            Self::Bytes(x) => match spec {
-                ModelSpec::Conjugate(spec) => Ok(spec.build_bytes(x.view())?.into()),
+            Self::Bytes(_) | Self::Bits(_) => match spec {
+                ModelSpec::Conjugate(spec) => Ok(spec.build_bytes(self.bytes().view())?.into()),
                 ModelSpec::Callback(_) => Err(RoseTreeError::param(
                     "model",
                     "a Python cluster model needs float64 training data",
@@ -168,6 +227,15 @@ impl TrainingData {
                     })
                     .collect::<rosetree::Result<Vec<_>>>()?)
             }
+            Self::Bits(b) => {
+                let mut row = ndarray::Array1::zeros(b.n_cols);
+                Ok((0..b.n_rows)
+                    .map(|r| {
+                        b.row_into(r, &mut row);
+                        m.leaf_stats(row.view(), r)
+                    })
+                    .collect::<rosetree::Result<Vec<_>>>()?)
+            }
             Self::Csr { data, .. } => Ok(self
                 .csr_rows()?
                 .iter()
@@ -182,7 +250,7 @@ impl TrainingData {
     /// included), CSR rows appended to dense data are densified.
     fn append(&self, more: &TrainingData) -> TrainingData {
         match (self, more) {
-            (Self::Dense(_) | Self::Bytes(_), more) => {
+            (Self::Dense(_) | Self::Bytes(_) | Self::Bits(_), more) => {
                 let extra = more.dense_rows(0, more.n_rows());
                 let x = self.dense_rows(0, self.n_rows());
                 Self::Dense(concatenate![Axis(0), x.view(), extra.view()])
@@ -206,7 +274,7 @@ impl TrainingData {
                     indptr.push(indices.len() as i64);
                 };
                 match more {
-                    Self::Dense(_) | Self::Bytes(_) => {
+                    Self::Dense(_) | Self::Bytes(_) | Self::Bits(_) => {
                         let x = more.dense_rows(0, more.n_rows());
                         for row in x.rows() {
                             push(&mut row.iter().copied().enumerate().filter(|(_, v)| *v != 0.0));
@@ -239,6 +307,15 @@ impl TrainingData {
         match self {
             Self::Dense(x) => x.slice(s![start..stop, ..]).to_owned(),
             Self::Bytes(x) => x.slice(s![start..stop, ..]).mapv(f64::from),
+            Self::Bits(b) => {
+                let mut out = Array2::zeros((stop - start, b.n_cols));
+                for (r, mut row) in (start..stop).zip(out.rows_mut()) {
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v = f64::from(u8::from(b.get(r, j)));
+                    }
+                }
+                out
+            }
             Self::Csr {
                 indptr,
                 indices,
@@ -680,12 +757,13 @@ impl PyBrtFit {
         Ok(self.training.dense_rows(start, stop).into_pyarray(py))
     }
 
-    /// The training data as given to the fit: a dense array, or the CSR parts
-    /// `(indptr, indices, data, n_cols)`.
+    /// The training data as given to the fit: a dense array (`bool` for `bool` input), or
+    /// the CSR parts `(indptr, indices, data, n_cols)`.
     fn training<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(match &*self.training {
             TrainingData::Dense(x) => x.clone().into_pyarray(py).into_any(),
             TrainingData::Bytes(x) => x.mapv(f64::from).into_pyarray(py).into_any(),
+            TrainingData::Bits(b) => b.to_bool().into_pyarray(py).into_any(),
             TrainingData::Csr {
                 indptr,
                 indices,
