@@ -28,8 +28,7 @@ use pyo3::prelude::*;
 use crate::errors::PyResult;
 
 use models::{AnyModel, PyModelSpec, build_model, with_model, with_model_arms};
-use rosetree::brt::RoseTree;
-use rosetree::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, ValidBrtParams};
+use rosetree::brt::{self, ApproxParams, BrtParams, MergeRule, Mixing, RoseTree, ValidBrtParams};
 use rosetree::error::RoseTreeError;
 use rosetree::models::{ClusterModel, RowQueries};
 use rosetree::progress::{self, Progress};

@@ -119,12 +119,7 @@ pub fn remix(tree: &RoseTree, mixing: &Mixing) -> RoseTree {
 /// # Errors
 /// [`RoseTreeError::InvalidParameter`] unless `0 ≤ threshold ≤ 1`.
 pub fn cut_remixed(tree: &RoseTree, mixing: &Mixing, threshold: f64) -> Result<Vec<usize>> {
-    if !(0.0..=1.0).contains(&threshold) {
-        return Err(RoseTreeError::param(
-            "threshold",
-            format!("must lie in [0, 1], got {threshold}"),
-        ));
-    }
+    let log_t = RoseTree::log_threshold(threshold)?;
     let n = tree.n_leaves();
     let values = tree.values();
     // Summaries of the internal nodes only (a leaf's is made where it is needed): a rose
@@ -139,24 +134,9 @@ pub fn cut_remixed(tree: &RoseTree, mixing: &Mixing, threshold: f64) -> Result<V
                 internal[c - n]
             }
         };
-        let (mut n_leaves, mut sum_log_p, mut sum_log_d) = (0, 0.0, 0.0);
-        for &c in children {
-            let s = of(c);
-            n_leaves += s.n_leaves;
-            sum_log_p += s.log_p;
-            sum_log_d += s.log_d;
-        }
-        let s = Summary::internal(
-            mixing,
-            n_leaves,
-            children.len(),
-            values[v].log_f,
-            sum_log_p,
-            sum_log_d,
-        );
+        let s = internal_summary(mixing, children, values[v].log_f, of);
         internal.push(s);
     }
-    let log_t = threshold.ln();
     Ok(tree.top_down(|v| v < n || internal[v - n].values().log_r() >= log_t))
 }
 
@@ -204,16 +184,28 @@ fn summaries(topology: &Topology, log_f: &[f64], mixing: &Mixing) -> Vec<Summary
         summary.push(Summary::leaf(f, mixing));
     }
     for (k, children) in topology.internal().iter().enumerate() {
-        summary.push(Summary::internal(
-            mixing,
-            children.iter().map(|&c| summary[c].n_leaves).sum(),
-            children.len(),
-            log_f[n + k],
-            children.iter().map(|&c| summary[c].log_p).sum(),
-            children.iter().map(|&c| summary[c].log_d).sum(),
-        ));
+        let s = internal_summary(mixing, children, log_f[n + k], |c| summary[c]);
+        summary.push(s);
     }
     summary
+}
+
+/// The [`Summary`] of an internal node with `ln f = log_f` and `children`, whose summaries
+/// `of` gives.
+fn internal_summary(
+    mixing: &Mixing,
+    children: &[usize],
+    log_f: f64,
+    of: impl Fn(usize) -> Summary,
+) -> Summary {
+    Summary::internal(
+        mixing,
+        children.iter().map(|&c| of(c).n_leaves).sum(),
+        children.len(),
+        log_f,
+        children.iter().map(|&c| of(c).log_p).sum(),
+        children.iter().map(|&c| of(c).log_d).sum(),
+    )
 }
 
 /// The statistics of every node of `topology` (leaves first, then internal nodes in id

@@ -254,14 +254,23 @@ impl RoseTree {
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] unless `0 ≤ threshold ≤ 1`.
     pub fn cut(&self, threshold: f64) -> Result<Vec<usize>> {
+        // −ln is exact negation of ln, so h_v ≤ −ln t ⇔ max ln r ≥ ln t exactly.
+        self.tree
+            .clusters_at_height(-Self::log_threshold(threshold)?)
+    }
+
+    /// `ln threshold` of a cut's threshold.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] unless `0 ≤ threshold ≤ 1`.
+    pub(crate) fn log_threshold(threshold: f64) -> Result<f64> {
         if !(0.0..=1.0).contains(&threshold) {
             return Err(RoseTreeError::param(
                 "threshold",
                 format!("must lie in [0, 1], got {threshold}"),
             ));
         }
-        // −ln is exact negation of ln, so h_v ≤ −ln t ⇔ max ln r ≥ ln t exactly.
-        self.tree.clusters_at_height(-threshold.ln())
+        Ok(threshold.ln())
     }
 
     /// The most probable tree-consistent partition: the maximiser of `m(φ | T) Π_c f(D_c)`
