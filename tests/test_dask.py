@@ -175,20 +175,17 @@ def test_workers_restarted_mid_fit_do_not_change_the_tree(client, monkeypatch):
     assert again.log_evidence_ == ref.log_evidence_
 
 
-def test_worker_killed_while_a_part_is_fitted(client):
-    X = hierarchical(3000, d=32, seed=9)
-    kw = dict(model=rt.BetaBernoulli(), chunk_rows=1000, random_state=4, sample_size=500)
-    kw.update(part_rows=1500, exact_below=1500)
-    ref = rtd.BayesianRoseTree(**kw).fit(X)
+def _fit_killing_a_worker(client, fit):
+    """``fit()`` run while a worker fitting a part is restarted (again until one is seen)."""
     killed = None
     # A part may finish before it is seen running: fit again until one is killed.
     for _ in range(5):
         result = {}
 
-        def fit(into=result):
-            into["est"] = rtd.BayesianRoseTree(**kw).fit(X)
+        def run(into=result):
+            into["est"] = fit()
 
-        thread = threading.Thread(target=fit)
+        thread = threading.Thread(target=run)
         thread.start()
         while thread.is_alive() and killed is None:
             for worker, keys in client.processing().items():
@@ -204,8 +201,17 @@ def test_worker_killed_while_a_part_is_fitted(client):
         if killed is not None:
             break
     assert killed is not None, "no part was seen running"
-    assert result["est"].tree_.children == ref.tree_.children
-    assert result["est"].log_evidence_ == ref.log_evidence_
+    return result["est"]
+
+
+def test_worker_killed_while_a_part_is_fitted(client):
+    X = hierarchical(3000, d=32, seed=9)
+    kw = dict(model=rt.BetaBernoulli(), chunk_rows=1000, random_state=4, sample_size=500)
+    kw.update(part_rows=1500, exact_below=1500)
+    ref = rtd.BayesianRoseTree(**kw).fit(X)
+    est = _fit_killing_a_worker(client, lambda: rtd.BayesianRoseTree(**kw).fit(X))
+    assert est.tree_.children == ref.tree_.children
+    assert est.log_evidence_ == ref.log_evidence_
 
 
 def test_the_client_never_holds_the_data(client, monkeypatch):
@@ -471,31 +477,9 @@ def test_coalescent_worker_killed_while_a_part_is_fitted(client):
     kw = dict(chunk_rows=1000, random_state=4, sample_size=500, part_rows=1500)
     kw.update(exact_below=1500)
     ref = rtd.KingmanCoalescent(**kw).fit(X)
-    killed = None
-    for _ in range(5):
-        result = {}
-
-        def fit(into=result):
-            into["est"] = rtd.KingmanCoalescent(**kw).fit(X)
-
-        thread = threading.Thread(target=fit)
-        thread.start()
-        while thread.is_alive() and killed is None:
-            for worker, keys in client.processing().items():
-                if any(str(k).startswith("rosetree-part") for k in keys):
-                    # On a loaded machine the new worker may take long to come up; the
-                    # fit goes on with the other one either way.
-                    client.restart_workers([worker], timeout=300, raise_for_error=False)
-                    killed = worker
-                    break
-            else:
-                threading.Event().wait(0.005)
-        thread.join()
-        if killed is not None:
-            break
-    assert killed is not None, "no part was seen running"
-    assert result["est"].tree_.children == ref.tree_.children
-    assert result["est"].log_joint_ == ref.log_joint_
+    est = _fit_killing_a_worker(client, lambda: rtd.KingmanCoalescent(**kw).fit(X))
+    assert est.tree_.children == ref.tree_.children
+    assert est.log_joint_ == ref.log_joint_
 
 
 def test_coalescent_client_never_holds_the_data(client, monkeypatch):
