@@ -155,12 +155,27 @@ def test_lambda_auto_makes_the_tree_independent_of_the_scale():
     np.testing.assert_allclose(b.score_samples(scaled[:4]), a.score_samples(X[:4]) - jac)
 
 
-def test_columns_on_very_different_scales_are_warned_about():
-    X = np.random.default_rng(8).normal(size=(20, 3)) * [1.0, 1.0, 1e3]
-    with pytest.warns(rt.DataScaleWarning, match="Standardize the columns") as seen:
-        rt.KingmanCoalescent().fit(X)
-    assert seen[0].filename == __file__
-    rt.KingmanCoalescent(Lambda=[1.0, 1.0, 1e6]).fit(X)  # a given Lambda: no warning
+def test_columns_in_different_units_get_a_rate_each():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(20, 3)) * [1.0, 1.0, 1e3]  # variances 10^6 apart: other units
+    a = rt.KingmanCoalescent().fit(X)
+    np.testing.assert_allclose(a.Lambda_, np.var(X, axis=0), rtol=1e-12)
+    # Any change of units, column by column, gives the same tree and clusters.
+    factors = np.array([7.0, 0.01, 300.0])
+    b = rt.KingmanCoalescent().fit(X * factors - 3.0)
+    assert b.tree_.to_nested() == a.tree_.to_nested()
+    np.testing.assert_allclose(b.tree_.heights, a.tree_.heights, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(b.labels_, a.labels_)
+    jac = np.log(factors).sum()
+    np.testing.assert_allclose(
+        b.score_samples(X[:4] * factors - 3.0), a.score_samples(X[:4]) - jac, rtol=1e-9
+    )
+    # Within a factor of 10^4 the columns share one rate, the mean variance.
+    near = rng.normal(size=(20, 3)) * [1.0, 1.0, 50.0]
+    c = rt.KingmanCoalescent().fit(near)
+    assert np.ndim(c.Lambda_) == 0
+    assert c.Lambda_ == pytest.approx(np.var(near, axis=0).mean(), rel=1e-12)
+    rt.KingmanCoalescent(Lambda=1.0).fit(X)  # a given Lambda is used as given
 
 
 def test_lambda_learning_with_noise_reaches_the_conditional_optimum():

@@ -396,8 +396,43 @@ def mixing_args(mixing: Any, gamma: Any, dp_alpha: Any) -> dict[str, Any]:
     return out
 
 
-#: Columns whose variances differ by more than this factor get a DataScaleWarning.
+#: Columns whose variances differ by more than this factor are taken to be in different
+#: units: ``"auto"`` scaling measures each against its own variance, and a model told to
+#: use the data as given warns (:class:`~rosetree.DataScaleWarning`).
 SCALE_SPREAD = 1e4
+
+
+def column_variances(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's variance (NaN ignored), and which columns vary (finite, > 0)."""
+    observed = ~np.isnan(X)
+    count = observed.sum(axis=0)
+    filled = np.where(observed, X, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond double precision: not finite
+        mean = filled.sum(axis=0) / np.maximum(count, 1)
+        var = (np.where(observed, X - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1)
+    return var, np.isfinite(var) & (var > 0) & (count > 1)
+
+
+def unit_variances(X: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The variance of the unit each column is measured in under ``"auto"`` scaling.
+
+    One unit for every column, the mean of the varying columns' variances, while those
+    variances lie within a factor :data:`SCALE_SPREAD` of each other: that keeps the
+    data's geometry (principal components, pixel counts, 0/1 rows), whose columns share a
+    unit and whose low-variance columns are the least informative. Beyond that factor the
+    columns are taken to be in different units (grams beside millimetres) and each is
+    measured against its own variance, so that no choice of units changes the result;
+    a column that does not vary gets 1.
+
+    Returns ``(variances of shape (d,), by_column)``.
+    """
+    var, ok = column_variances(X)
+    varying = var[ok]
+    if not varying.size:
+        return np.ones(X.shape[1]), False
+    if varying.max() > SCALE_SPREAD * varying.min():
+        return np.where(ok, var, 1.0), True
+    return np.full(X.shape[1], float(varying.mean())), False
 
 
 def warn_column_scales(variances: np.ndarray, who: str, stacklevel: int) -> None:

@@ -28,11 +28,12 @@ from ._validation import (
     check_positive,
     check_seed,
     check_verbose,
+    column_variances,
     feature_names,
     is_int,
     is_real,
     set_feature_names,
-    warn_column_scales,
+    unit_variances,
 )
 from .config import BetaBernoulli, NormalGamma
 from .exceptions import (
@@ -65,37 +66,27 @@ def _lambda(Lambda: Any) -> np.ndarray:
 _DEFAULT_NOISE = 0.1
 
 
-def _column_variances(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each column's variance (NaN ignored), and which columns vary (finite, > 0)."""
-    observed = ~np.isnan(X)
-    count = observed.sum(axis=0)
-    filled = np.where(observed, X, 0.0)
-    mean = filled.sum(axis=0) / np.maximum(count, 1)
-    var = (np.where(observed, X - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1)
-    return var, np.isfinite(var) & (var > 0) & (count > 1)
-
-
 def _auto_lambda(X: np.ndarray) -> np.ndarray:
     """Each column's variance (NaN ignored); 1 where a column is constant or unobserved."""
-    var, ok = _column_variances(X)
+    var, ok = column_variances(X)
     return np.where(ok, var, 1.0)
 
 
 def _auto_rate(X: np.ndarray) -> np.ndarray:
-    """``Lambda="auto"``: one rate for every column, the mean of their variances.
+    """``Lambda="auto"``: the columns' unit variances (:func:`unit_variances`).
 
+    One rate for every column, the mean of their variances, unless the variances differ by
+    more than a factor of 10⁴; then each column's own variance (a diagonal ``Lambda``).
     Brownian motion from a flat root for coalescent times of order one then spreads rows
-    about as widely as the data, whatever their overall scale. One rate rather than each
-    column's own keeps the data's geometry: on principal components (MNIST PCA-20) and on
+    about as widely as the data, whatever the columns' units. One rate where the columns
+    share a unit keeps the data's geometry: on principal components (MNIST PCA-20) and on
     binary rows, per-column rates gave dendrogram purities of 0.35 and 0.48 where one rate
-    gave 0.43 and 0.61 (``benchmarks/bench_quality.py``), and on standardized columns the
-    two are the same. Columns whose variances differ by more than a factor of 10⁴ (different
-    units, most likely) are warned about with :class:`~rosetree.DataScaleWarning`.
+    gave 0.43 and 0.61 (``benchmarks/bench_quality.py``); on standardized columns the two
+    are the same, and on columns in different units (raw wine, breast cancer, penguins)
+    one rate lets the widest column decide the tree (``bench_quality.py --raw``).
     """
-    var, ok = _column_variances(X)
-    varying = var[ok]
-    warn_column_scales(varying, 'the coalescent with Lambda="auto" (one rate)', stacklevel=3)
-    return np.array(float(varying.mean()) if varying.size else 1.0)
+    variances, by_column = unit_variances(X)
+    return variances if by_column else np.array(variances[0])
 
 
 def _noise(noise: Any, likelihood: str) -> float:
@@ -158,11 +149,12 @@ class KingmanCoalescent(ClusterEstimator):
         observed frequencies.
     Lambda : "auto", float, array of shape (d,) or (d, d), default="auto"
         Brownian: the covariance rate :math:`\Lambda = \lambda I`, a diagonal, or a full
-        symmetric positive-definite matrix; ``"auto"`` is :math:`\lambda I` with
-        :math:`\lambda` the mean of the columns' variances, so that the tree does not depend
-        on the data's overall scale; it warns (:class:`~rosetree.DataScaleWarning`) when the
-        columns' variances differ by more than 10⁴, as for columns in different units:
-        standardize them first. One rate keeps the geometry of principal components and
+        symmetric positive-definite matrix. ``"auto"`` takes the rates from the data, so
+        that the tree does not depend on the columns' units: :math:`\lambda I` with
+        :math:`\lambda` the mean of the columns' variances, or, where the variances differ
+        by more than a factor of 10⁴ (columns in different units, such as grams beside
+        millimetres), each column's own variance (a diagonal; ``Lambda_`` says which). One
+        rate where the columns share a unit keeps the geometry of principal components and
         binary rows, where per-column rates lost purity (MNIST PCA-20: 0.35 against 0.43).
         Multinomial: the mutation rate of every feature (one number, or one per feature);
         ``"auto"`` is 1.
@@ -311,8 +303,8 @@ class KingmanCoalescent(ClusterEstimator):
         :math:`Z_v` is then a density, so the ratio depends on the units of the data;
         a proper root (``root=s0``) makes it a ratio of probabilities. ``-inf`` at leaves.
     Lambda_ : float or ndarray
-        The hyperparameters of ``tree_``: ``Lambda`` itself, or the learned values (same
-        shape as ``Lambda``).
+        The hyperparameters of ``tree_``: ``Lambda`` itself (under ``"auto"``, one rate
+        or each column's), or the learned values (of the same shape).
     noise_ : float
         The observation noise factor :math:`\eta` used (``noise``, or its default).
     hyper_trace_ : ndarray or None
