@@ -143,8 +143,9 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
         est = rt.KingmanCoalescent(Lambda=1.0, noise=0.1).fit(X)
     else:
         est = rt.PitmanYorDiffusionTree(
-            alpha=1.0, beta=0.0, c=1.0, sigma2=1.0, inference="mcmc", init="prior",
-            learn_hyperparameters=False, n_iter=100, burn_in=50, random_state=seed,
+            alpha=1.0, beta=0.0, c=1.0, sigma2=1.0, scale=None, inference="mcmc",
+            init="prior", learn_hyperparameters=False, n_iter=100, burn_in=50,
+            random_state=seed,
         ).fit(X)  # fmt: skip
     out: dict[str, object] = {"newick": est.tree_.to_newick(), "nodes": est.tree_.n_nodes}
     if family in ("brt", "bhc"):

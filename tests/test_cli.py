@@ -283,7 +283,7 @@ def test_the_diffusion_tree_from_the_command_line(tmp_path, capsys, blobs, extra
     assert ("acceptance rate" in out) == ("greedy-em" not in extra)
     back = timed(nwk.read_text().strip(), names, lambda distance: 1 - distance)
     log_joint = rt.pydt_log_prior(back, est.alpha_, est.beta_, est.c_) + rt.pydt_log_likelihood(
-        X, back, est.sigma2_
+        (X - est.center_) / est.scale_, back, est.sigma2_
     )
     assert log_joint == pytest.approx(est.log_joint_, rel=1e-9)
     doc = json.loads(js.read_text())

@@ -186,7 +186,7 @@ def test_a_diffusion_tree_reads_back_with_its_log_joint(alpha, beta):
 
     def log_joint(t):
         return rt.pydt_log_prior(t, est.alpha_, est.beta_, est.c_) + rt.pydt_log_likelihood(
-            X, t, est.sigma2_
+            (X - est.center_) / est.scale_, t, est.sigma2_
         )
 
     assert log_joint(back) == pytest.approx(est.log_joint_, rel=1e-9)

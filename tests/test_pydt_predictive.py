@@ -150,17 +150,20 @@ def test_estimator_averages_the_trees_of_its_samples():
     X, _ = rt.sample_pydt(15, 2, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=3)
     est = rt.PitmanYorDiffusionTree(inference="mcmc", n_iter=30, thin=5, random_state=1).fit(X)
     Y = np.array([[0.0, 0.0], [1.0, -2.0], [5.0, 5.0]])
+    # The model sees the rows centred and scaled; densities come back in X's units.
+    center, scale = X.mean(axis=0), np.sqrt(X.var(axis=0).mean())
+    Z, W = (X - center) / scale, (Y - center) / scale
     per_tree = []
     for tree, (alpha, beta, c, sigma2) in zip(
         est.samples_, est.sample_hyperparameters_, strict=True
     ):
-        log_w, means, variances, _ = predictive_components(X, tree, alpha, beta, c, sigma2)
+        log_w, means, variances, _ = predictive_components(Z, tree, alpha, beta, c, sigma2)
         comp = np.exp(log_w)[None, :] * np.prod(
-            np.exp(-((Y[:, None, :] - means[None]) ** 2) / (2 * variances[None, :, None]))
+            np.exp(-((W[:, None, :] - means[None]) ** 2) / (2 * variances[None, :, None]))
             / np.sqrt(2 * np.pi * variances[None, :, None]),
             axis=2,
         )
-        per_tree.append(comp.sum(axis=1))
+        per_tree.append(comp.sum(axis=1) / scale**2)
     np.testing.assert_allclose(np.exp(est.score_samples(Y)), np.mean(per_tree, axis=0), rtol=1e-10)
     assert est.score(Y) == pytest.approx(np.mean(np.log(np.mean(per_tree, axis=0))))
 

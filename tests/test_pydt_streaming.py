@@ -63,7 +63,9 @@ def assert_valid_diffusion_tree(tree: rt.Tree, n: int) -> None:
 
 
 def assert_log_joint(est: rt.PitmanYorDiffusionTree, X: np.ndarray) -> None:
-    """``log_joint_`` against the prior plus the likelihood in covariance form."""
+    """``log_joint_`` against the prior plus the likelihood in covariance form, of the rows
+    as the model sees them (scaled as the first fit's ``center_`` and ``scale_`` say)."""
+    X = (X - est.center_) / est.scale_
     tree = est.tree_
     prior = rt.pydt_log_prior(tree, alpha=est.alpha_, beta=est.beta_, c=est.c_)
     lik = covariance_log_likelihood(X, tree, est.sigma2_)
@@ -255,7 +257,13 @@ def test_one_new_row_joins_where_the_posterior_puts_it() -> None:
     row = np.array([[0.35, -0.1]])
     X3 = np.vstack([X, row])
     est = rt.PitmanYorDiffusionTree(
-        n_iter=2, learn_hyperparameters=False, partial_fit_sweeps=0, alpha=0.8, beta=0.3, c=1.4
+        n_iter=2,
+        learn_hyperparameters=False,
+        partial_fit_sweeps=0,
+        alpha=0.8,
+        beta=0.3,
+        c=1.4,
+        scale=None,
     )
     est.set_params(sigma2=0.5).fit(X)
     t_root = float(est.tree_.heights[est.tree_.root])

@@ -32,9 +32,11 @@ from ._validation import (
     check_new_rows,
     check_real,
     check_seed,
+    column_variances,
     feature_names,
     is_int,
     set_feature_names,
+    unit_variances,
     warn_column_scales,
 )
 from .coalescent import tree_from_nested
@@ -487,6 +489,38 @@ def _linkage_start(X: np.ndarray) -> Any:
     return Tree(n, internal, times)._structure
 
 
+#: The values of ``scale`` besides None.
+_SCALES = ("auto", "columns")
+
+
+def _check_scale(scale: Any) -> str | None:
+    if scale is None:
+        return None
+    return check_choice(scale, "scale", _SCALES)
+
+
+def _scaling(X: np.ndarray, scale: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(center, unit)`` of each column under ``scale`` (see ``PitmanYorDiffusionTree``)."""
+    d = X.shape[1]
+    if scale is None:
+        with np.errstate(all="ignore"):
+            variances = np.var(X, axis=0)
+        warn_column_scales(variances, "the diffusion tree with scale=None", stacklevel=3)
+        return np.zeros(d), np.ones(d)
+    if scale == "columns":
+        var, ok = column_variances(X)
+        var = np.where(ok, var, 1.0)
+    else:
+        var, _ = unit_variances(X)
+    with np.errstate(all="ignore"):
+        center = X.mean(axis=0)
+    if not np.isfinite(center).all():
+        raise NumericalError(
+            "the columns' means are not finite in double precision; rescale the data"
+        )
+    return center, np.sqrt(var)
+
+
 class PitmanYorDiffusionTree(ClusterEstimator):
     r"""Density modelling and hierarchical clustering with the Pitman–Yor diffusion tree.
 
@@ -496,8 +530,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
     (location 0 at :math:`t = 0`) to the data at :math:`t = 1`. Branch points may have any
     number of branches: ``alpha`` and ``beta`` set how readily a point opens a new branch
     at an existing branch point, ``c`` how early points diverge (:math:`a(t) = c/(1 - t)`).
-    The model is not translation invariant: centre the data (and scale them so that
-    ``sigma2`` near 1 is sensible, e.g. unit variance per column) before fitting.
+    The model is not translation invariant and has one variance for every column, so by
+    default (``scale="auto"``) the columns are centred and put on a common unit first.
 
     Parameters
     ----------
@@ -507,7 +541,22 @@ class PitmanYorDiffusionTree(ClusterEstimator):
     c : float, default=1.0
         The divergence constant :math:`c > 0` (starting value when learnt).
     sigma2 : float, default=1.0
-        The Brownian variance per unit time (starting value when learnt).
+        The Brownian variance per unit time (starting value when learnt), in the units of
+        the scaled rows (see ``scale``).
+    scale : {"auto", "columns"} or None, default="auto"
+        The Gaussian likelihood's rows are ``(X - center_) / scale_``: the model's root is
+        at the origin and its diffusion has one variance for every column, so rows as given
+        would make the tree depend on where each column's zero is and on its unit.
+        ``"auto"``: each column centred on its mean, and all divided by one scale, the root
+        mean of the columns' variances, which keeps the data's geometry (principal
+        components, pixel counts); where the variances differ by more than a factor of
+        10⁴ (columns in different units, such as grams beside millimetres), each column
+        by its own standard deviation, so that no choice of units changes the tree.
+        ``"columns"``: each column centred and divided by its own standard deviation.
+        ``None``: the rows as given (the paper's setting; columns on very different scales
+        get a :class:`~rosetree.DataScaleWarning`). The tree, ``log_joint_`` and the
+        hyperparameters are those of the scaled rows; :meth:`score_samples` gives densities
+        in the units of ``X``. Unused by the probit likelihood, whose rows are 0/1.
     likelihood : {"gaussian", "probit"}, default="gaussian"
         Real-valued rows observed exactly at the leaves (eq 10), or binary rows
         (0/1, NaN for missing) thresholding a latent Gaussian diffusion at 0 (§5.4); the
@@ -597,6 +646,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         factors (the binary ``X``, not the sampler's latent values).
     alpha_, beta_, c_, sigma2_ : float
         The hyperparameters that go with ``tree_``.
+    center_, scale_ : ndarray of shape (n_features,)
+        The rows the model sees are ``(X - center_) / scale_`` (``scale``; zeros and ones
+        for ``scale=None`` and the probit likelihood).
     labels_ : ndarray of shape (n_samples,)
         Flat clusters of ``tree_`` by Bayesian model comparison at each node (the
         Dirichlet-process cut of the rose tree's and the coalescent's default ``labels_``,
@@ -644,6 +696,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         beta: float = 0.2,
         c: float = 1.0,
         sigma2: float = 1.0,
+        scale: str | None = "auto",
         likelihood: str = "gaussian",
         inference: str = "mcmc",
         init: str = "linkage",
@@ -662,6 +715,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.beta = beta
         self.c = c
         self.sigma2 = sigma2
+        self.scale = scale
         self.likelihood = likelihood
         self.inference = inference
         self.init = init
@@ -708,15 +762,16 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         check_choice(self.inference, "inference", _INFERENCES)
         check_choice(self.init, "init", ("linkage", "prior"))
         check_choice(self.subtree_move, "subtree_move", ("auto", "gibbs", "prior"))
+        scale = _check_scale(self.scale)
         probit = self.likelihood == "probit"
         names = feature_names(X)
         X = check_array(X, allow_nan=probit, min_rows=2)
         if probit:
             _check_binary(X)
+            center, unit = np.zeros(X.shape[1]), np.ones(X.shape[1])
         else:
-            with np.errstate(all="ignore"):
-                variances = np.var(X, axis=0)
-            warn_column_scales(variances, "the diffusion tree (one sigma2)", stacklevel=2)
+            center, unit = _scaling(X, scale)
+            X = (X - center) / unit
         alpha, beta = check_real(self.alpha, "alpha"), check_real(self.beta, "beta")
         c, sigma2 = check_real(self.c, "c"), check_real(self.sigma2, "sigma2")
         n_iter = check_count(self.n_iter, "n_iter")
@@ -798,9 +853,25 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             del self.trace_, self.acceptance_rate_
             _refuse_log_joint()
         self.n_features_in_ = X.shape[1]
+        self.center_, self.scale_ = center, unit
         set_feature_names(self, names)
         self._set_samples(X, samples, best, probit)
         return self
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Estimators pickled before these settings existed behave as they were fitted.
+        state.setdefault("partial_fit_sweeps", 10)
+        state.setdefault("scale", None)
+        if "n_features_in_" in state and "center_" not in state:
+            d = int(state["n_features_in_"])
+            state["center_"], state["scale_"] = np.zeros(d), np.ones(d)
+        self.__dict__.update(state)
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
+        """New rows as the fitted model sees them."""
+        if self.likelihood == "probit":
+            return X
+        return cast("np.ndarray", (X - self.center_) / self.scale_)
 
     def _set_samples(self, X: np.ndarray, samples: list[Any], best: int, probit: bool) -> None:
         """Every fitted attribute but the trace from the core's ``samples``, best ``best``."""
@@ -895,6 +966,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         X_new = check_new_rows(self, X, allow_nan=probit)
         if probit:
             _check_binary(X_new)
+        else:
+            X_new = self._scaled(X_new)
         sweeps = check_int(self.partial_fit_sweeps, "partial_fit_sweeps", low=0)
         if not options["mcmc"]:
             sweeps = 0
@@ -946,7 +1019,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         """
         self._check_fitted()
         probit = self.likelihood == "probit"
-        X = check_new_rows(self, X, allow_nan=probit)
+        X = self._scaled(check_new_rows(self, X, allow_nan=probit))
         if self._flat is None:
             return np.ones((X.shape[0], 1))
         columns = self._flat_columns
@@ -960,7 +1033,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         the divergence-time law there) or at a branch point, and from there runs alone to
         :math:`t = 1`, its location Gaussian given the data by belief propagation. Each
         tree gives a normalised mixture of Gaussians; the density is their average over
-        ``samples_`` (uniform weights).
+        ``samples_`` (uniform weights). It is computed for the scaled row
+        ``(x - center_) / scale_`` and given in the units of ``X`` (minus
+        :math:`\sum_j \ln` ``scale_[j]``).
 
         Parameters
         ----------
@@ -981,7 +1056,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 "score_samples needs the Gaussian likelihood; binary rows have no density",
                 "likelihood",
             )
-        X = check_new_rows(self, X, allow_nan=False)
+        X = self._scaled(check_new_rows(self, X, allow_nan=False))
         terms = np.empty((len(self.samples_), X.shape[0]))
         for i, (tree, (alpha, beta, c, sigma2)) in enumerate(
             zip(self.samples_, self.sample_hyperparameters_, strict=True)
@@ -992,7 +1067,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             terms[i] = _mixture_log_density(X, log_w, means, variances)
         top = terms.max(axis=0)
         with np.errstate(invalid="ignore"):
-            out = top + np.log(np.exp(terms - top).mean(axis=0))
+            # The density of the scaled row, times the Jacobian of the scaling.
+            out = top + np.log(np.exp(terms - top).mean(axis=0)) - np.log(self.scale_).sum()
         if not np.all(np.isfinite(out)):
             # The density of a finite row is positive and finite: what is not was rounded.
             row = int(np.flatnonzero(~np.isfinite(out))[0])
