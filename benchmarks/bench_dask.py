@@ -1,8 +1,9 @@
 """rosetree.dask on a LocalCluster against the single-machine approximate fit.
 
-Binary rows (d = 64) from the hierarchical prototype generator of ``bench_brt.py``
-(4 super-prototypes → 12 prototypes, 10 % of the bits flipped), generated chunk by chunk
-on the workers (each chunk from its own seed, so nothing is read or sent from the client).
+Binary rows (d = 64, ``bool``, a byte an entry) from the hierarchical prototype generator
+of ``bench_brt.py`` (4 super-prototypes → 12 prototypes, 10 % of the bits flipped),
+generated chunk by chunk on the workers (each chunk from its own seed, so nothing is read or
+sent from the client).
 Compared, on the same rows:
 
 - ``rosetree.dask.BayesianRoseTree(BetaBernoulli(1, 1))`` on a ``LocalCluster`` of
@@ -55,11 +56,14 @@ def hierarchy(d: int = D, seed: int = SEED) -> np.ndarray:
 
 
 def block(k: int, rows: int, d: int = D, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
-    """Chunk ``k``: ``rows`` rows and their prototype labels, from the chunk's own seed."""
+    """Chunk ``k``: ``rows`` ``bool`` rows and their prototype labels, from its own seed.
+
+    The rose tree reads ``bool`` rows in place and keeps them so on the workers.
+    """
     rng = np.random.default_rng([seed, k])
     y = rng.integers(12, size=rows)
     X = hierarchy(d, seed)[y] ^ (rng.random((rows, d)) < 0.1)
-    return X.astype(np.float64), y
+    return X, y
 
 
 #: Columns of the coalescent's real-valued rows.
@@ -234,7 +238,7 @@ def distributed_fit(n: int, chunk: int, workers: int, args: argparse.Namespace) 
         X = da.map_blocks(
             lambda block_id=None: block(block_id[0], sizes[block_id[0]])[0],
             chunks=(tuple(sizes), (D,)),
-            dtype=np.float64,
+            dtype=np.bool_,
         )
         y = da.map_blocks(
             lambda block_id=None: block(block_id[0], sizes[block_id[0]])[1],

@@ -153,6 +153,22 @@ def test_same_seed_same_tree_for_any_chunking_and_workers(client):
     assert rtd.BayesianRoseTree(**kw).fit(X).tree_.children != ref.tree_.children
 
 
+def test_bool_rows_stay_bool_on_the_workers_and_give_the_same_tree(client):
+    X = hierarchical(2000, seed=6)
+    kw = dict(model=rt.BetaBernoulli(), random_state=11, chunk_rows=500, **SMALL)
+    ref = rtd.BayesianRoseTree(**kw).fit(X)
+    packed = rtd.BayesianRoseTree(**kw).fit(X.astype(bool))
+    assert packed.n_parts_ > 1
+    assert packed.tree_.children == ref.tree_.children
+    assert packed.log_evidence_ == pytest.approx(ref.log_evidence_, rel=1e-12)
+    rows = da.from_array(X[:300].astype(bool), chunks=100)
+    np.testing.assert_array_equal(packed.predict(rows).compute(), ref.predict(X[:300]).compute())
+    # The rows a worker keeps for its parts: a byte an entry, not eight.
+    _, kept = rtd._piece(X[:10].astype(bool), 0, 0, 24, np.dtype(bool), False, None, True)
+    assert kept.dtype == np.bool_
+    np.testing.assert_array_equal(kept, X[:10])
+
+
 def test_workers_restarted_mid_fit_do_not_change_the_tree(client, monkeypatch):
     X = hierarchical(1600, seed=3)
     kw = dict(model=rt.BetaBernoulli(), chunk_rows=400, random_state=2, **SMALL)

@@ -145,9 +145,20 @@ def _located(exc: RoseTreeError, ids: np.ndarray, chunks: _Chunks) -> RoseTreeEr
 
 # ---------------------------------------------------------------------- worker tasks
 def _piece(
-    block: Any, k: int, start: int, n_features: int, dtype: Any, allow_nan: bool, keep: Any
+    block: Any,
+    k: int,
+    start: int,
+    n_features: int,
+    dtype: Any,
+    allow_nan: bool,
+    keep: Any,
+    compact: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Chunk ``k`` (rows from ``start``) as ``(global ids, float64 rows)``, checked."""
+    """Chunk ``k`` (rows from ``start``) as ``(global ids, float64 rows)``, checked.
+
+    ``compact``: ``bool`` rows stay ``bool`` (a byte an entry, where float64 takes eight),
+    for a rose tree's parts, whose fit reads them in place.
+    """
     where = f"chunk {k} (rows {start}..{start + len(block)})"
     block = np.asarray(block)
     if block.dtype != dtype:
@@ -157,6 +168,9 @@ def _piece(
         )
     if block.ndim != 2 or block.shape[1] != n_features:
         raise InvalidDataError(f"{where} has shape {block.shape}; expected {n_features} columns")
+    if compact and block.dtype == np.bool_:
+        rows = block if keep is None else block[:, keep]
+        return np.arange(start, start + len(rows), dtype=np.int64), np.ascontiguousarray(rows)
     rows = np.ascontiguousarray(block, dtype=np.float64)
     bad = np.isinf(rows) if allow_nan else ~np.isfinite(rows)
     if bad.any():
@@ -201,6 +215,11 @@ def _worker_params(params: dict[str, Any]) -> Any:
     return _core.BrtParams(**params, n_jobs=threads)
 
 
+def _f64(rows: np.ndarray) -> np.ndarray:
+    """Rows as float64 (no copy if they are), for the core's functions that read float64."""
+    return np.ascontiguousarray(rows, dtype=np.float64)
+
+
 def _in_row_order(sample: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A sample ``(keys, ids, rows)`` sorted by row."""
     keys, ids, rows = sample
@@ -220,7 +239,8 @@ def _split(
     spec = model._spec()
     tree = _core.fit_brt(rows, spec, _worker_params(params)).tree()
     groups = _core.brt_top_clusters(tree)
-    return tree.tree().children(), groups, list(_core.brt_node_stats(rows, spec, tree, groups))
+    stats = _core.brt_node_stats(_f64(rows), spec, tree, groups)
+    return tree.tree().children(), groups, list(stats)
 
 
 def _route(
@@ -233,7 +253,7 @@ def _route(
     ids, rows = piece
     group_stats = split[2]
     try:
-        log_pred = _core.brt_cluster_log_predictive(rows, model._spec(), group_stats)
+        log_pred = _core.brt_cluster_log_predictive(_f64(rows), model._spec(), group_stats)
     except RoseTreeError as exc:
         raise _located(exc, ids, chunks) from None
     # argmax takes the first of tied groups, as the single-machine search does.
@@ -280,10 +300,10 @@ def _fit_part(
     spec = model._spec()
     try:
         if len(ids) == 1:
-            return None, ids, _core.brt_node_stats(rows, spec, None, [0])[0], 1
+            return None, ids, _core.brt_node_stats(_f64(rows), spec, None, [0])[0], 1
         tree = _core.fit_brt(rows, spec, _worker_params(params)).tree()
         n_nodes = len(tree.tree().children())
-        stats = _core.brt_node_stats(rows, spec, tree, [n_nodes - 1])[0]
+        stats = _core.brt_node_stats(_f64(rows), spec, tree, [n_nodes - 1])[0]
     except RoseTreeError as exc:
         raise _located(exc, ids, chunks) from None
     return tree, ids, stats, n_nodes
@@ -292,7 +312,7 @@ def _fit_part(
 def _part_node_stats(
     part: tuple[np.ndarray, np.ndarray], model: ClusterModel, tree: Any, nodes: list[int]
 ) -> list[np.ndarray]:
-    return list(_core.brt_node_stats(part[1], model._spec(), tree, nodes))
+    return list(_core.brt_node_stats(_f64(part[1]), model._spec(), tree, nodes))
 
 
 def _predict_block(
@@ -860,7 +880,7 @@ class BayesianRoseTree(_SplitFit):
         def pieces_of(keep: Any) -> list[Any]:
             starts = chunks.starts
             tasks = [
-                delayed(_piece, pure=True)(b, k, starts[k], d, dtype, allow_nan, keep)
+                delayed(_piece, pure=True)(b, k, starts[k], d, dtype, allow_nan, keep, True)
                 for k, b in enumerate(X.to_delayed().ravel())
             ]
             return list(client.compute(tasks))
@@ -886,7 +906,7 @@ class BayesianRoseTree(_SplitFit):
         if n > self.part_rows:
             top = local.tree_._core
             groups = _core.brt_top_clusters(top)
-            stats = list(_core.brt_node_stats(sample, model._spec(), top, groups))
+            stats = list(_core.brt_node_stats(_f64(sample), model._spec(), top, groups))
             root.split = (top.tree().children(), groups, stats)
         self._expand(client, root, model, chunks)
         parts: list[tuple[Any, Any]] = []
@@ -994,7 +1014,7 @@ def _resolved(model: ClusterModel, sample: np.ndarray) -> ClusterModel:
     """``model`` with its data-driven defaults filled in from ``sample``."""
     import dataclasses
 
-    values = dict(_core.resolved_model(sample, model._spec()))
+    values = dict(_core.resolved_model(_f64(sample), model._spec()))
     values.pop("hyperparameters", None)
     # Only the defaults are filled in: given values stay as given.
     values = {
