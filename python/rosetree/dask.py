@@ -1239,12 +1239,17 @@ class KingmanCoalescent(_SplitFit):
        :attr:`log_joint_` is the exact :math:`\ln p(x, \pi)` (eq 7) of :attr:`tree_`.
 
     The model is the same on every machine: ``Lambda="auto"`` (one rate, the mean of the
-    columns' variances) is computed **from the sample**, as are the flat clusters'
+    columns' variances, or each column's own for columns in different units) is computed
+    **from the sample**, as are the flat clusters'
     standardization and cluster-model defaults; whether any entry is missing, the columns
     with no observed entry and the multinomial's categories and equilibrium frequencies
     come from a reduction over **all** chunks on the workers (a category that only a few
     rows have must still be a state). With at most ``sample_size`` rows the sample is every
-    row, and the fit is the single-machine ``KingmanCoalescent(approximate=True)``'s.
+    row, and the tree is the single-machine ``KingmanCoalescent(approximate=True)``'s. The
+    flat clusters' model is :class:`~rosetree.NormalGamma` on the standardized columns
+    (the single-machine estimator chooses between it and
+    :class:`~rosetree.NormalInverseWishart` on its fitted tree, which the parts' flat
+    trees would need before the tree exists).
 
     Parameters
     ----------
