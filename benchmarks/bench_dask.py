@@ -156,7 +156,19 @@ def coalescent_distributed_fit(n: int, chunk: int, workers: int, args: argparse.
 
 
 def peak_mib() -> float:
-    """Peak resident memory of this process, MiB (Linux reports KiB)."""
+    """Peak resident memory of this process, MiB.
+
+    Linux's ``VmHWM``, the peak of the process's own memory since it started its program:
+    ``ru_maxrss`` keeps the peak of the process it was forked from across ``exec`` (a
+    spawned child reported its parent's 8.5 GiB). Elsewhere ``ru_maxrss`` (KiB on Linux).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
