@@ -41,7 +41,9 @@ Data (seeded):
 ``--join-rule`` picks how ``KingmanCoalescent.partial_fit`` places a row (a private
 setting of the estimator, ``_join_rule``): ``density``, the MAP join point (the default),
 or ``mass``, the branch of the largest predictive probability. ``--repair`` turns on the
-re-placement of the leaves next to each new row (``_repair``, off by default).
+re-placement of the leaves next to each new row (``_repair``, off by default);
+``--no-balance`` turns off the balanced placement of a row that joins a block of nodes of
+one time (``_balance``, on by default).
 
 Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
 cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
@@ -122,7 +124,13 @@ def load_real(family: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_coalescent(
-    family: str, n0: int, k: int, batch: int, join_rule: str = "density", repair: bool = False
+    family: str,
+    n0: int,
+    k: int,
+    batch: int,
+    join_rule: str = "density",
+    repair: bool = False,
+    balance: bool = True,
 ) -> dict[str, Any]:
     """Kingman's coalescent: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
@@ -132,6 +140,7 @@ def run_coalescent(
     est = rt.KingmanCoalescent(n_jobs=1)
     est._join_rule = join_rule
     est._repair = repair
+    est._balance = balance
     t0 = time.perf_counter()
     est.fit(X[:n0])
     fit_first = time.perf_counter() - t0
@@ -149,6 +158,7 @@ def run_coalescent(
         "family": family,
         "join_rule": join_rule,
         "repair": repair,
+        "balance": balance,
         "n0": n0,
         "k": k,
         "batch": batch,
@@ -229,12 +239,13 @@ def run(
     approximate: bool,
     join_rule: str = "density",
     repair: bool = False,
+    balance: bool = True,
 ) -> dict[str, Any]:
     """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
 
     if family.startswith("coalescent"):
-        return run_coalescent(family, n0, k, batch, join_rule, repair)
+        return run_coalescent(family, n0, k, batch, join_rule, repair, balance)
 
     X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
@@ -305,6 +316,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         action="store_true",
         help="KingmanCoalescent.partial_fit re-places the leaves next to each new row",
     )
+    parser.add_argument(
+        "--no-balance",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit stacks rows that join a block of one time",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     sizes = FULL if args.full else SMALL
@@ -326,6 +342,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 approximate=args.full,
                 join_rule=args.join_rule,
                 repair=args.repair,
+                balance=not args.no_balance,
             )
         )
         print(json.dumps(results[-1]), file=sys.stderr)

@@ -123,6 +123,31 @@ def test_other_placements_give_purity_one_and_the_same_tree_again(rule, repair):
     np.testing.assert_array_equal(trees[0].heights, trees[1].heights)
 
 
+def test_rows_joining_at_one_time_grow_a_balanced_subtree_of_the_same_log_joint():
+    """Copies of a row within the noise join at t = 0, one after another: anywhere in the
+    block of that time is as good (same ln p); balanced (the default) they grow a subtree
+    of ⌈log₂ 61⌉ = 6 levels, stacked (``_balance = False``) a chain of 60."""
+    X, _ = blobs(20, 2, 3, 17)
+    copies = X[0] + 1e-3 * np.random.default_rng(18).normal(size=(60, 3))
+    X_all = np.vstack([X, copies])
+    depth_before = rt.KingmanCoalescent(Lambda=1.0).fit(X).tree_.depth()
+    runs = {}
+    for balance in (True, False):
+        est = rt.KingmanCoalescent(Lambda=1.0).fit(X)
+        est._balance = balance
+        est.partial_fit(copies[:25]).partial_fit(copies[25:])
+        assert_valid_coalescent_tree(est.tree_, 80)
+        assert est.log_joint_ == pytest.approx(
+            rt.coalescent_log_joint(X_all, est.tree_, Lambda=1.0, noise=est.noise_), rel=1e-12
+        )
+        h = np.asarray(est.tree_.heights)
+        assert (h[[int(est.tree_.parent[i]) for i in range(20, 80)]] == 0).all()
+        runs[balance] = est
+    assert runs[True].log_joint_ == pytest.approx(runs[False].log_joint_, rel=1e-12)
+    assert runs[False].tree_.depth() >= 60
+    assert runs[True].tree_.depth() <= depth_before + 6
+
+
 def test_streaming_categories_gives_purity_one():
     rng = np.random.default_rng(4)
     protos = rng.integers(4, size=(3, 24))

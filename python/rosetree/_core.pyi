@@ -324,6 +324,7 @@ def coalescent_insert(
     root: float | None,
     noise: float = 0.0,
     join_rule: str = "density",
+    balance: bool = True,
     repair: bool = False,
 ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(

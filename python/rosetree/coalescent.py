@@ -349,6 +349,9 @@ class KingmanCoalescent(ClusterEstimator):
     #: Whether :meth:`partial_fit` re-places the leaves next to each new row (a benchmark
     #: setting; off: it raised ln p but not purity or depth, see ``BENCHMARKS.md``).
     _repair: bool = False
+    #: Whether a row that joins a block of nodes of one time goes down to the block's
+    #: shallowest child (same ln p; a benchmark setting, on: see ``BENCHMARKS.md``).
+    _balance: bool = True
 
     def __init__(
         self,
@@ -548,6 +551,7 @@ class KingmanCoalescent(ClusterEstimator):
             X_all,
             self.tree_._structure,
             join_rule=self._join_rule,
+            balance=self._balance,
             repair=self._repair,
             **self._model_options,
         )

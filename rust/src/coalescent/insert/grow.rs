@@ -26,6 +26,8 @@
 //! merge time it spans in the [`Predictor`](super::super::predict::Predictor)'s quadrature; the
 //! branch probabilities agree with a dense integration to about 3 % (the tests).
 
+use std::collections::HashMap;
+
 use gauss_quad::{GaussLaguerre, GaussLegendre};
 
 use super::super::predict::{Hazard, new_root_log_f};
@@ -68,6 +70,8 @@ pub(super) struct Growing<'m, M: MessageModel> {
     /// `O_c`: the message at `c`'s parent's time from everything outside `c`'s subtree
     /// (the root: its prior); valid after [`Growing::downward`].
     out: Vec<M::Message>,
+    /// Edges from each node down to its farthest leaf, kept up to date with `up`.
+    levels: Vec<usize>,
     root: usize,
     hazard: Hazard,
     /// The arena id of each leaf, in row order.
@@ -88,11 +92,13 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         let n = tree.n_leaves();
         let mut up = leaves;
         let mut children = vec![None; n];
+        let mut levels = vec![0; n];
         for (v, node) in nodes.iter().enumerate().skip(n) {
             let [a, b] = node.children[..] else {
                 unreachable!("checked: the tree is binary")
             };
             up.push(merged(model, (&up[a], h[a]), (&up[b], h[b]), h[v]));
+            levels.push(1 + levels[a].max(levels[b]));
             children.push(Some([a, b]));
         }
         let legendre = GaussLegendre::new(PIECE_ORDER.try_into().expect("order > 0"))
@@ -113,6 +119,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
             time: h.to_vec(),
             out: vec![model.root_message(); nodes.len()],
             up,
+            levels,
             root: tree.root(),
             hazard: Hazard::of_events(h[n..].to_vec(), n),
             leaves: (0..n).collect(),
@@ -367,6 +374,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         self.children.extend([None, None]);
         self.time.extend([0.0, t]);
         self.up.extend([leaf.clone(), leaf]);
+        self.levels.extend([0, 0]);
         self.out
             .extend([self.model.root_message(), self.model.root_message()]);
         self.leaves.push(l);
@@ -422,7 +430,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         kids[slot] = new;
     }
 
-    /// Recomputes the upward messages from `v` to the root.
+    /// Recomputes the upward messages (and the levels) from `v` to the root.
     fn update_up_from(&mut self, mut above: Option<usize>) {
         while let Some(v) = above {
             let [a, b] = self.children[v].expect("an internal node");
@@ -432,7 +440,67 @@ impl<'m, M: MessageModel> Growing<'m, M> {
                 (&self.up[b], self.time[b]),
                 self.time[v],
             );
+            self.levels[v] = 1 + self.levels[a].max(self.levels[b]);
             above = self.parent[v];
+        }
+    }
+
+    /// Where in a block of nodes of equal time a join at that time goes: for a join on the
+    /// branch above `c` at time `t` that is `c`'s own time (`c` internal) or its parent's,
+    /// the node below the join is free to be any child of the block, the connected set of
+    /// internal nodes at exactly `t` that `c` or its parent belongs to. Every such place
+    /// resolves the same multifurcation at `t` (the block's children and the row), so
+    /// `ln p(x, π)` is the same (the likelihood multiplies the same messages at one time
+    /// and the prior sees the same merge times). This returns the child `u` of the block
+    /// where the tree stays shallowest, the least `depth of u below the block's top +
+    /// levels below u` (the first child on a tie), so that rows that join a block one after
+    /// another (rows within the noise of each other or of a cluster fitted at one time)
+    /// make a balanced subtree rather than a chain. Any other join, `c` itself.
+    /// `O(size of the block + depth)`.
+    pub(super) fn tie_join(&self, c: usize, t: f64) -> usize {
+        let at_t = |v: usize| self.children[v].is_some() && self.time[v] == t;
+        let start = if at_t(c) {
+            c
+        } else {
+            match self.parent[c] {
+                Some(p) if at_t(p) => p,
+                _ => return c,
+            }
+        };
+        let mut top = start;
+        while let Some(p) = self.parent[top].filter(|&p| at_t(p)) {
+            top = p;
+        }
+        // The block, parents before children; then, children first, each block node's
+        // least levels to the bottom of the tree through a child of the block.
+        let mut block = vec![top];
+        let mut i = 0;
+        while i < block.len() {
+            let [a, b] = self.children[block[i]].expect("a block node is internal");
+            block.extend([a, b].into_iter().filter(|&k| at_t(k)));
+            i += 1;
+        }
+        let mut least: HashMap<usize, usize> = HashMap::with_capacity(block.len());
+        let cost = |least: &HashMap<usize, usize>, k: usize| {
+            least.get(&k).copied().unwrap_or(self.levels[k])
+        };
+        for &v in block.iter().rev() {
+            let [a, b] = self.children[v].expect("a block node is internal");
+            let value = 1 + cost(&least, a).min(cost(&least, b));
+            least.insert(v, value);
+        }
+        let mut v = top;
+        loop {
+            let [a, b] = self.children[v].expect("a block node is internal");
+            let next = if cost(&least, b) < cost(&least, a) {
+                b
+            } else {
+                a
+            };
+            if !least.contains_key(&next) {
+                return next;
+            }
+            v = next;
         }
     }
 
@@ -453,11 +521,18 @@ impl<'m, M: MessageModel> Growing<'m, M> {
     /// without it, and moves it there if that raises `ln p(x, π)` (the join density is the
     /// ratio of `p(x, π)` with and without the leaf, so the gain is the difference of the
     /// densities at the new and the old join); otherwise puts it back. Returns whether it
-    /// moved. `O(n · (d + log n))`, as an insertion.
+    /// moved. With `balance`, the move goes where [`Growing::tie_join`] puts it.
+    /// `O(n · (d + log n))`, as an insertion.
     ///
     /// # Errors
     /// As [`Growing::best_join`].
-    pub(super) fn repair(&mut self, u: usize, rule: JoinRule, index: usize) -> Result<bool> {
+    pub(super) fn repair(
+        &mut self,
+        u: usize,
+        rule: JoinRule,
+        balance: bool,
+        index: usize,
+    ) -> Result<bool> {
         let leaf = self.up[u].clone();
         let j = self.parent[u].expect("a leaf of a tree of two or more leaves");
         let (s, t_old) = self.detach(u);
@@ -466,6 +541,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         let (c, t, _) = self.best_join(&leaf, rule, index)?;
         let new = self.log_density(c, t, &leaf);
         if new > old + 1e-9 * (1.0 + old.abs()) {
+            let c = if balance { self.tie_join(c, t) } else { c };
             self.attach(u, j, c, t);
             return Ok(true);
         }
