@@ -43,7 +43,8 @@ setting of the estimator, ``_join_rule``): ``density``, the MAP join point (the 
 or ``mass``, the branch of the largest predictive probability. ``--repair`` turns on the
 re-placement of the leaves next to each new row (``_repair``, off by default);
 ``--no-balance`` turns off the balanced placement of a row that joins a block of nodes of
-one time (``_balance``, on by default).
+one time (``_balance``, on by default); ``--retime`` moves the nodes on each new row's
+path to the root to the times that raise ln p (``_retime``, off by default).
 
 Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
 cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
@@ -131,6 +132,7 @@ def run_coalescent(
     join_rule: str = "density",
     repair: bool = False,
     balance: bool = True,
+    retime: bool = False,
 ) -> dict[str, Any]:
     """Kingman's coalescent: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
@@ -141,6 +143,7 @@ def run_coalescent(
     est._join_rule = join_rule
     est._repair = repair
     est._balance = balance
+    est._retime = retime
     t0 = time.perf_counter()
     est.fit(X[:n0])
     fit_first = time.perf_counter() - t0
@@ -159,6 +162,7 @@ def run_coalescent(
         "join_rule": join_rule,
         "repair": repair,
         "balance": balance,
+        "retime": retime,
         "n0": n0,
         "k": k,
         "batch": batch,
@@ -240,12 +244,13 @@ def run(
     join_rule: str = "density",
     repair: bool = False,
     balance: bool = True,
+    retime: bool = False,
 ) -> dict[str, Any]:
     """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
 
     if family.startswith("coalescent"):
-        return run_coalescent(family, n0, k, batch, join_rule, repair, balance)
+        return run_coalescent(family, n0, k, batch, join_rule, repair, balance, retime)
 
     X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
@@ -321,6 +326,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         action="store_true",
         help="KingmanCoalescent.partial_fit stacks rows that join a block of one time",
     )
+    parser.add_argument(
+        "--retime",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit re-times the nodes on each new row's path",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     sizes = FULL if args.full else SMALL
@@ -343,6 +353,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 join_rule=args.join_rule,
                 repair=args.repair,
                 balance=not args.no_balance,
+                retime=args.retime,
             )
         )
         print(json.dumps(results[-1]), file=sys.stderr)

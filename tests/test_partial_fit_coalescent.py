@@ -148,6 +148,37 @@ def test_rows_joining_at_one_time_grow_a_balanced_subtree_of_the_same_log_joint(
     assert runs[True].tree_.depth() <= depth_before + 6
 
 
+@pytest.mark.parametrize("likelihood", ["brownian", "multinomial"])
+def test_retimed_paths_keep_the_invariants(likelihood):
+    """With ``_retime`` the nodes on each new row's path move to better times: the tree
+    stays a valid coalescent tree holding the old tree's clusters, its ln p is that of the
+    tree over all rows (written out in covariance form for Brownian motion), and it is
+    above the tree grown without the moves on these rows."""
+    if likelihood == "brownian":
+        X, _ = blobs(40, 3, 3, 19, scale=3.0)
+    else:
+        X = np.random.default_rng(19).integers(3, size=(40, 5)).astype(float)
+    options = {"likelihood": likelihood, "Lambda": 1.5}
+    if likelihood == "brownian":
+        options["root"] = 2.0
+    runs = {}
+    for retime in (False, True):
+        est = rt.KingmanCoalescent(**options).fit(X[:15])
+        old = leaf_sets(est.tree_)
+        est._retime = retime
+        est.partial_fit(X[15:28]).partial_fit(X[28:])
+        assert_valid_coalescent_tree(est.tree_, 40)
+        grown = {frozenset(i for i in s if i < 15) for s in leaf_sets(est.tree_).values()}
+        assert set(old.values()) <= grown
+        kwargs = {**options, "noise": est.noise_}
+        assert est.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, est.tree_, **kwargs))
+        if likelihood == "brownian":
+            expected = covariance_log_joint(X, est.tree_, 1.5, 2.0, est.noise_)
+            assert est.log_joint_ == pytest.approx(expected, rel=1e-9)
+        runs[retime] = est.log_joint_
+    assert runs[True] > runs[False]
+
+
 def test_streaming_categories_gives_purity_one():
     rng = np.random.default_rng(4)
     protos = rng.integers(4, size=(3, 24))

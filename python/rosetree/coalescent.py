@@ -352,6 +352,9 @@ class KingmanCoalescent(ClusterEstimator):
     #: Whether a row that joins a block of nodes of one time goes down to the block's
     #: shallowest child (same ln p; a benchmark setting, on: see ``BENCHMARKS.md``).
     _balance: bool = True
+    #: Whether :meth:`partial_fit` moves the nodes on each new row's path to the root to
+    #: the times that raise ln p (a benchmark setting; see ``BENCHMARKS.md``).
+    _retime: bool = False
 
     def __init__(
         self,
@@ -553,6 +556,7 @@ class KingmanCoalescent(ClusterEstimator):
             join_rule=self._join_rule,
             balance=self._balance,
             repair=self._repair,
+            retime=self._retime,
             **self._model_options,
         )
         tree = _wrap(structure)

@@ -92,6 +92,11 @@ pub struct Growth {
     /// costing as much as an insertion. It raised the log joint on real data but neither
     /// purity nor depth (`BENCHMARKS.md`), so it is off by default.
     pub repair: bool,
+    /// After each row joins, the nodes on the path from its join node's parent to the
+    /// root are each moved, bottom up, to the time that maximises `ln p(x, π)` with the
+    /// rest of the tree held, when that raises it (Brent's method between the node's
+    /// parent's and children's times). Off by default.
+    pub retime: bool,
 }
 
 impl Default for Growth {
@@ -100,6 +105,7 @@ impl Default for Growth {
             rule: JoinRule::MaxDensity,
             balance: true,
             repair: false,
+            retime: false,
         }
     }
 }
@@ -333,6 +339,7 @@ pub fn insert_rows_with<M: MessageModel>(
         rule,
         balance,
         repair,
+        retime,
     } = growth;
     check_timed_tree(tree)?;
     if leaves.len() != tree.n_leaves() {
@@ -357,6 +364,13 @@ pub fn insert_rows_with<M: MessageModel>(
             node
         };
         let (_, j) = growing.insert(node, time, row.0.clone());
+        if retime {
+            let mut above = growing.parent_of(j);
+            while let Some(v) = above {
+                growing.retime(v);
+                above = growing.parent_of(v);
+            }
+        }
         if repair {
             for u in growing.repair_candidates(j) {
                 growing.repair(u, rule, balance, i)?;

@@ -375,11 +375,82 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         self.time.extend([0.0, t]);
         self.up.extend([leaf.clone(), leaf]);
         self.levels.extend([0, 0]);
-        self.out
-            .extend([self.model.root_message(), self.model.root_message()]);
+        // The new node's outside is the one `c` had: still valid after the join (for
+        // [`Growing::retime`]).
+        let outside = self.out[c].clone();
+        self.out.extend([self.model.root_message(), outside]);
         self.leaves.push(l);
         self.attach(l, j, c, t);
         (l, j)
+    }
+
+    /// The parent of `v` (`None` for the root).
+    pub(super) fn parent_of(&self, v: usize) -> Option<usize> {
+        self.parent[v]
+    }
+
+    /// `ln p(x, π)` as a function of the time `t` of the internal node `v`, up to a
+    /// constant: the normaliser of the messages of `v`'s two children and of its outside
+    /// (`O_v` brought down from the parent's time to `t`; at the root, the root's prior)
+    /// all meeting at `t` (every other normaliser of the tree does not depend on `t`), plus
+    /// the prior's change from `v`'s time `t_v`, `−(H(t) − H(t_v)) − max(t − t_v, 0)` with
+    /// `H(s) = ∫_s^0 k` of the current hazard (moving the merge deeper adds a lineage over
+    /// `(t, t_v)`, moving it up removes one over `(t_v, t)`). Needs `O_v` valid.
+    pub(super) fn time_log_joint(&self, v: usize, t: f64) -> f64 {
+        let model = self.model;
+        let [a, b] = self.children[v].expect("an internal node");
+        let outside = match self.parent[v] {
+            Some(p) => model.propagate(&self.out[v], t - self.time[p]),
+            None => self.out[v].clone(),
+        };
+        let messages = [
+            model.propagate(&self.up[a], self.time[a] - t),
+            model.propagate(&self.up[b], self.time[b] - t),
+            outside,
+        ];
+        let t_v = self.time[v];
+        model.combine(&messages).1 - (self.hazard.at(t) - self.hazard.at(t_v)) - (t - t_v).max(0.0)
+    }
+
+    /// Moves the internal node `v` to the time between its parent's and its children's
+    /// that maximises `ln p(x, π)` with the rest of the tree held ([`Growing::time_log_joint`],
+    /// Brent's method; at the root, down to as far again below the root as the root is
+    /// below its children), when that raises it; returns the gain (0 when it stays).
+    /// Needs `O_v` valid: after [`Growing::downward`], the outside of every node on the
+    /// path from a join to the root stays valid through the join and through moves of the
+    /// nodes below it on that path, so the path can be swept upwards. `O(d)` per
+    /// evaluation, `O(n)` to update the hazard when it moves.
+    pub(super) fn retime(&mut self, v: usize) -> f64 {
+        let [a, b] = self.children[v].expect("an internal node");
+        let t_v = self.time[v];
+        let hi = self.time[a].min(self.time[b]);
+        let lo = match self.parent[v] {
+            Some(p) => self.time[p],
+            None => t_v - (hi - t_v) - 1.0,
+        };
+        if hi <= lo {
+            return 0.0;
+        }
+        let objective = |t: f64| self.time_log_joint(v, t);
+        let base = objective(t_v);
+        let mut best = (base, t_v);
+        let found = super::brent_max(&objective, lo, hi);
+        for t in found.into_iter().chain([lo, hi]) {
+            let value = objective(t);
+            if value > best.0 {
+                best = (value, t);
+            }
+        }
+        let (value, t) = best;
+        let gain = value - base;
+        if gain.is_nan() || gain <= 1e-9 * (1.0 + base.abs()) {
+            return 0.0;
+        }
+        self.hazard.remove(t_v);
+        self.hazard.insert(t);
+        self.time[v] = t;
+        self.update_up_from(Some(v));
+        gain
     }
 
     /// Joins the detached leaf `u` to the branch above `c` at time `t` through the

@@ -477,7 +477,7 @@ fn insertion_is_deterministic() {
     let first = x.slice(ndarray::s![..20, ..]).to_owned();
     let rest = x.slice(ndarray::s![20.., ..]).to_owned();
     let fitted = greedy(&model, first.view());
-    let grow = |rule, repair| {
+    let grow = |rule, repair, retime| {
         insert_rows_with(
             &model,
             &fitted.tree,
@@ -485,20 +485,22 @@ fn insertion_is_deterministic() {
             model.leaf_messages(rest.view()).unwrap(),
             Growth {
                 rule,
-                balance: true,
                 repair,
+                retime,
+                ..Growth::default()
             },
             &|| false,
         )
         .unwrap()
     };
-    for (rule, repair) in [
-        (JoinRule::MaxDensity, true),
-        (JoinRule::MaxDensity, false),
-        (JoinRule::BranchMass, true),
+    for (rule, repair, retime) in [
+        (JoinRule::MaxDensity, true, false),
+        (JoinRule::MaxDensity, false, false),
+        (JoinRule::MaxDensity, false, true),
+        (JoinRule::BranchMass, true, true),
     ] {
-        let (a, ja) = grow(rule, repair);
-        let (b, jb) = grow(rule, repair);
+        let (a, ja) = grow(rule, repair, retime);
+        let (b, jb) = grow(rule, repair, retime);
         assert_eq!(a.tree, b.tree);
         assert_eq!(a.log_joint.to_bits(), b.log_joint.to_bits());
         assert_eq!(ja, jb);
@@ -700,4 +702,52 @@ fn rows_joining_at_one_time_grow_a_balanced_subtree_of_the_same_log_joint() {
     assert_eq!(copies(&stacked.tree), k);
     assert_eq!(copies(&balanced.tree), 6);
     assert!(balanced.tree.depth() <= fitted.tree.depth() + 6);
+}
+
+#[test]
+fn retiming_raises_the_log_joint_by_the_gain_it_reports() {
+    for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 3.0 })] {
+        let (x, _) = blobs(40, 3, 4, 4.0, 50 + seed);
+        let model = brownian_3d(root);
+        let all = model.leaf_messages(x.view()).unwrap();
+        let leaves = messages(&model, x.view());
+        let fitted = greedy(&model, x.slice(ndarray::s![..15, ..]));
+        let mut growing = Growing::new(&model, &fitted.tree, leaves[..15].to_vec());
+        // From scratch, on the arena as a tree (which checks that times fall to the root).
+        let log_joint = |g: &Growing<'_, BrownianDiffusion>, rows: usize| {
+            let tree = g.finish().unwrap().0;
+            log_joint_from_leaves(&model, &all[..rows], &tree).unwrap()
+        };
+        let (mut tried, mut moved, mut roots) = (0, 0, 0);
+        for (i, leaf) in leaves[15..].iter().enumerate() {
+            growing.downward();
+            let (node, time, _) = growing.best_join(leaf, JoinRule::MaxDensity, i).unwrap();
+            let (_, j) = growing.insert(node, time, leaf.clone());
+            let mut above = growing.parent_of(j);
+            while let Some(v) = above {
+                let before = log_joint(&growing, 16 + i);
+                let gain = growing.retime(v);
+                let after = log_joint(&growing, 16 + i);
+                tried += 1;
+                assert!(gain >= 0.0);
+                if gain > 0.0 {
+                    moved += 1;
+                    roots += usize::from(growing.parent_of(v).is_none());
+                    let change = after - before;
+                    assert!(
+                        (change - gain).abs() < 1e-8 * (1.0 + before.abs()),
+                        "node {v}: gain {gain}, change {change}"
+                    );
+                } else {
+                    assert!((after - before).abs() < 1e-9 * before.abs());
+                }
+                above = growing.parent_of(v);
+            }
+        }
+        assert!(
+            moved > 0 && moved < tried && roots > 0,
+            "{moved} of {tried}, {roots}"
+        );
+        assert_fresh_messages(&mut growing, &model, leaves);
+    }
 }
