@@ -490,9 +490,12 @@ class KingmanCoalescent(ClusterEstimator):
         branch and time of the largest joint density of the row and the join, the MAP
         join point (every branch scored on a grid of at most about a hundred times, the
         best refined by Brent's method). A new internal node is made there, with the
-        branch's lower node and the new leaf as children (above the root: a new root).
-        Every other node keeps its time, so ``tree_`` stays a valid coalescent tree. An
-        estimator that is not fitted yet is fitted to ``X``.
+        branch's lower node and the new leaf as children (above the root: a new root); a
+        row that joins at the very time of a block of nodes of one time (rows within the
+        noise of a cluster merged at that time) goes down the block to where the tree stays
+        shallowest, at the same log joint. Every other node keeps its time, so ``tree_``
+        stays a valid coalescent tree. An estimator that is not fitted yet is fitted to
+        ``X``.
 
         Parameters
         ----------

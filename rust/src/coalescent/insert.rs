@@ -30,8 +30,9 @@
 //!    fewest levels below it. Without this, rows within the observation noise of a cluster
 //!    (joined at the cluster's time, often `t = 0`) stack one above another in a chain as
 //!    long as their number; see `BENCHMARKS.md`.
-//! 4. **Repairs** (optional, off by default; see [`Growth::repair`]): the leaves next to
-//!    the new node re-placed where that raises `ln p(x, π)`.
+//! 4. **Repairs** (optional, off by default; see [`Growth::repair`] and
+//!    [`Growth::retime`]): the leaves next to the new node re-placed, or the nodes on its
+//!    path to the root re-timed, where that raises `ln p(x, π)`.
 //!
 //! Each row is placed given the tree grown so far (rows in the order given). Per row, the
 //! upward messages change only on the path from the new node to the root (`O(depth · d)`);
