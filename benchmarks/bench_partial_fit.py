@@ -44,7 +44,9 @@ or ``mass``, the branch of the largest predictive probability. ``--repair`` turn
 re-placement of the leaves next to each new row (``_repair``, off by default);
 ``--no-balance`` turns off the balanced placement of a row that joins a block of nodes of
 one time (``_balance``, on by default); ``--retime`` moves the nodes on each new row's
-path to the root to the times that raise ln p (``_retime``, off by default).
+path to the root to the times that raise ln p (``_retime``, off by default);
+``--rotate`` makes the best rotation that raises ln p at each node on that path
+(``_rotate``, off by default).
 
 Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
 cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
@@ -133,6 +135,7 @@ def run_coalescent(
     repair: bool = False,
     balance: bool = True,
     retime: bool = False,
+    rotate: bool = False,
 ) -> dict[str, Any]:
     """Kingman's coalescent: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
@@ -144,6 +147,7 @@ def run_coalescent(
     est._repair = repair
     est._balance = balance
     est._retime = retime
+    est._rotate = rotate
     t0 = time.perf_counter()
     est.fit(X[:n0])
     fit_first = time.perf_counter() - t0
@@ -163,6 +167,7 @@ def run_coalescent(
         "repair": repair,
         "balance": balance,
         "retime": retime,
+        "rotate": rotate,
         "n0": n0,
         "k": k,
         "batch": batch,
@@ -245,12 +250,13 @@ def run(
     repair: bool = False,
     balance: bool = True,
     retime: bool = False,
+    rotate: bool = False,
 ) -> dict[str, Any]:
     """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
 
     if family.startswith("coalescent"):
-        return run_coalescent(family, n0, k, batch, join_rule, repair, balance, retime)
+        return run_coalescent(family, n0, k, batch, join_rule, repair, balance, retime, rotate)
 
     X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
@@ -331,6 +337,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         action="store_true",
         help="KingmanCoalescent.partial_fit re-times the nodes on each new row's path",
     )
+    parser.add_argument(
+        "--rotate",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit rotates at the nodes on each new row's path",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     sizes = FULL if args.full else SMALL
@@ -354,6 +365,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 repair=args.repair,
                 balance=not args.no_balance,
                 retime=args.retime,
+                rotate=args.rotate,
             )
         )
         print(json.dumps(results[-1]), file=sys.stderr)

@@ -149,11 +149,13 @@ def test_rows_joining_at_one_time_grow_a_balanced_subtree_of_the_same_log_joint(
 
 
 @pytest.mark.parametrize("likelihood", ["brownian", "multinomial"])
-def test_retimed_paths_keep_the_invariants(likelihood):
-    """With ``_retime`` the nodes on each new row's path move to better times: the tree
-    stays a valid coalescent tree holding the old tree's clusters, its ln p is that of the
-    tree over all rows (written out in covariance form for Brownian motion), and it is
-    above the tree grown without the moves on these rows."""
+@pytest.mark.parametrize("moves", [("_retime",), ("_rotate",), ("_retime", "_rotate")])
+def test_moves_on_the_path_keep_the_invariants(likelihood, moves):
+    """With ``_retime`` the nodes on each new row's path move to better times, with
+    ``_rotate`` the best rotation at each is made: the tree stays a valid coalescent tree,
+    its ln p is that of the tree over all rows (written out in covariance form for
+    Brownian motion), and on these rows it is above the tree grown without the moves.
+    Re-timing alone keeps the old tree's clusters (not their times)."""
     if likelihood == "brownian":
         X, _ = blobs(40, 3, 3, 19, scale=3.0)
     else:
@@ -162,20 +164,22 @@ def test_retimed_paths_keep_the_invariants(likelihood):
     if likelihood == "brownian":
         options["root"] = 2.0
     runs = {}
-    for retime in (False, True):
+    for on in (False, True):
         est = rt.KingmanCoalescent(**options).fit(X[:15])
         old = leaf_sets(est.tree_)
-        est._retime = retime
+        for move in moves:
+            setattr(est, move, on)
         est.partial_fit(X[15:28]).partial_fit(X[28:])
         assert_valid_coalescent_tree(est.tree_, 40)
-        grown = {frozenset(i for i in s if i < 15) for s in leaf_sets(est.tree_).values()}
-        assert set(old.values()) <= grown
+        if moves == ("_retime",):
+            grown = {frozenset(i for i in s if i < 15) for s in leaf_sets(est.tree_).values()}
+            assert set(old.values()) <= grown
         kwargs = {**options, "noise": est.noise_}
         assert est.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, est.tree_, **kwargs))
         if likelihood == "brownian":
             expected = covariance_log_joint(X, est.tree_, 1.5, 2.0, est.noise_)
             assert est.log_joint_ == pytest.approx(expected, rel=1e-9)
-        runs[retime] = est.log_joint_
+        runs[on] = est.log_joint_
     assert runs[True] > runs[False]
 
 

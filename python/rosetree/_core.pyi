@@ -327,6 +327,7 @@ def coalescent_insert(
     balance: bool = True,
     repair: bool = False,
     retime: bool = False,
+    rotate: bool = False,
 ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0

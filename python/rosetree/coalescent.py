@@ -355,6 +355,9 @@ class KingmanCoalescent(ClusterEstimator):
     #: Whether :meth:`partial_fit` moves the nodes on each new row's path to the root to
     #: the times that raise ln p (a benchmark setting; see ``BENCHMARKS.md``).
     _retime: bool = False
+    #: Whether :meth:`partial_fit` makes the best rotation that raises ln p at each node on
+    #: each new row's path (a benchmark setting; see ``BENCHMARKS.md``).
+    _rotate: bool = False
 
     def __init__(
         self,
@@ -560,6 +563,7 @@ class KingmanCoalescent(ClusterEstimator):
             balance=self._balance,
             repair=self._repair,
             retime=self._retime,
+            rotate=self._rotate,
             **self._model_options,
         )
         tree = _wrap(structure)

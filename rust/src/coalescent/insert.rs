@@ -98,6 +98,10 @@ pub struct Growth {
     /// rest of the tree held, when that raises it (Brent's method between the node's
     /// parent's and children's times). Off by default.
     pub retime: bool,
+    /// After each row joins, at each node on the path from its join node's parent to the
+    /// root, bottom up, the best rotation that raises `ln p(x, π)` with every time held
+    /// (a grandchild swapped with its uncle). Off by default.
+    pub rotate: bool,
 }
 
 impl Default for Growth {
@@ -107,6 +111,7 @@ impl Default for Growth {
             balance: true,
             repair: false,
             retime: false,
+            rotate: false,
         }
     }
 }
@@ -341,6 +346,7 @@ pub fn insert_rows_with<M: MessageModel>(
         balance,
         repair,
         retime,
+        rotate,
     } = growth;
     check_timed_tree(tree)?;
     if leaves.len() != tree.n_leaves() {
@@ -365,10 +371,15 @@ pub fn insert_rows_with<M: MessageModel>(
             node
         };
         let (_, j) = growing.insert(node, time, row.0.clone());
-        if retime {
+        if retime || rotate {
             let mut above = growing.parent_of(j);
             while let Some(v) = above {
-                growing.retime(v);
+                if rotate {
+                    growing.rotate(v);
+                }
+                if retime {
+                    growing.retime(v);
+                }
                 above = growing.parent_of(v);
             }
         }

@@ -412,6 +412,68 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         model.combine(&messages).1 - (self.hazard.at(t) - self.hazard.at(t_v)) - (t - t_v).max(0.0)
     }
 
+    /// `ln` of the normalisers that depend on how the three subtrees `inner` (two nodes,
+    /// merging at `v`'s time) and `other` (merging with them at `p`'s time) are arranged
+    /// below `p`, given `p`'s outside message.
+    fn arrangement_log_z(&self, p: usize, v: usize, inner: [usize; 2], other: usize) -> f64 {
+        let model = self.model;
+        let (t_p, t_v) = (self.time[p], self.time[v]);
+        let at = |c: usize, t: f64| model.propagate(&self.up[c], self.time[c] - t);
+        let (merged_v, z_v) = model.combine(&[at(inner[0], t_v), at(inner[1], t_v)]);
+        let outside = match self.parent[p] {
+            Some(q) => model.propagate(&self.out[p], t_p - self.time[q]),
+            None => self.out[p].clone(),
+        };
+        let z_p = model
+            .combine(&[
+                model.propagate(&merged_v, t_v - t_p),
+                at(other, t_p),
+                outside,
+            ])
+            .1;
+        z_v + z_p
+    }
+
+    /// The best rotation at the internal node `p`, with every time held: for a child `v`
+    /// of `p` that is internal, one of `v`'s children swapped with `v`'s sibling (where
+    /// `v` is no more recent than that sibling, so the tree stays timed); the one that
+    /// raises `ln p(x, π)` most is made, if any does, and its gain returned (0 when none
+    /// is made). The prior does not change (the same merge times), and the likelihood
+    /// only through the normalisers at `v` and `p` given `p`'s outside message, which must
+    /// be valid (as for [`Growing::retime`]). `O(d)`.
+    pub(super) fn rotate(&mut self, p: usize) -> f64 {
+        let Some([x, y]) = self.children[p] else {
+            return 0.0;
+        };
+        let mut best: Option<(f64, usize, usize, usize)> = None;
+        for (v, s) in [(x, y), (y, x)] {
+            let Some([a, b]) = self.children[v] else {
+                continue;
+            };
+            if self.time[v] > self.time[s] {
+                continue;
+            }
+            // Each arrangement against the current one, both seen from `v`.
+            let now = self.arrangement_log_z(p, v, [a, b], s);
+            for (keep, swap) in [(b, a), (a, b)] {
+                let gain = self.arrangement_log_z(p, v, [keep, s], swap) - now;
+                if gain > 1e-9 * (1.0 + now.abs()) && best.is_none_or(|(g, ..)| gain > g) {
+                    best = Some((gain, v, keep, swap));
+                }
+            }
+        }
+        let Some((gain, v, keep, swap)) = best else {
+            return 0.0;
+        };
+        let sibling = if x == v { y } else { x };
+        self.children[v] = Some([keep, sibling]);
+        self.parent[sibling] = Some(v);
+        self.children[p] = Some([v, swap]);
+        self.parent[swap] = Some(p);
+        self.update_up_from(Some(v));
+        gain
+    }
+
     /// Moves the internal node `v` to the time between its parent's and its children's
     /// that maximises `ln p(x, π)` with the rest of the tree held ([`Growing::time_log_joint`],
     /// Brent's method; at the root, down to as far again below the root as the root is

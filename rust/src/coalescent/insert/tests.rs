@@ -487,6 +487,7 @@ fn insertion_is_deterministic() {
                 rule,
                 repair,
                 retime,
+                rotate: retime,
                 ..Growth::default()
             },
             &|| false,
@@ -748,6 +749,49 @@ fn retiming_raises_the_log_joint_by_the_gain_it_reports() {
             moved > 0 && moved < tried && roots > 0,
             "{moved} of {tried}, {roots}"
         );
+        assert_fresh_messages(&mut growing, &model, leaves);
+    }
+}
+
+#[test]
+fn rotations_raise_the_log_joint_by_the_gain_they_report() {
+    for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 3.0 })] {
+        let (x, _) = blobs(40, 3, 4, 3.0, 60 + seed);
+        let model = brownian_3d(root);
+        let all = model.leaf_messages(x.view()).unwrap();
+        let leaves = messages(&model, x.view());
+        let fitted = greedy(&model, x.slice(ndarray::s![..15, ..]));
+        let mut growing = Growing::new(&model, &fitted.tree, leaves[..15].to_vec());
+        let log_joint = |g: &Growing<'_, BrownianDiffusion>, rows: usize| {
+            let tree = g.finish().unwrap().0;
+            log_joint_from_leaves(&model, &all[..rows], &tree).unwrap()
+        };
+        let (mut tried, mut moved) = (0, 0);
+        for (i, leaf) in leaves[15..].iter().enumerate() {
+            growing.downward();
+            let (node, time, _) = growing.best_join(leaf, JoinRule::MaxDensity, i).unwrap();
+            let (_, j) = growing.insert(node, time, leaf.clone());
+            let mut above = growing.parent_of(j);
+            while let Some(v) = above {
+                let before = log_joint(&growing, 16 + i);
+                let gain = growing.rotate(v);
+                let after = log_joint(&growing, 16 + i);
+                tried += 1;
+                assert!(gain >= 0.0);
+                if gain > 0.0 {
+                    moved += 1;
+                    let change = after - before;
+                    assert!(
+                        (change - gain).abs() < 1e-8 * (1.0 + before.abs()),
+                        "node {v}: gain {gain}, change {change}"
+                    );
+                } else {
+                    assert_eq!(after, before);
+                }
+                above = growing.parent_of(v);
+            }
+        }
+        assert!(moved > 0 && moved < tried, "{moved} of {tried}");
         assert_fresh_messages(&mut growing, &model, leaves);
     }
 }
