@@ -41,7 +41,12 @@ Data (seeded):
 ``--join-rule`` picks how ``KingmanCoalescent.partial_fit`` places a row (a private
 setting of the estimator, ``_join_rule``): ``density``, the MAP join point (the default),
 or ``mass``, the branch of the largest predictive probability. ``--repair`` turns on the
-re-placement of the leaves next to each new row (``_repair``, off by default).
+re-placement of the leaves next to each new row (``_repair``, off by default);
+``--no-balance`` turns off the balanced placement of a row that joins a block of nodes of
+one time (``_balance``, on by default); ``--retime`` moves the nodes on each new row's
+path to the root to the times that raise ln p (``_retime``, off by default);
+``--rotate`` makes the best rotation that raises ln p at each node on that path
+(``_rotate``, off by default).
 
 Rows arrive in random order. The default sizes (``--small``) run in a few minutes on two
 cores; ``--full`` is the issue's setting (10⁴ rows into a fitted 10⁵-row tree, the batch
@@ -122,7 +127,15 @@ def load_real(family: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_coalescent(
-    family: str, n0: int, k: int, batch: int, join_rule: str = "density", repair: bool = False
+    family: str,
+    n0: int,
+    k: int,
+    batch: int,
+    join_rule: str = "density",
+    repair: bool = False,
+    balance: bool = True,
+    retime: bool = False,
+    rotate: bool = False,
 ) -> dict[str, Any]:
     """Kingman's coalescent: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
@@ -132,6 +145,9 @@ def run_coalescent(
     est = rt.KingmanCoalescent(n_jobs=1)
     est._join_rule = join_rule
     est._repair = repair
+    est._balance = balance
+    est._retime = retime
+    est._rotate = rotate
     t0 = time.perf_counter()
     est.fit(X[:n0])
     fit_first = time.perf_counter() - t0
@@ -149,6 +165,9 @@ def run_coalescent(
         "family": family,
         "join_rule": join_rule,
         "repair": repair,
+        "balance": balance,
+        "retime": retime,
+        "rotate": rotate,
         "n0": n0,
         "k": k,
         "batch": batch,
@@ -229,12 +248,15 @@ def run(
     approximate: bool,
     join_rule: str = "density",
     repair: bool = False,
+    balance: bool = True,
+    retime: bool = False,
+    rotate: bool = False,
 ) -> dict[str, Any]:
     """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
     import rosetree as rt
 
     if family.startswith("coalescent"):
-        return run_coalescent(family, n0, k, batch, join_rule, repair)
+        return run_coalescent(family, n0, k, batch, join_rule, repair, balance, retime, rotate)
 
     X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
@@ -305,6 +327,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         action="store_true",
         help="KingmanCoalescent.partial_fit re-places the leaves next to each new row",
     )
+    parser.add_argument(
+        "--no-balance",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit stacks rows that join a block of one time",
+    )
+    parser.add_argument(
+        "--retime",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit re-times the nodes on each new row's path",
+    )
+    parser.add_argument(
+        "--rotate",
+        action="store_true",
+        help="KingmanCoalescent.partial_fit rotates at the nodes on each new row's path",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     sizes = FULL if args.full else SMALL
@@ -326,6 +363,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 approximate=args.full,
                 join_rule=args.join_rule,
                 repair=args.repair,
+                balance=not args.no_balance,
+                retime=args.retime,
+                rotate=args.rotate,
             )
         )
         print(json.dumps(results[-1]), file=sys.stderr)

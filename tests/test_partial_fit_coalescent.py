@@ -123,6 +123,66 @@ def test_other_placements_give_purity_one_and_the_same_tree_again(rule, repair):
     np.testing.assert_array_equal(trees[0].heights, trees[1].heights)
 
 
+def test_rows_joining_at_one_time_grow_a_balanced_subtree_of_the_same_log_joint():
+    """Copies of a row within the noise join at t = 0, one after another: anywhere in the
+    block of that time is as good (same ln p); balanced (the default) they grow a subtree
+    of ⌈log₂ 61⌉ = 6 levels, stacked (``_balance = False``) a chain of 60."""
+    X, _ = blobs(20, 2, 3, 17)
+    copies = X[0] + 1e-3 * np.random.default_rng(18).normal(size=(60, 3))
+    X_all = np.vstack([X, copies])
+    depth_before = rt.KingmanCoalescent(Lambda=1.0).fit(X).tree_.depth()
+    runs = {}
+    for balance in (True, False):
+        est = rt.KingmanCoalescent(Lambda=1.0).fit(X)
+        est._balance = balance
+        est.partial_fit(copies[:25]).partial_fit(copies[25:])
+        assert_valid_coalescent_tree(est.tree_, 80)
+        assert est.log_joint_ == pytest.approx(
+            rt.coalescent_log_joint(X_all, est.tree_, Lambda=1.0, noise=est.noise_), rel=1e-12
+        )
+        h = np.asarray(est.tree_.heights)
+        assert (h[[int(est.tree_.parent[i]) for i in range(20, 80)]] == 0).all()
+        runs[balance] = est
+    assert runs[True].log_joint_ == pytest.approx(runs[False].log_joint_, rel=1e-12)
+    assert runs[False].tree_.depth() >= 60
+    assert runs[True].tree_.depth() <= depth_before + 6
+
+
+@pytest.mark.parametrize("likelihood", ["brownian", "multinomial"])
+@pytest.mark.parametrize("moves", [("_retime",), ("_rotate",), ("_retime", "_rotate")])
+def test_moves_on_the_path_keep_the_invariants(likelihood, moves):
+    """With ``_retime`` the nodes on each new row's path move to better times, with
+    ``_rotate`` the best rotation at each is made: the tree stays a valid coalescent tree,
+    its ln p is that of the tree over all rows (written out in covariance form for
+    Brownian motion), and on these rows it is above the tree grown without the moves.
+    Re-timing alone keeps the old tree's clusters (not their times)."""
+    if likelihood == "brownian":
+        X, _ = blobs(40, 3, 3, 19, scale=3.0)
+    else:
+        X = np.random.default_rng(19).integers(3, size=(40, 5)).astype(float)
+    options = {"likelihood": likelihood, "Lambda": 1.5}
+    if likelihood == "brownian":
+        options["root"] = 2.0
+    runs = {}
+    for on in (False, True):
+        est = rt.KingmanCoalescent(**options).fit(X[:15])
+        old = leaf_sets(est.tree_)
+        for move in moves:
+            setattr(est, move, on)
+        est.partial_fit(X[15:28]).partial_fit(X[28:])
+        assert_valid_coalescent_tree(est.tree_, 40)
+        if moves == ("_retime",):
+            grown = {frozenset(i for i in s if i < 15) for s in leaf_sets(est.tree_).values()}
+            assert set(old.values()) <= grown
+        kwargs = {**options, "noise": est.noise_}
+        assert est.log_joint_ == pytest.approx(rt.coalescent_log_joint(X, est.tree_, **kwargs))
+        if likelihood == "brownian":
+            expected = covariance_log_joint(X, est.tree_, 1.5, 2.0, est.noise_)
+            assert est.log_joint_ == pytest.approx(expected, rel=1e-9)
+        runs[on] = est.log_joint_
+    assert runs[True] > runs[False]
+
+
 def test_streaming_categories_gives_purity_one():
     rng = np.random.default_rng(4)
     protos = rng.integers(4, size=(3, 24))

@@ -324,7 +324,10 @@ def coalescent_insert(
     root: float | None,
     noise: float = 0.0,
     join_rule: str = "density",
+    balance: bool = True,
     repair: bool = False,
+    retime: bool = False,
+    rotate: bool = False,
 ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0

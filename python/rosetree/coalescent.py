@@ -353,6 +353,15 @@ class KingmanCoalescent(ClusterEstimator):
     #: Whether :meth:`partial_fit` re-places the leaves next to each new row (a benchmark
     #: setting; off: it raised ln p but not purity or depth, see ``BENCHMARKS.md``).
     _repair: bool = False
+    #: Whether a row that joins a block of nodes of one time goes down to the block's
+    #: shallowest child (same ln p; a benchmark setting, on: see ``BENCHMARKS.md``).
+    _balance: bool = True
+    #: Whether :meth:`partial_fit` moves the nodes on each new row's path to the root to
+    #: the times that raise ln p (a benchmark setting; see ``BENCHMARKS.md``).
+    _retime: bool = False
+    #: Whether :meth:`partial_fit` makes the best rotation that raises ln p at each node on
+    #: each new row's path (a benchmark setting; see ``BENCHMARKS.md``).
+    _rotate: bool = False
 
     def __init__(
         self,
@@ -488,9 +497,12 @@ class KingmanCoalescent(ClusterEstimator):
         branch and time of the largest joint density of the row and the join, the MAP
         join point (every branch scored on a grid of at most about a hundred times, the
         best refined by Brent's method). A new internal node is made there, with the
-        branch's lower node and the new leaf as children (above the root: a new root).
-        Every other node keeps its time, so ``tree_`` stays a valid coalescent tree. An
-        estimator that is not fitted yet is fitted to ``X``.
+        branch's lower node and the new leaf as children (above the root: a new root); a
+        row that joins at the very time of a block of nodes of one time (rows within the
+        noise of a cluster merged at that time) goes down the block to where the tree stays
+        shallowest, at the same log joint. Every other node keeps its time, so ``tree_``
+        stays a valid coalescent tree. An estimator that is not fitted yet is fitted to
+        ``X``.
 
         Parameters
         ----------
@@ -552,7 +564,10 @@ class KingmanCoalescent(ClusterEstimator):
             X_all,
             self.tree_._structure,
             join_rule=self._join_rule,
+            balance=self._balance,
             repair=self._repair,
+            retime=self._retime,
+            rotate=self._rotate,
             **self._model_options,
         )
         tree = _wrap(structure)

@@ -357,11 +357,12 @@ type Grown = (PyTree, f64, Vec<(usize, f64)>);
 /// Adds rows to a fitted timed tree ([`coalescent::insert_rows_with`]): the first
 /// `tree.n_leaves` rows of `x` are the tree's, the rest are added one at a time in order;
 /// the model is built from all rows of `x`. `join_rule` is `"density"` (the MAP join point,
-/// the default) or `"mass"` (the most probable branch). Returns the grown tree, its
+/// the default) or `"mass"` (the most probable branch); `balance`, `repair`, `retime` and `rotate` are
+/// [`coalescent::Growth`]'s. Returns the grown tree, its
 /// `ln p(x, π)`, and for each added row the node on whose branch it joined (see
 /// [`coalescent::Join`] for its ids) and the join time.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, join_rule="density", repair=false))]
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, join_rule="density", balance=true, repair=false, retime=false, rotate=false))]
 #[allow(clippy::too_many_arguments)]
 fn coalescent_insert(
     py: Python<'_>,
@@ -372,7 +373,10 @@ fn coalescent_insert(
     root: Option<f64>,
     noise: f64,
     join_rule: &str,
+    balance: bool,
     repair: bool,
+    retime: bool,
+    rotate: bool,
 ) -> PyResult<Grown> {
     let rule = match join_rule {
         "density" => coalescent::JoinRule::MaxDensity,
@@ -399,7 +403,14 @@ fn coalescent_insert(
         let mut leaves = m.leaf_messages(x)?;
         let rows = leaves.split_off(n0);
         let (fit, joins) = run_interruptible(py, move |interrupt| {
-            coalescent::insert_rows_with(&m, &tree, leaves, rows, rule, repair, interrupt)
+            let growth = coalescent::Growth {
+                rule,
+                balance,
+                repair,
+                retime,
+                rotate,
+            };
+            coalescent::insert_rows_with(&m, &tree, leaves, rows, growth, interrupt)
         })?;
         let joins = joins.into_iter().map(|j| (j.node, j.time)).collect();
         Ok((fit.tree.into(), fit.log_joint, joins))

@@ -23,8 +23,16 @@
 //!    and the new leaf as children (above the root: a new root). Every other node keeps its
 //!    time, so the result is again a timed binary tree whose every parent is no more
 //!    recent than its children: a valid coalescent tree over all rows.
-//! 3. **Repairs** (optional, off by default; see [`insert_rows_with`]): the leaves next to
-//!    the new node re-placed where that raises `ln p(x, π)`.
+//! 3. **Ties** (on by default, [`Growth::balance`]): a join at the very time of the node
+//!    below it, or of that node's parent, joins a block of nodes of one time, a
+//!    multifurcation resolved as a binary tree. Every child of the block is then an equally
+//!    good place (same `ln p(x, π)`), and the row goes down the block to the child with the
+//!    fewest levels below it. Without this, rows within the observation noise of a cluster
+//!    (joined at the cluster's time, often `t = 0`) stack one above another in a chain as
+//!    long as their number; see `BENCHMARKS.md`.
+//! 4. **Repairs** (optional, off by default; see [`Growth::repair`] and
+//!    [`Growth::retime`]): the leaves next to the new node re-placed, or the nodes on its
+//!    path to the root re-timed, where that raises `ln p(x, π)`.
 //!
 //! Each row is placed given the tree grown so far (rows in the order given). Per row, the
 //! upward messages change only on the path from the new node to the root (`O(depth · d)`);
@@ -69,11 +77,51 @@ pub enum JoinRule {
     BranchMass,
 }
 
+/// How [`insert_rows_with`] grows a tree (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Growth {
+    /// Where a row joins.
+    pub rule: JoinRule,
+    /// A join into a block of nodes of one time goes down to the block's shallowest child
+    /// (the same `ln p(x, π)`, a balanced block). On by default.
+    pub balance: bool,
+    /// After each row joins through a new node, the leaves next to it (the node below the
+    /// join if it is a leaf, else that node's children that are leaves) are each taken out
+    /// and put back at their best join under `rule` in the tree without them, when that
+    /// raises `ln p(x, π)` (the join density is the ratio of `p(x, π)` with and without
+    /// the leaf, so the gain is exact up to the grid): at most two moves per row, each
+    /// costing as much as an insertion. It raised the log joint on real data but neither
+    /// purity nor depth (`BENCHMARKS.md`), so it is off by default.
+    pub repair: bool,
+    /// After each row joins, the nodes on the path from its join node's parent to the
+    /// root are each moved, bottom up, to the time that maximises `ln p(x, π)` with the
+    /// rest of the tree held, when that raises it (Brent's method between the node's
+    /// parent's and children's times). Off by default.
+    pub retime: bool,
+    /// After each row joins, at each node on the path from its join node's parent to the
+    /// root, bottom up, the best rotation that raises `ln p(x, π)` with every time held
+    /// (a grandchild swapped with its uncle). Off by default.
+    pub rotate: bool,
+}
+
+impl Default for Growth {
+    fn default() -> Self {
+        Self {
+            rule: JoinRule::MaxDensity,
+            balance: true,
+            repair: false,
+            retime: false,
+            rotate: false,
+        }
+    }
+}
+
 /// Where a new row joined a tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Join {
     /// The node below the join: the row joined the branch above it (for the root, the
-    /// lineage above it, making a new root). Ids are those of the tree the rows were added
+    /// lineage above it, making a new root); under [`Growth::balance`], after the row went
+    /// down a block of nodes of the join's time. Ids are those of the tree the rows were added
     /// to, then two per row added before: the `i`-th row's leaf is `m + 2i` and its join
     /// node `m + 2i + 1`, `m` the number of nodes of the tree given.
     pub node: usize,
@@ -228,8 +276,8 @@ pub fn insert_leaf(tree: &Tree, node: usize, time: f64) -> Result<(Tree, usize)>
 }
 
 /// Adds rows to a fitted coalescent tree, one at a time in the order given, each at its
-/// MAP join point ([`JoinRule::MaxDensity`]); [`insert_rows_with`] with that rule and no
-/// repairs.
+/// MAP join point ([`JoinRule::MaxDensity`]); [`insert_rows_with`] with the default
+/// [`Growth`] (that rule, ties balanced, no repairs).
 ///
 /// # Errors
 /// As [`insert_rows_with`].
@@ -268,31 +316,15 @@ pub fn insert_rows<M: MessageModel>(
     rows: Vec<(M::Message, f64)>,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<(CoalescentFit, Vec<Join>)> {
-    insert_rows_with(
-        model,
-        tree,
-        leaves,
-        rows,
-        JoinRule::default(),
-        false,
-        interrupt,
-    )
+    insert_rows_with(model, tree, leaves, rows, Growth::default(), interrupt)
 }
 
 /// Adds rows to a fitted coalescent tree, one at a time in the order given, each where
-/// `rule` puts it (see the [module docs](self)), and returns the grown tree over all rows
+/// `growth` puts it (see the [module docs](self)), and returns the grown tree over all rows
 /// (the tree's rows first, leaf `n + i` the `i`-th new row) with its `ln p(x, π)` (eq 7),
 /// and where each row joined. `leaves` are the messages of the tree's rows and `rows` those
 /// of the new rows, as [`MessageModel::leaf_messages`] returns them. `interrupt` is polled
 /// between rows and stops with [`RoseTreeError::Interrupted`] when it returns `true`.
-///
-/// With `repair`, after each row joins through a new node, the leaves next to it (the node
-/// below the join if it is a leaf, else that node's children that are leaves) are each
-/// taken out and put back at their best join under `rule` in the tree without them, when
-/// that raises `ln p(x, π)` (the join density is the ratio of `p(x, π)` with and without
-/// the leaf, so the gain is exact up to the grid): at most two moves per row, each costing
-/// as much as an insertion. It raised the log joint on real data but neither purity nor
-/// depth (`BENCHMARKS.md`), so it is off by default.
 ///
 /// Internal node ids of the grown tree follow their times, most recent first.
 ///
@@ -306,10 +338,16 @@ pub fn insert_rows_with<M: MessageModel>(
     tree: &Tree,
     leaves: Vec<(M::Message, f64)>,
     rows: Vec<(M::Message, f64)>,
-    rule: JoinRule,
-    repair: bool,
+    growth: Growth,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<(CoalescentFit, Vec<Join>)> {
+    let Growth {
+        rule,
+        balance,
+        repair,
+        retime,
+        rotate,
+    } = growth;
     check_timed_tree(tree)?;
     if leaves.len() != tree.n_leaves() {
         return Err(RoseTreeError::InvalidTree(format!(
@@ -327,10 +365,27 @@ pub fn insert_rows_with<M: MessageModel>(
         }
         growing.downward();
         let (node, time, log_branch_probability) = growing.best_join(&row.0, rule, i)?;
+        let node = if balance {
+            growing.tie_join(node, time)
+        } else {
+            node
+        };
         let (_, j) = growing.insert(node, time, row.0.clone());
+        if retime || rotate {
+            let mut above = growing.parent_of(j);
+            while let Some(v) = above {
+                if rotate {
+                    growing.rotate(v);
+                }
+                if retime {
+                    growing.retime(v);
+                }
+                above = growing.parent_of(v);
+            }
+        }
         if repair {
             for u in growing.repair_candidates(j) {
-                growing.repair(u, rule, i)?;
+                growing.repair(u, rule, balance, i)?;
             }
         }
         joins.push(Join {

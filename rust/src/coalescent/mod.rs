@@ -42,7 +42,7 @@ pub mod stitch;
 pub use approx::{ApproxParams, Router, cut_groups, cut_time, greedy_rate1_approx};
 pub use exact_greedy::{greedy_maxprob, greedy_minduration};
 pub use greedy::{CoalescentFit, greedy_rate1};
-pub use insert::{Join, JoinRule, insert_leaf, insert_rows, insert_rows_with};
+pub use insert::{Growth, Join, JoinRule, insert_leaf, insert_rows, insert_rows_with};
 pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};
 pub use params::{CoalescentParams, Inference, ValidCoalescentParams};
 

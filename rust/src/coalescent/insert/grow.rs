@@ -26,6 +26,8 @@
 //! merge time it spans in the [`Predictor`](super::super::predict::Predictor)'s quadrature; the
 //! branch probabilities agree with a dense integration to about 3 % (the tests).
 
+use std::collections::HashMap;
+
 use gauss_quad::{GaussLaguerre, GaussLegendre};
 
 use super::super::predict::{Hazard, new_root_log_f};
@@ -68,6 +70,8 @@ pub(super) struct Growing<'m, M: MessageModel> {
     /// `O_c`: the message at `c`'s parent's time from everything outside `c`'s subtree
     /// (the root: its prior); valid after [`Growing::downward`].
     out: Vec<M::Message>,
+    /// Edges from each node down to its farthest leaf, kept up to date with `up`.
+    levels: Vec<usize>,
     root: usize,
     hazard: Hazard,
     /// The arena id of each leaf, in row order.
@@ -88,11 +92,13 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         let n = tree.n_leaves();
         let mut up = leaves;
         let mut children = vec![None; n];
+        let mut levels = vec![0; n];
         for (v, node) in nodes.iter().enumerate().skip(n) {
             let [a, b] = node.children[..] else {
                 unreachable!("checked: the tree is binary")
             };
             up.push(merged(model, (&up[a], h[a]), (&up[b], h[b]), h[v]));
+            levels.push(1 + levels[a].max(levels[b]));
             children.push(Some([a, b]));
         }
         let legendre = GaussLegendre::new(PIECE_ORDER.try_into().expect("order > 0"))
@@ -113,6 +119,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
             time: h.to_vec(),
             out: vec![model.root_message(); nodes.len()],
             up,
+            levels,
             root: tree.root(),
             hazard: Hazard::of_events(h[n..].to_vec(), n),
             leaves: (0..n).collect(),
@@ -367,11 +374,145 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         self.children.extend([None, None]);
         self.time.extend([0.0, t]);
         self.up.extend([leaf.clone(), leaf]);
-        self.out
-            .extend([self.model.root_message(), self.model.root_message()]);
+        self.levels.extend([0, 0]);
+        // The new node's outside is the one `c` had: still valid after the join (for
+        // [`Growing::retime`]).
+        let outside = self.out[c].clone();
+        self.out.extend([self.model.root_message(), outside]);
         self.leaves.push(l);
         self.attach(l, j, c, t);
         (l, j)
+    }
+
+    /// The parent of `v` (`None` for the root).
+    pub(super) fn parent_of(&self, v: usize) -> Option<usize> {
+        self.parent[v]
+    }
+
+    /// `ln p(x, π)` as a function of the time `t` of the internal node `v`, up to a
+    /// constant: the normaliser of the messages of `v`'s two children and of its outside
+    /// (`O_v` brought down from the parent's time to `t`; at the root, the root's prior)
+    /// all meeting at `t` (every other normaliser of the tree does not depend on `t`), plus
+    /// the prior's change from `v`'s time `t_v`, `−(H(t) − H(t_v)) − max(t − t_v, 0)` with
+    /// `H(s) = ∫_s^0 k` of the current hazard (moving the merge deeper adds a lineage over
+    /// `(t, t_v)`, moving it up removes one over `(t_v, t)`). Needs `O_v` valid.
+    pub(super) fn time_log_joint(&self, v: usize, t: f64) -> f64 {
+        let model = self.model;
+        let [a, b] = self.children[v].expect("an internal node");
+        let outside = match self.parent[v] {
+            Some(p) => model.propagate(&self.out[v], t - self.time[p]),
+            None => self.out[v].clone(),
+        };
+        let messages = [
+            model.propagate(&self.up[a], self.time[a] - t),
+            model.propagate(&self.up[b], self.time[b] - t),
+            outside,
+        ];
+        let t_v = self.time[v];
+        model.combine(&messages).1 - (self.hazard.at(t) - self.hazard.at(t_v)) - (t - t_v).max(0.0)
+    }
+
+    /// `ln` of the normalisers that depend on how the three subtrees `inner` (two nodes,
+    /// merging at `v`'s time) and `other` (merging with them at `p`'s time) are arranged
+    /// below `p`, given `p`'s outside message.
+    fn arrangement_log_z(&self, p: usize, v: usize, inner: [usize; 2], other: usize) -> f64 {
+        let model = self.model;
+        let (t_p, t_v) = (self.time[p], self.time[v]);
+        let at = |c: usize, t: f64| model.propagate(&self.up[c], self.time[c] - t);
+        let (merged_v, z_v) = model.combine(&[at(inner[0], t_v), at(inner[1], t_v)]);
+        let outside = match self.parent[p] {
+            Some(q) => model.propagate(&self.out[p], t_p - self.time[q]),
+            None => self.out[p].clone(),
+        };
+        let z_p = model
+            .combine(&[
+                model.propagate(&merged_v, t_v - t_p),
+                at(other, t_p),
+                outside,
+            ])
+            .1;
+        z_v + z_p
+    }
+
+    /// The best rotation at the internal node `p`, with every time held: for a child `v`
+    /// of `p` that is internal, one of `v`'s children swapped with `v`'s sibling (where
+    /// `v` is no more recent than that sibling, so the tree stays timed); the one that
+    /// raises `ln p(x, π)` most is made, if any does, and its gain returned (0 when none
+    /// is made). The prior does not change (the same merge times), and the likelihood
+    /// only through the normalisers at `v` and `p` given `p`'s outside message, which must
+    /// be valid (as for [`Growing::retime`]). `O(d)`.
+    pub(super) fn rotate(&mut self, p: usize) -> f64 {
+        let Some([x, y]) = self.children[p] else {
+            return 0.0;
+        };
+        let mut best: Option<(f64, usize, usize, usize)> = None;
+        for (v, s) in [(x, y), (y, x)] {
+            let Some([a, b]) = self.children[v] else {
+                continue;
+            };
+            if self.time[v] > self.time[s] {
+                continue;
+            }
+            // Each arrangement against the current one, both seen from `v`.
+            let now = self.arrangement_log_z(p, v, [a, b], s);
+            for (keep, swap) in [(b, a), (a, b)] {
+                let gain = self.arrangement_log_z(p, v, [keep, s], swap) - now;
+                if gain > 1e-9 * (1.0 + now.abs()) && best.is_none_or(|(g, ..)| gain > g) {
+                    best = Some((gain, v, keep, swap));
+                }
+            }
+        }
+        let Some((gain, v, keep, swap)) = best else {
+            return 0.0;
+        };
+        let sibling = if x == v { y } else { x };
+        self.children[v] = Some([keep, sibling]);
+        self.parent[sibling] = Some(v);
+        self.children[p] = Some([v, swap]);
+        self.parent[swap] = Some(p);
+        self.update_up_from(Some(v));
+        gain
+    }
+
+    /// Moves the internal node `v` to the time between its parent's and its children's
+    /// that maximises `ln p(x, π)` with the rest of the tree held ([`Growing::time_log_joint`],
+    /// Brent's method; at the root, down to as far again below the root as the root is
+    /// below its children), when that raises it; returns the gain (0 when it stays).
+    /// Needs `O_v` valid: after [`Growing::downward`], the outside of every node on the
+    /// path from a join to the root stays valid through the join and through moves of the
+    /// nodes below it on that path, so the path can be swept upwards. `O(d)` per
+    /// evaluation, `O(n)` to update the hazard when it moves.
+    pub(super) fn retime(&mut self, v: usize) -> f64 {
+        let [a, b] = self.children[v].expect("an internal node");
+        let t_v = self.time[v];
+        let hi = self.time[a].min(self.time[b]);
+        let lo = match self.parent[v] {
+            Some(p) => self.time[p],
+            None => t_v - (hi - t_v) - 1.0,
+        };
+        if hi <= lo {
+            return 0.0;
+        }
+        let objective = |t: f64| self.time_log_joint(v, t);
+        let base = objective(t_v);
+        let mut best = (base, t_v);
+        let found = super::brent_max(&objective, lo, hi);
+        for t in found.into_iter().chain([lo, hi]) {
+            let value = objective(t);
+            if value > best.0 {
+                best = (value, t);
+            }
+        }
+        let (value, t) = best;
+        let gain = value - base;
+        if gain.is_nan() || gain <= 1e-9 * (1.0 + base.abs()) {
+            return 0.0;
+        }
+        self.hazard.remove(t_v);
+        self.hazard.insert(t);
+        self.time[v] = t;
+        self.update_up_from(Some(v));
+        gain
     }
 
     /// Joins the detached leaf `u` to the branch above `c` at time `t` through the
@@ -422,7 +563,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         kids[slot] = new;
     }
 
-    /// Recomputes the upward messages from `v` to the root.
+    /// Recomputes the upward messages (and the levels) from `v` to the root.
     fn update_up_from(&mut self, mut above: Option<usize>) {
         while let Some(v) = above {
             let [a, b] = self.children[v].expect("an internal node");
@@ -432,7 +573,67 @@ impl<'m, M: MessageModel> Growing<'m, M> {
                 (&self.up[b], self.time[b]),
                 self.time[v],
             );
+            self.levels[v] = 1 + self.levels[a].max(self.levels[b]);
             above = self.parent[v];
+        }
+    }
+
+    /// Where in a block of nodes of equal time a join at that time goes: for a join on the
+    /// branch above `c` at time `t` that is `c`'s own time (`c` internal) or its parent's,
+    /// the node below the join is free to be any child of the block, the connected set of
+    /// internal nodes at exactly `t` that `c` or its parent belongs to. Every such place
+    /// resolves the same multifurcation at `t` (the block's children and the row), so
+    /// `ln p(x, π)` is the same (the likelihood multiplies the same messages at one time
+    /// and the prior sees the same merge times). This returns the child `u` of the block
+    /// where the tree stays shallowest, the least `depth of u below the block's top +
+    /// levels below u` (the first child on a tie), so that rows that join a block one after
+    /// another (rows within the noise of each other or of a cluster fitted at one time)
+    /// make a balanced subtree rather than a chain. Any other join, `c` itself.
+    /// `O(size of the block + depth)`.
+    pub(super) fn tie_join(&self, c: usize, t: f64) -> usize {
+        let at_t = |v: usize| self.children[v].is_some() && self.time[v] == t;
+        let start = if at_t(c) {
+            c
+        } else {
+            match self.parent[c] {
+                Some(p) if at_t(p) => p,
+                _ => return c,
+            }
+        };
+        let mut top = start;
+        while let Some(p) = self.parent[top].filter(|&p| at_t(p)) {
+            top = p;
+        }
+        // The block, parents before children; then, children first, each block node's
+        // least levels to the bottom of the tree through a child of the block.
+        let mut block = vec![top];
+        let mut i = 0;
+        while i < block.len() {
+            let [a, b] = self.children[block[i]].expect("a block node is internal");
+            block.extend([a, b].into_iter().filter(|&k| at_t(k)));
+            i += 1;
+        }
+        let mut least: HashMap<usize, usize> = HashMap::with_capacity(block.len());
+        let cost = |least: &HashMap<usize, usize>, k: usize| {
+            least.get(&k).copied().unwrap_or(self.levels[k])
+        };
+        for &v in block.iter().rev() {
+            let [a, b] = self.children[v].expect("a block node is internal");
+            let value = 1 + cost(&least, a).min(cost(&least, b));
+            least.insert(v, value);
+        }
+        let mut v = top;
+        loop {
+            let [a, b] = self.children[v].expect("a block node is internal");
+            let next = if cost(&least, b) < cost(&least, a) {
+                b
+            } else {
+                a
+            };
+            if !least.contains_key(&next) {
+                return next;
+            }
+            v = next;
         }
     }
 
@@ -453,11 +654,18 @@ impl<'m, M: MessageModel> Growing<'m, M> {
     /// without it, and moves it there if that raises `ln p(x, π)` (the join density is the
     /// ratio of `p(x, π)` with and without the leaf, so the gain is the difference of the
     /// densities at the new and the old join); otherwise puts it back. Returns whether it
-    /// moved. `O(n · (d + log n))`, as an insertion.
+    /// moved. With `balance`, the move goes where [`Growing::tie_join`] puts it.
+    /// `O(n · (d + log n))`, as an insertion.
     ///
     /// # Errors
     /// As [`Growing::best_join`].
-    pub(super) fn repair(&mut self, u: usize, rule: JoinRule, index: usize) -> Result<bool> {
+    pub(super) fn repair(
+        &mut self,
+        u: usize,
+        rule: JoinRule,
+        balance: bool,
+        index: usize,
+    ) -> Result<bool> {
         let leaf = self.up[u].clone();
         let j = self.parent[u].expect("a leaf of a tree of two or more leaves");
         let (s, t_old) = self.detach(u);
@@ -466,6 +674,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         let (c, t, _) = self.best_join(&leaf, rule, index)?;
         let new = self.log_density(c, t, &leaf);
         if new > old + 1e-9 * (1.0 + old.abs()) {
+            let c = if balance { self.tie_join(c, t) } else { c };
             self.attach(u, j, c, t);
             return Ok(true);
         }

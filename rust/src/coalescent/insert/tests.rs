@@ -448,7 +448,7 @@ fn repairs_raise_the_log_joint_and_keep_the_messages() {
             let (_, j) = growing.insert(node, time, leaf.clone());
             for u in growing.repair_candidates(j) {
                 let before = log_joint(&growing, 11 + i);
-                let did = growing.repair(u, JoinRule::MaxDensity, i).unwrap();
+                let did = growing.repair(u, JoinRule::MaxDensity, true, i).unwrap();
                 let after = log_joint(&growing, 11 + i);
                 tried += 1;
                 if did {
@@ -477,25 +477,31 @@ fn insertion_is_deterministic() {
     let first = x.slice(ndarray::s![..20, ..]).to_owned();
     let rest = x.slice(ndarray::s![20.., ..]).to_owned();
     let fitted = greedy(&model, first.view());
-    let grow = |rule, repair| {
+    let grow = |rule, repair, retime| {
         insert_rows_with(
             &model,
             &fitted.tree,
             model.leaf_messages(first.view()).unwrap(),
             model.leaf_messages(rest.view()).unwrap(),
-            rule,
-            repair,
+            Growth {
+                rule,
+                repair,
+                retime,
+                rotate: retime,
+                ..Growth::default()
+            },
             &|| false,
         )
         .unwrap()
     };
-    for (rule, repair) in [
-        (JoinRule::MaxDensity, true),
-        (JoinRule::MaxDensity, false),
-        (JoinRule::BranchMass, true),
+    for (rule, repair, retime) in [
+        (JoinRule::MaxDensity, true, false),
+        (JoinRule::MaxDensity, false, false),
+        (JoinRule::MaxDensity, false, true),
+        (JoinRule::BranchMass, true, true),
     ] {
-        let (a, ja) = grow(rule, repair);
-        let (b, jb) = grow(rule, repair);
+        let (a, ja) = grow(rule, repair, retime);
+        let (b, jb) = grow(rule, repair, retime);
         assert_eq!(a.tree, b.tree);
         assert_eq!(a.log_joint.to_bits(), b.log_joint.to_bits());
         assert_eq!(ja, jb);
@@ -591,4 +597,201 @@ fn interrupts_and_mismatched_leaves_are_errors() {
         insert_rows(&model, &fitted.tree, leaves[..5].to_vec(), rows, &|| false),
         Err(RoseTreeError::InvalidTree(_))
     ));
+}
+
+#[test]
+fn a_join_at_a_blocks_time_goes_down_to_its_shallowest_child() {
+    // Leaves 0..4; node 5 = (0, 1) and node 6 = (5, 2) at t = −1, a block of one time;
+    // node 7 = (6, 3) at −2; node 8 = (7, 4) at −3.
+    let topology = Topology::new(5, vec![vec![0, 1], vec![5, 2], vec![6, 3], vec![7, 4]]).unwrap();
+    let heights = vec![0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -1.0, -2.0, -3.0];
+    let tree = Tree::new(&topology, Some(heights)).unwrap();
+    let x = ndarray::array![
+        [0.3, -0.2, 0.1],
+        [-0.4, 0.5, 0.0],
+        [0.2, 0.1, -0.6],
+        [2.0, 1.5, -1.0],
+        [-3.0, 2.0, 2.5]
+    ];
+    let model = brownian_3d(Root::Gaussian { s0: 2.0 });
+    let growing = Growing::new(&model, &tree, messages(&model, x.view()));
+    // Into the block (on the branch above 6 at its time, or at the top of 2's branch):
+    // down to leaf 2, one level below 6, rather than to 5 (two levels, through 0 or 1).
+    for c in [6, 2] {
+        assert_eq!(growing.tie_join(c, -1.0), 2, "from {c}");
+    }
+    // Elsewhere in time, or a block of one node whose children are shallower: unchanged
+    // or down to the shallower child.
+    assert_eq!(growing.tie_join(6, -1.5), 6);
+    assert_eq!(growing.tie_join(3, -1.5), 3);
+    assert_eq!(growing.tie_join(0, 0.0), 0);
+    assert_eq!(growing.tie_join(8, -3.0), 4);
+    assert_eq!(growing.tie_join(4, -3.0), 4);
+    assert_eq!(growing.tie_join(7, -2.0), 3);
+    // Each place has the same ln p(x, π) as the join it replaces (the covariance form).
+    let row = ndarray::array![[0.1, 0.4, -0.3]];
+    let all = concatenate![Axis(0), x, row];
+    for (c, t) in [(6, -1.0), (2, -1.0), (8, -3.0), (7, -2.0)] {
+        let lp = |node| {
+            let grown = insert_leaf(&tree, node, t).unwrap().0;
+            let direct = log_joint(&model, all.view(), &grown).unwrap();
+            let written = covariance_log_joint(&all, &grown, 1.5, 2.0, 0.1);
+            assert!((direct - written).abs() < 1e-9 * written.abs());
+            direct
+        };
+        let (there, here) = (lp(c), lp(growing.tie_join(c, t)));
+        assert!(
+            (there - here).abs() < 1e-12 * there.abs(),
+            "{c}: {there} vs {here}"
+        );
+    }
+}
+
+#[test]
+fn rows_joining_at_one_time_grow_a_balanced_subtree_of_the_same_log_joint() {
+    // Rows within the noise of row 0 join at t = 0, one after another.
+    let (x, _) = blobs(12, 3, 3, 6.0, 21);
+    let model = brownian_3d(Root::Gaussian { s0: 3.0 });
+    let fitted = greedy(&model, x.view());
+    let k = 40;
+    let mut g = rng(22);
+    let rows = Array2::from_shape_fn((k, 3), |(_, j)| x[[0, j]] + 1e-3 * normal(&mut g));
+    let all = concatenate![Axis(0), x, rows];
+    let grow = |balance| {
+        insert_rows_with(
+            &model,
+            &fitted.tree,
+            model.leaf_messages(x.view()).unwrap(),
+            model.leaf_messages(rows.view()).unwrap(),
+            Growth {
+                balance,
+                ..Growth::default()
+            },
+            &|| false,
+        )
+        .unwrap()
+    };
+    let (balanced, joins) = grow(true);
+    let (stacked, stacked_joins) = grow(false);
+    assert!(joins.iter().chain(&stacked_joins).all(|j| j.time == 0.0));
+    for grown in [&balanced, &stacked] {
+        let want = covariance_log_joint(&all, &grown.tree, 1.5, 3.0, 0.1);
+        assert!((grown.log_joint - want).abs() < 1e-9 * want.abs());
+    }
+    let gap = (balanced.log_joint - stacked.log_joint).abs();
+    assert!(gap < 1e-9 * stacked.log_joint.abs(), "{gap}");
+    // The 41 copies of row 0 under one node of time 0: a chain stacked, ⌈log₂ 41⌉ = 6
+    // levels balanced.
+    let copies = |tree: &Tree| {
+        let v = (tree.n_leaves()..tree.nodes().len())
+            .find(|&v| tree.leaves_of(v).len() == k + 1)
+            .expect("the copies are a subtree");
+        let mut l = tree.leaves_of(v);
+        l.sort_unstable();
+        assert_eq!(l, [0].into_iter().chain(12..12 + k).collect::<Vec<_>>());
+        let mut depth = 0;
+        for leaf in l {
+            let (mut u, mut d) = (leaf, 0);
+            while u != v {
+                u = tree.node(u).parent.unwrap();
+                d += 1;
+            }
+            depth = depth.max(d);
+        }
+        depth
+    };
+    assert_eq!(copies(&stacked.tree), k);
+    assert_eq!(copies(&balanced.tree), 6);
+    assert!(balanced.tree.depth() <= fitted.tree.depth() + 6);
+}
+
+#[test]
+fn retiming_raises_the_log_joint_by_the_gain_it_reports() {
+    for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 3.0 })] {
+        let (x, _) = blobs(40, 3, 4, 4.0, 50 + seed);
+        let model = brownian_3d(root);
+        let all = model.leaf_messages(x.view()).unwrap();
+        let leaves = messages(&model, x.view());
+        let fitted = greedy(&model, x.slice(ndarray::s![..15, ..]));
+        let mut growing = Growing::new(&model, &fitted.tree, leaves[..15].to_vec());
+        // From scratch, on the arena as a tree (which checks that times fall to the root).
+        let log_joint = |g: &Growing<'_, BrownianDiffusion>, rows: usize| {
+            let tree = g.finish().unwrap().0;
+            log_joint_from_leaves(&model, &all[..rows], &tree).unwrap()
+        };
+        let (mut tried, mut moved, mut roots) = (0, 0, 0);
+        for (i, leaf) in leaves[15..].iter().enumerate() {
+            growing.downward();
+            let (node, time, _) = growing.best_join(leaf, JoinRule::MaxDensity, i).unwrap();
+            let (_, j) = growing.insert(node, time, leaf.clone());
+            let mut above = growing.parent_of(j);
+            while let Some(v) = above {
+                let before = log_joint(&growing, 16 + i);
+                let gain = growing.retime(v);
+                let after = log_joint(&growing, 16 + i);
+                tried += 1;
+                assert!(gain >= 0.0);
+                if gain > 0.0 {
+                    moved += 1;
+                    roots += usize::from(growing.parent_of(v).is_none());
+                    let change = after - before;
+                    assert!(
+                        (change - gain).abs() < 1e-8 * (1.0 + before.abs()),
+                        "node {v}: gain {gain}, change {change}"
+                    );
+                } else {
+                    assert!((after - before).abs() < 1e-9 * before.abs());
+                }
+                above = growing.parent_of(v);
+            }
+        }
+        assert!(
+            moved > 0 && moved < tried && roots > 0,
+            "{moved} of {tried}, {roots}"
+        );
+        assert_fresh_messages(&mut growing, &model, leaves);
+    }
+}
+
+#[test]
+fn rotations_raise_the_log_joint_by_the_gain_they_report() {
+    for (seed, root) in [(0, Root::Flat), (1, Root::Gaussian { s0: 3.0 })] {
+        let (x, _) = blobs(40, 3, 4, 3.0, 60 + seed);
+        let model = brownian_3d(root);
+        let all = model.leaf_messages(x.view()).unwrap();
+        let leaves = messages(&model, x.view());
+        let fitted = greedy(&model, x.slice(ndarray::s![..15, ..]));
+        let mut growing = Growing::new(&model, &fitted.tree, leaves[..15].to_vec());
+        let log_joint = |g: &Growing<'_, BrownianDiffusion>, rows: usize| {
+            let tree = g.finish().unwrap().0;
+            log_joint_from_leaves(&model, &all[..rows], &tree).unwrap()
+        };
+        let (mut tried, mut moved) = (0, 0);
+        for (i, leaf) in leaves[15..].iter().enumerate() {
+            growing.downward();
+            let (node, time, _) = growing.best_join(leaf, JoinRule::MaxDensity, i).unwrap();
+            let (_, j) = growing.insert(node, time, leaf.clone());
+            let mut above = growing.parent_of(j);
+            while let Some(v) = above {
+                let before = log_joint(&growing, 16 + i);
+                let gain = growing.rotate(v);
+                let after = log_joint(&growing, 16 + i);
+                tried += 1;
+                assert!(gain >= 0.0);
+                if gain > 0.0 {
+                    moved += 1;
+                    let change = after - before;
+                    assert!(
+                        (change - gain).abs() < 1e-8 * (1.0 + before.abs()),
+                        "node {v}: gain {gain}, change {change}"
+                    );
+                } else {
+                    assert_eq!(after, before);
+                }
+                above = growing.parent_of(v);
+            }
+        }
+        assert!(moved > 0 && moved < tried, "{moved} of {tried}");
+        assert_fresh_messages(&mut growing, &model, leaves);
+    }
 }
