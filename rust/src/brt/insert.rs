@@ -717,13 +717,6 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             nodes: Vec::new(),
             dissolved: Vec::new(),
         };
-        let stats_of = |entry: &Live<M::Stats>| -> M::Stats {
-            match (&entry.2, entry.0) {
-                (Some(s), _) => s.clone(),
-                (None, Ref::Node(w)) => self.slots[w].stats.clone(),
-                (None, Ref::Plan(_)) => unreachable!("plan nodes carry statistics"),
-            }
-        };
         // Pair scores, recomputed for pairs involving a new tree.
         let mut score: Vec<Vec<Option<(Score, MergeOp, f64)>>> =
             vec![vec![None; live.len()]; live.len()];
@@ -732,7 +725,10 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             let log_f = match cached {
                 Some(log_f) => log_f,
                 None => {
-                    let log_f = self.model.log_marginal_merged(&stats_of(a), &stats_of(b))?;
+                    let log_f = self.model.log_marginal_merged(
+                        live_stats(&self.slots, a),
+                        live_stats(&self.slots, b),
+                    )?;
                     let mut cache = self.pair_log_f.borrow_mut();
                     if cache.len() >= MAX_CACHED_PAIRS {
                         cache.clear();
@@ -776,11 +772,17 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             let Some((i, j, _, op, log_f)) = best else {
                 break;
             };
-            let (a, b) = (live[i].clone(), live[j].clone());
-            let stats = self.model.merge(&stats_of(&a), &stats_of(&b));
+            let stats = self.model.merge(
+                live_stats(&self.slots, &live[i]),
+                live_stats(&self.slots, &live[j]),
+            );
+            let (a, b) = (&live[i], &live[j]);
             let summary = merged_summary(mixing, op, &a.1, &b.1, log_f);
-            let take = |t: &Live<M::Stats>, plan: &mut Plan<M::Stats>| -> Vec<Ref> {
-                match t.0 {
+            // The merged statistics are `a`'s merged with `b`'s, which their keys determine.
+            let key = combine_keys(a.3, b.3);
+            let (a, b) = (a.0, b.0);
+            let take = |t: Ref, plan: &mut Plan<M::Stats>| -> Vec<Ref> {
+                match t {
                     Ref::Node(w) => {
                         plan.dissolved.push(w);
                         self.slots[w]
@@ -793,30 +795,29 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 }
             };
             let children = match op {
-                MergeOp::Join => vec![a.0, b.0],
+                MergeOp::Join => vec![a, b],
                 MergeOp::Absorb => {
-                    let mut c = take(&a, &mut plan);
-                    c.push(b.0);
+                    let mut c = take(a, &mut plan);
+                    c.push(b);
                     c
                 }
                 MergeOp::AbsorbReverse => {
-                    let mut c = take(&b, &mut plan);
-                    c.push(a.0);
+                    let mut c = take(b, &mut plan);
+                    c.push(a);
                     c
                 }
                 MergeOp::Collapse => {
-                    let mut c = take(&a, &mut plan);
-                    c.extend(take(&b, &mut plan));
+                    let mut c = take(a, &mut plan);
+                    c.extend(take(b, &mut plan));
                     c
                 }
             };
+            // The statistics stay with the live tree until the search ends.
             plan.nodes.push(PlanNode {
                 children,
-                stats: Some(stats.clone()),
+                stats: None,
                 summary,
             });
-            // The merged statistics are `a`'s merged with `b`'s, which their keys determine.
-            let key = combine_keys(a.3, b.3);
             let new = (Ref::Plan(plan.nodes.len() - 1), summary, Some(stats), key);
             alive[i] = false;
             alive[j] = false;
@@ -831,6 +832,11 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 if alive[k] {
                     score[k][m] = Some(pair(&live[k], &live[m])?);
                 }
+            }
+        }
+        for (r, _, stats, _) in live {
+            if let Ref::Plan(k) = r {
+                plan.nodes[k].stats = stats;
             }
         }
         // Dissolved plan nodes were emptied; drop them, renumbering references.
@@ -1198,6 +1204,15 @@ impl<'c, S: Clone> OtherChildren<'c, S> {
 /// A live tree of [`GrowingTree::agglomerate`]: its reference, summary, statistics (`None`
 /// for an existing node, whose slot has them) and content key.
 type Live<S> = (Ref, Summary, Option<S>, u128);
+
+/// The statistics of a live tree: its own, or its slot's.
+fn live_stats<'a, S>(slots: &'a [Slot<S>], entry: &'a Live<S>) -> &'a S {
+    match (&entry.2, entry.0) {
+        (Some(s), _) => s,
+        (None, Ref::Node(w)) => &slots[w].stats,
+        (None, Ref::Plan(_)) => unreachable!("plan nodes carry statistics"),
+    }
+}
 
 /// The content key of an existing node's statistics, from the slot's stamp.
 fn content_key(stamp: u64) -> u128 {
