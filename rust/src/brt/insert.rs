@@ -166,6 +166,13 @@ pub struct GrowingTree<'m, M: ClusterModel> {
     pair_log_f: RefCell<PairCache>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Rebuilds checked against a rebuild without kept pair scores while some were kept
+    /// (tests only: a check that never ran with a warm cache would prove nothing).
+    static CHECKED_WITH_CACHE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Pair scores kept across rows, at most this many (then the cache starts again empty).
 const MAX_CACHED_PAIRS: usize = 1 << 18;
 
@@ -637,6 +644,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             return Ok(Rebuild::Skipped);
         }
         let plan = self.agglomerate(&units)?;
+        #[cfg(test)]
+        self.check_cached_plan(&units, &plan)?;
         let old = self.slots[u].summary;
         let new = plan.nodes.last().expect("a plan has a root").summary;
         let gain = match self.params.mixing {
@@ -1096,6 +1105,35 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 "{what}: stats of {v}: {a} vs {b}"
             );
         }
+    }
+
+    /// Checks that `plan`, made with the pair scores kept from earlier rows, is the plan
+    /// made with none kept: the same nodes with the same summaries, bit for bit (tests only).
+    #[cfg(test)]
+    fn check_cached_plan(&self, units: &[usize], plan: &Plan<M::Stats>) -> Result<()> {
+        let kept = self.pair_log_f.take();
+        let fresh = self.agglomerate(units);
+        let cached = kept.len();
+        *self.pair_log_f.borrow_mut() = kept;
+        let fresh = fresh?;
+        let shape = |p: &Plan<M::Stats>| -> Vec<(String, [u64; 4])> {
+            p.nodes
+                .iter()
+                .map(|n| {
+                    let v = n.summary.values();
+                    let bits = [v.log_f, v.log_p, v.log_pi, v.log_1m_pi].map(f64::to_bits);
+                    (format!("{:?}", n.children), bits)
+                })
+                .collect()
+        };
+        assert_eq!(
+            shape(plan),
+            shape(&fresh),
+            "a rebuild with {cached} kept pair scores differs from one without"
+        );
+        assert_eq!(plan.dissolved, fresh.dissolved);
+        CHECKED_WITH_CACHE.with(|n| n.set(n.get() + usize::from(cached > 0)));
+        Ok(())
     }
 
     /// The slots of the internal nodes in the id order of [`to_rose_tree`](Self::to_rose_tree).
