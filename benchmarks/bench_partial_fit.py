@@ -263,6 +263,10 @@ def run(
     else:
         X, y = load_real(family, n0 + k)
         n0 = min(n0, len(X) - k)
+        # Columns constant over the first rows (digits' border pixels) are left out of the
+        # first fit's model, whose `model_` then has fewer features than `X`: drop them here,
+        # for every fit and for PERCH alike.
+        X = X[:, X[:n0].min(axis=0) < X[:n0].max(axis=0)]
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
     options = {"approximate": approximate, "random_state": 0}
     est = rt.BayesianRoseTree(model=model, **options)
