@@ -39,8 +39,10 @@ Data (seeded):
   random order, 1,500 fitted and 297 streamed; labels the digits.
 
 * ``digits``, ``mnist``: ``BayesianRoseTree(model=NormalInverseWishart())`` on the rows
-  of ``coalescent-digits`` and ``coalescent-mnist`` (the same sizes, order and
-  preprocessing).
+  of ``coalescent-digits`` and ``coalescent-mnist`` (the same sizes and preprocessing;
+  ``mnist`` draws its 3,000 rows from all 5,000 in a seeded random order, where
+  ``coalescent-mnist`` takes the first 3,000 of the file, which is sorted by digit);
+  columns constant over the first ``n0`` rows are dropped.
 
 ``--perch-src /path/to/xcluster/src`` adds PERCH (Kobren et al. 2017, the reference Python
 implementation from github.com/iesl/xcluster, which is not part of rosetree; see
@@ -130,7 +132,13 @@ def load_real(family: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     if family in ("coalescent-mnist", "mnist"):
         loaded = real_data.load("mnist20", data_dir)
         assert loaded is not None, "shared/data/mnist is missing"
-        X, y = loaded[0][:n], loaded[1][:n]
+        # The file is sorted by digit: `coalescent-mnist` keeps its order (its first rows
+        # are the low digits), `mnist` draws n rows of all ten digits in a seeded order.
+        if family == "mnist":
+            pick = np.random.default_rng(SEED).permutation(len(loaded[0]))[:n]
+        else:
+            pick = np.arange(n)
+        X, y = loaded[0][pick], loaded[1][pick]
         centred = X - X.mean(axis=0)
         _, _, vt = np.linalg.svd(centred, full_matrices=False)
         return centred @ vt[:20].T, y
