@@ -38,6 +38,21 @@ Data (seeded):
 * ``coalescent-digits``: scikit-learn's digits (1,797 × 64), standardized, in a seeded
   random order, 1,500 fitted and 297 streamed; labels the digits.
 
+* ``digits``, ``mnist``: ``BayesianRoseTree(model=NormalInverseWishart())`` on the rows
+  of ``coalescent-digits`` and ``coalescent-mnist`` (the same sizes and preprocessing;
+  ``mnist`` draws its 3,000 rows from all 5,000 in a seeded random order, where
+  ``coalescent-mnist`` takes the first 3,000 of the file, which is sorted by digit);
+  columns constant over the first ``n0`` rows are dropped.
+
+``--perch-src /path/to/xcluster/src`` adds PERCH (Kobren et al. 2017, the reference Python
+implementation from github.com/iesl/xcluster, which is not part of rosetree; see
+``peer_perch.py``) to the rose-tree families: in the same run it inserts all ``n0 + k``
+rows, one at a time in the same order, and its tree's dendrogram purity (by
+``rosetree.metrics``, as for rosetree's trees) and time per row are reported beside the
+grown tree's and the batch tree's. PERCH needs Numba, which is no dependency of rosetree:
+install it for the run only (``pip install --target /tmp/perch-deps --no-deps numba
+llvmlite`` and ``PYTHONPATH=/tmp/perch-deps``).
+
 ``--join-rule`` picks how ``KingmanCoalescent.partial_fit`` places a row (a private
 setting of the estimator, ``_join_rule``): ``density``, the MAP join point (the default),
 or ``mass``, the branch of the largest predictive probability. ``--repair`` turns on the
@@ -58,6 +73,8 @@ Usage::
     python3 benchmarks/bench_partial_fit.py --full --json out.json
     python3 benchmarks/bench_partial_fit.py --n0 2000 --k 500 --batch 1
     python3 benchmarks/bench_partial_fit.py --families pydt      # 300 rows + 100, one a call
+    PYTHONPATH=/tmp/perch-deps python3 benchmarks/bench_partial_fit.py \
+        --families binary gauss digits mnist --perch-src /tmp/xcluster/src
 """
 
 from __future__ import annotations
@@ -66,6 +83,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,6 +96,8 @@ SMALL = {
     "pydt": (300, 100),
     "coalescent-mnist": (2500, 500),
     "coalescent-digits": (1500, 297),
+    "mnist": (2500, 500),
+    "digits": (1500, 297),
 }
 FULL = {
     **SMALL,
@@ -106,17 +126,24 @@ def make_gauss(n: int, seed: int = SEED, d: int = 20, k: int = 10) -> tuple[np.n
 
 
 def load_real(family: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``n`` rows of a real data set (``coalescent-mnist``, ``coalescent-digits``)."""
-    from pathlib import Path
+    """The first ``n`` rows of a real data set.
 
+    ``coalescent-mnist`` and ``mnist``, ``coalescent-digits`` and ``digits``.
+    """
     sys.path.insert(0, str(Path(__file__).parent))
     import real_data
 
     data_dir = Path(__file__).resolve().parents[2] / "shared" / "data"
-    if family == "coalescent-mnist":
+    if family in ("coalescent-mnist", "mnist"):
         loaded = real_data.load("mnist20", data_dir)
         assert loaded is not None, "shared/data/mnist is missing"
-        X, y = loaded[0][:n], loaded[1][:n]
+        # The file is sorted by digit: `coalescent-mnist` keeps its order (its first rows
+        # are the low digits), `mnist` draws n rows of all ten digits in a seeded order.
+        if family == "mnist":
+            pick = np.random.default_rng(SEED).permutation(len(loaded[0]))[:n]
+        else:
+            pick = np.arange(n)
+        X, y = loaded[0][pick], loaded[1][pick]
         centred = X - X.mean(axis=0)
         _, _, vt = np.linalg.svd(centred, full_matrices=False)
         return centred @ vt[:20].T, y
@@ -188,8 +215,6 @@ def run_coalescent(
 
 def run_pydt(n0: int, k: int, batch: int, n_iter: int, batch_iter: int) -> dict[str, Any]:
     """The diffusion tree: MCMC fit of n0 rows, stream k, MCMC fit of all n0 + k."""
-    from pathlib import Path
-
     import rosetree as rt
     from real_data import load, standardize
 
@@ -251,14 +276,27 @@ def run(
     balance: bool = True,
     retime: bool = False,
     rotate: bool = False,
+    perch: Any = None,
 ) -> dict[str, Any]:
-    """One family: fit n0 rows, stream k, fit all n0 + k in one batch."""
+    """One family: fit n0 rows, stream k, fit all n0 + k in one batch.
+
+    With ``perch`` (the ``PNode`` class of PERCH), PERCH inserts the same n0 + k rows one
+    at a time, in the same order.
+    """
     import rosetree as rt
 
     if family.startswith("coalescent"):
         return run_coalescent(family, n0, k, batch, join_rule, repair, balance, retime, rotate)
 
-    X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
+    if family in ("binary", "gauss"):
+        X, y = (make_binary if family == "binary" else make_gauss)(n0 + k)
+    else:
+        X, y = load_real(family, n0 + k)
+        n0 = min(n0, len(X) - k)
+        # Columns constant over the first rows (digits' border pixels) are left out of the
+        # first fit's model, whose `model_` then has fewer features than `X`: drop them here,
+        # for every fit and for PERCH alike.
+        X = X[:, X[:n0].min(axis=0) < X[:n0].max(axis=0)]
     model = rt.BetaBernoulli() if family == "binary" else rt.NormalInverseWishart()
     options = {"approximate": approximate, "random_state": 0}
     est = rt.BayesianRoseTree(model=model, **options)
@@ -277,6 +315,15 @@ def run(
     grown_per_row = est.log_evidence_ / n
     batch_per_row = whole.log_evidence_ / n
     check = rt.log_evidence(X, est.tree_, model=est.model_)
+    peer = {}
+    if perch is not None:
+        import peer_perch
+
+        nested, seconds = peer_perch.run_perch(perch, X, seed=0)
+        peer = {
+            "perch_ms_per_row": 1e3 * seconds / n,
+            "perch_purity": rt.metrics.dendrogram_purity(nested, y),
+        }
     return {
         "family": family,
         "n0": n0,
@@ -294,6 +341,7 @@ def run(
         "purity_batch": rt.metrics.dendrogram_purity(whole.tree_, y),
         "depth_stream": int(est.tree_.depth()),
         "depth_batch": int(whole.tree_.depth()),
+        **peer,
     }
 
 
@@ -342,8 +390,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         action="store_true",
         help="KingmanCoalescent.partial_fit rotates at the nodes on each new row's path",
     )
+    parser.add_argument(
+        "--perch-src",
+        help="an xcluster checkout (its src folder): run PERCH on the rose-tree families' rows",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    perch = None
+    if args.perch_src:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import peer_perch
+
+        perch = peer_perch.load_perch(args.perch_src)
+        peer_perch.check_conversion(perch)
     sizes = FULL if args.full else SMALL
     results = []
     for family in args.families:
@@ -366,6 +425,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 balance=not args.no_balance,
                 retime=args.retime,
                 rotate=args.rotate,
+                perch=perch,
             )
         )
         print(json.dumps(results[-1]), file=sys.stderr)
@@ -382,6 +442,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             f"| {r['purity_stream']:.4f} | {r['purity_batch']:.4f} "
             f"| {r['depth_stream']} / {r['depth_batch']} | {r['batch_fit_s']:.2f} |"
         )
+    if perch is not None:
+        print()
+        print(
+            "| data | rows | purity PERCH | purity stream | purity batch "
+            "| ms per row PERCH (all rows) | ms per row stream (last k) "
+            "| ms per row batch (all rows) |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for r in results:
+            if "perch_purity" in r:
+                print(
+                    f"| {r['family']} | {r['n0'] + r['k']} | {r['perch_purity']:.4f} "
+                    f"| {r['purity_stream']:.4f} | {r['purity_batch']:.4f} "
+                    f"| {r['perch_ms_per_row']:.3f} | {r['ms_per_insertion']:.3f} "
+                    f"| {1e3 * r['batch_fit_s'] / (r['n0'] + r['k']):.3f} |"
+                )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

@@ -250,7 +250,12 @@ impl TrainingData {
     /// included), CSR rows appended to dense data are densified.
     fn append(&self, more: &TrainingData) -> TrainingData {
         match (self, more) {
-            (Self::Dense(_) | Self::Bytes(_) | Self::Bits(_), more) => {
+            (Self::Dense(x), more) => {
+                // One copy of the rows kept (a dense copy of them first would double it).
+                let extra = more.dense_rows(0, more.n_rows());
+                Self::Dense(concatenate![Axis(0), x.view(), extra.view()])
+            }
+            (Self::Bytes(_) | Self::Bits(_), more) => {
                 let extra = more.dense_rows(0, more.n_rows());
                 let x = self.dense_rows(0, self.n_rows());
                 Self::Dense(concatenate![Axis(0), x.view(), extra.view()])

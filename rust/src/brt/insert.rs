@@ -39,6 +39,9 @@ use super::score::Score;
 use super::{NodeValues, RoseTree};
 use crate::error::{Result, RoseTreeError};
 use crate::models::ClusterModel;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Options of [`GrowingTree`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,6 +109,8 @@ struct Slot<S> {
     row: Option<usize>,
     /// `false` once the node was removed by a contraction (its slot is then free).
     alive: bool,
+    /// Unique to these statistics: a new stamp whenever a slot's statistics are written.
+    stamp: u64,
 }
 
 /// What happened to one inserted row.
@@ -154,6 +159,45 @@ pub struct GrowingTree<'m, M: ClusterModel> {
     root: usize,
     /// The slot of each row's leaf.
     leaf_slot: Vec<usize>,
+    /// The next [`Slot::stamp`].
+    next_stamp: u64,
+    /// `ln f` of the union of two subtrees that [`agglomerate`](Self::agglomerate) scored,
+    /// by the [`content key`](content_key)s of the two subtrees' statistics.
+    pair_log_f: RefCell<PairCache>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Rebuilds checked against a rebuild without kept pair scores while some were kept
+    /// (tests only: a check that never ran with a warm cache would prove nothing).
+    static CHECKED_WITH_CACHE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Pair scores kept across rows, at most this many (then the cache starts again empty).
+const MAX_CACHED_PAIRS: usize = 1 << 18;
+
+/// `ln f(A ∪ B)` by the content keys of `A` and `B` (in the order merged).
+type PairCache = HashMap<(u128, u128), f64, BuildHasherDefault<KeyHasher>>;
+
+/// A hasher for content keys, which are already uniformly mixed: it folds their words
+/// together (the default SipHash spent a third of a rebuild's time hashing them).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, k: u128) {
+        self.0 = self.0.rotate_left(23) ^ (k as u64) ^ ((k >> 64) as u64);
+    }
 }
 
 /// A way for a new row to stop at a node: the operation and the summary of the node it
@@ -197,6 +241,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 summary,
                 row: Some(row),
                 alive: true,
+                stamp: row as u64,
             });
         }
         for (id, node) in nodes.iter().enumerate().skip(n) {
@@ -212,6 +257,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 summary: Summary::leaf(log_f, &params.mixing),
                 row: None,
                 alive: true,
+                stamp: id as u64,
             });
             let summary = summary_of(&params.mixing, &slots, id, log_f);
             slots[id].summary = summary;
@@ -223,6 +269,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             free: Vec::new(),
             root: tree.root(),
             leaf_slot: (0..n).collect(),
+            next_stamp: nodes.len() as u64,
+            pair_log_f: RefCell::new(PairCache::default()),
         })
     }
 
@@ -304,20 +352,25 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             summary: leaf,
             row: Some(row),
             alive: true,
+            stamp: 0,
         });
         self.leaf_slot.push(x);
         let (at, log_f_at) = path.pop().expect("the descent passes the root");
         // The ancestors of the stop gain the row: statistics and ln f (computed on the way).
         for &(v, log_f) in &path {
             let merged = self.model.merge(&self.slots[v].stats, &stats);
+            let stamp = self.new_stamp();
             let slot = &mut self.slots[v];
             slot.stats = merged;
+            slot.stamp = stamp;
             slot.summary.log_f = log_f;
         }
         let merged = self.model.merge(&self.slots[at].stats, &stats);
         if stop.op == MergeOp::Absorb {
+            let stamp = self.new_stamp();
             let slot = &mut self.slots[at];
             slot.stats = merged;
+            slot.stamp = stamp;
             slot.summary.log_f = log_f_at;
             slot.children.push(x);
             self.slots[x].parent = Some(at);
@@ -332,6 +385,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 summary: stop.summary,
                 row: None,
                 alive: true,
+                stamp: 0,
             });
             self.slots[at].parent = Some(m);
             self.slots[x].parent = Some(m);
@@ -383,8 +437,15 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         }
     }
 
-    /// Puts `slot` in a free slot or a new one; returns its id.
-    fn alloc(&mut self, slot: Slot<M::Stats>) -> usize {
+    /// A stamp no slot has had.
+    fn new_stamp(&mut self) -> u64 {
+        self.next_stamp += 1;
+        self.next_stamp - 1
+    }
+
+    /// Puts `slot` in a free slot or a new one, with a new stamp; returns its id.
+    fn alloc(&mut self, mut slot: Slot<M::Stats>) -> usize {
+        slot.stamp = self.new_stamp();
         match self.free.pop() {
             Some(id) => {
                 self.slots[id] = slot;
@@ -501,21 +562,15 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 let log_f = self
                     .model
                     .log_marginal_merged(&rest_stats, &self.slots[w].stats)?;
-                let new_u: Vec<usize> = u_children
-                    .iter()
-                    .map(|&c| if c == i { w } else { c })
-                    .collect();
-                let u_summary = self.summary_from(&new_u, log_f);
-                let p_children: Vec<Child> = self.slots[p]
-                    .children
-                    .iter()
-                    .map(|&c| match c {
-                        c if c == u => Child::Summary(u_summary),
-                        c if c == w => Child::Node(i),
-                        c => Child::Node(c),
-                    })
-                    .collect();
-                let p_summary = self.summary_of_children(&p_children, old.log_f);
+                let u_summary = self.summary_over(&u_children, log_f, |c| {
+                    self.slots[if c == i { w } else { c }].summary
+                });
+                let p_summary =
+                    self.summary_over(&self.slots[p].children, old.log_f, |c| match c {
+                        c if c == u => u_summary,
+                        c if c == w => self.slots[i].summary,
+                        c => self.slots[c].summary,
+                    });
                 consider(p_summary, Move::Swap { i, w, u_summary });
             }
         }
@@ -589,6 +644,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             return Ok(Rebuild::Skipped);
         }
         let plan = self.agglomerate(&units)?;
+        #[cfg(test)]
+        self.check_cached_plan(&units, &plan)?;
         let old = self.slots[u].summary;
         let new = plan.nodes.last().expect("a plan has a root").summary;
         let gain = match self.params.mixing {
@@ -631,6 +688,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                     summary: node.summary,
                     row: None,
                     alive: true,
+                    stamp: 0,
                 })
             };
             for c in children {
@@ -646,33 +704,48 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     /// The greedy agglomeration of `units` (existing nodes) into one tree, as the batch
     /// search builds it from leaves: repeatedly the pair with the highest [`best_merge`]
     /// score (ties to the lowest pair of positions), merged by its operation.
+    ///
+    /// The `ln f` of each pair is kept (by the pair's content keys) for the rebuilds of the
+    /// rows that follow: the rows after this one pass the same node, and of its units only
+    /// those on the new row's path have changed, so most pairs, and the trees the greedy
+    /// search merges from them, are scored again with the same statistics. A kept value is
+    /// the value the model gives for those statistics, so the plan is the same either way.
     fn agglomerate(&self, units: &[usize]) -> Result<Plan<M::Stats>> {
         let mixing = &self.params.mixing;
         let binary = self.params.binary;
-        // The live trees: their reference, summary and statistics (borrowed or merged).
-        let mut live: Vec<(Ref, Summary, Option<M::Stats>)> = units
+        // The live trees: their reference, summary, statistics (borrowed or merged) and
+        // content key.
+        let mut live: Vec<Live<M::Stats>> = units
             .iter()
-            .map(|&w| (Ref::Node(w), self.slots[w].summary, None))
+            .map(|&w| {
+                let key = content_key(self.slots[w].stamp);
+                (Ref::Node(w), self.slots[w].summary, None, key)
+            })
             .collect();
         let mut plan = Plan {
             nodes: Vec::new(),
             dissolved: Vec::new(),
         };
-        let stats_of = |entry: &(Ref, Summary, Option<M::Stats>)| -> M::Stats {
-            match (&entry.2, entry.0) {
-                (Some(s), _) => s.clone(),
-                (None, Ref::Node(w)) => self.slots[w].stats.clone(),
-                (None, Ref::Plan(_)) => unreachable!("plan nodes carry statistics"),
-            }
-        };
         // Pair scores, recomputed for pairs involving a new tree.
         let mut score: Vec<Vec<Option<(Score, MergeOp, f64)>>> =
             vec![vec![None; live.len()]; live.len()];
-        let pair = |a: &(Ref, Summary, Option<M::Stats>),
-                    b: &(Ref, Summary, Option<M::Stats>)|
-         -> Result<(Score, MergeOp, f64)> {
-            let (sa, sb) = (stats_of(a), stats_of(b));
-            let log_f = self.model.log_marginal_merged(&sa, &sb)?;
+        let pair = |a: &Live<M::Stats>, b: &Live<M::Stats>| -> Result<(Score, MergeOp, f64)> {
+            let cached = self.pair_log_f.borrow().get(&(a.3, b.3)).copied();
+            let log_f = match cached {
+                Some(log_f) => log_f,
+                None => {
+                    let log_f = self.model.log_marginal_merged(
+                        live_stats(&self.slots, a),
+                        live_stats(&self.slots, b),
+                    )?;
+                    let mut cache = self.pair_log_f.borrow_mut();
+                    if cache.len() >= MAX_CACHED_PAIRS {
+                        cache.clear();
+                    }
+                    cache.insert((a.3, b.3), log_f);
+                    log_f
+                }
+            };
             let (s, op) = best_merge(
                 mixing,
                 binary,
@@ -708,47 +781,53 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             let Some((i, j, _, op, log_f)) = best else {
                 break;
             };
-            let (a, b) = (live[i].clone(), live[j].clone());
-            let stats = self.model.merge(&stats_of(&a), &stats_of(&b));
+            let stats = self.model.merge(
+                live_stats(&self.slots, &live[i]),
+                live_stats(&self.slots, &live[j]),
+            );
+            let (a, b) = (&live[i], &live[j]);
             let summary = merged_summary(mixing, op, &a.1, &b.1, log_f);
-            let take =
-                |t: &(Ref, Summary, Option<M::Stats>), plan: &mut Plan<M::Stats>| -> Vec<Ref> {
-                    match t.0 {
-                        Ref::Node(w) => {
-                            plan.dissolved.push(w);
-                            self.slots[w]
-                                .children
-                                .iter()
-                                .map(|&c| Ref::Node(c))
-                                .collect()
-                        }
-                        Ref::Plan(k) => std::mem::take(&mut plan.nodes[k].children),
+            // The merged statistics are `a`'s merged with `b`'s, which their keys determine.
+            let key = combine_keys(a.3, b.3);
+            let (a, b) = (a.0, b.0);
+            let take = |t: Ref, plan: &mut Plan<M::Stats>| -> Vec<Ref> {
+                match t {
+                    Ref::Node(w) => {
+                        plan.dissolved.push(w);
+                        self.slots[w]
+                            .children
+                            .iter()
+                            .map(|&c| Ref::Node(c))
+                            .collect()
                     }
-                };
+                    Ref::Plan(k) => std::mem::take(&mut plan.nodes[k].children),
+                }
+            };
             let children = match op {
-                MergeOp::Join => vec![a.0, b.0],
+                MergeOp::Join => vec![a, b],
                 MergeOp::Absorb => {
-                    let mut c = take(&a, &mut plan);
-                    c.push(b.0);
+                    let mut c = take(a, &mut plan);
+                    c.push(b);
                     c
                 }
                 MergeOp::AbsorbReverse => {
-                    let mut c = take(&b, &mut plan);
-                    c.push(a.0);
+                    let mut c = take(b, &mut plan);
+                    c.push(a);
                     c
                 }
                 MergeOp::Collapse => {
-                    let mut c = take(&a, &mut plan);
-                    c.extend(take(&b, &mut plan));
+                    let mut c = take(a, &mut plan);
+                    c.extend(take(b, &mut plan));
                     c
                 }
             };
+            // The statistics stay with the live tree until the search ends.
             plan.nodes.push(PlanNode {
                 children,
-                stats: Some(stats.clone()),
+                stats: None,
                 summary,
             });
-            let new = (Ref::Plan(plan.nodes.len() - 1), summary, Some(stats));
+            let new = (Ref::Plan(plan.nodes.len() - 1), summary, Some(stats), key);
             alive[i] = false;
             alive[j] = false;
             live.push(new);
@@ -762,6 +841,11 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 if alive[k] {
                     score[k][m] = Some(pair(&live[k], &live[m])?);
                 }
+            }
+        }
+        for (r, _, stats, _) in live {
+            if let Ref::Plan(k) = r {
+                plan.nodes[k].stats = stats;
             }
         }
         // Dissolved plan nodes were emptied; drop them, renumbering references.
@@ -879,6 +963,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 self.slots[w].parent = Some(u);
                 self.slots[i].parent = Some(p);
                 self.slots[u].stats = self.merged_stats(&self.slots[u].children);
+                self.slots[u].stamp = self.new_stamp();
                 self.slots[u].summary = u_summary;
             }
             Move::Contract => {
@@ -911,10 +996,30 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         stats
     }
 
-    /// The summary of a node with children `children` (ids) and `ln f = log_f`.
-    fn summary_from(&self, children: &[usize], log_f: f64) -> Summary {
-        let children: Vec<Child> = children.iter().map(|&c| Child::Node(c)).collect();
-        self.summary_of_children(&children, log_f)
+    /// The summary of a node with `ln f = log_f` and a child of summary `of(c)` for each
+    /// `c` in `children`, summed in child order (as [`summary_of_children`]
+    /// (Self::summary_of_children) sums them).
+    fn summary_over(
+        &self,
+        children: &[usize],
+        log_f: f64,
+        of: impl Fn(usize) -> Summary,
+    ) -> Summary {
+        let (mut n_leaves, mut log_p, mut log_d) = (0, -0.0, -0.0);
+        for &c in children {
+            let s = of(c);
+            n_leaves += s.n_leaves;
+            log_p += s.log_p;
+            log_d += s.log_d;
+        }
+        Summary::internal(
+            &self.params.mixing,
+            n_leaves,
+            children.len(),
+            log_f,
+            log_p,
+            log_d,
+        )
     }
 
     /// The summary of a node with `children` (ids or given summaries) and `ln f = log_f`,
@@ -1000,6 +1105,35 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 "{what}: stats of {v}: {a} vs {b}"
             );
         }
+    }
+
+    /// Checks that `plan`, made with the pair scores kept from earlier rows, is the plan
+    /// made with none kept: the same nodes with the same summaries, bit for bit (tests only).
+    #[cfg(test)]
+    fn check_cached_plan(&self, units: &[usize], plan: &Plan<M::Stats>) -> Result<()> {
+        let kept = self.pair_log_f.take();
+        let fresh = self.agglomerate(units);
+        let cached = kept.len();
+        *self.pair_log_f.borrow_mut() = kept;
+        let fresh = fresh?;
+        let shape = |p: &Plan<M::Stats>| -> Vec<(String, [u64; 4])> {
+            p.nodes
+                .iter()
+                .map(|n| {
+                    let v = n.summary.values();
+                    let bits = [v.log_f, v.log_p, v.log_pi, v.log_1m_pi].map(f64::to_bits);
+                    (format!("{:?}", n.children), bits)
+                })
+                .collect()
+        };
+        assert_eq!(
+            shape(plan),
+            shape(&fresh),
+            "a rebuild with {cached} kept pair scores differs from one without"
+        );
+        assert_eq!(plan.dissolved, fresh.dissolved);
+        CHECKED_WITH_CACHE.with(|n| n.set(n.get() + usize::from(cached > 0)));
+        Ok(())
     }
 
     /// The slots of the internal nodes in the id order of [`to_rose_tree`](Self::to_rose_tree).
@@ -1103,6 +1237,43 @@ impl<'c, S: Clone> OtherChildren<'c, S> {
             (None, _) => self.after[k].clone(),
         }
     }
+}
+
+/// A live tree of [`GrowingTree::agglomerate`]: its reference, summary, statistics (`None`
+/// for an existing node, whose slot has them) and content key.
+type Live<S> = (Ref, Summary, Option<S>, u128);
+
+/// The statistics of a live tree: its own, or its slot's.
+fn live_stats<'a, S>(slots: &'a [Slot<S>], entry: &'a Live<S>) -> &'a S {
+    match (&entry.2, entry.0) {
+        (Some(s), _) => s,
+        (None, Ref::Node(w)) => &slots[w].stats,
+        (None, Ref::Plan(_)) => unreachable!("plan nodes carry statistics"),
+    }
+}
+
+/// The content key of an existing node's statistics, from the slot's stamp.
+fn content_key(stamp: u64) -> u128 {
+    combine_keys(u128::from(stamp), u128::MAX)
+}
+
+/// The content key of the statistics merged from statistics with keys `a` and `b`, in that
+/// order: a 128-bit mix of the two (distinct statistics share a key with probability
+/// about 2⁻¹²⁸ per pair of keys).
+fn combine_keys(a: u128, b: u128) -> u128 {
+    /// SplitMix64's finaliser.
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let words = [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64];
+    let (mut h1, mut h2) = (0x9e37_79b9_7f4a_7c15_u64, 0x6a09_e667_f3bc_c909_u64);
+    for w in words {
+        h1 = mix(h1 ^ w).wrapping_add(h2.rotate_left(29));
+        h2 = mix(h2.wrapping_add(w) ^ h1.rotate_left(17));
+    }
+    (u128::from(h1) << 64) | u128::from(h2)
 }
 
 /// The outcome of [`GrowingTree::try_rebuild`].

@@ -214,7 +214,12 @@ struct RisingTable {
     shared: bool,
     /// Entries per row; `0` until [`fill`](Self::fill) is called.
     len: usize,
-    /// Row-major `rows × len`, with one row when `shared`.
+    /// Rows (features; one when `shared`).
+    rows: usize,
+    /// Count-major `len × rows`: the entries of all features at one count are adjacent.
+    /// A cluster's `ln f` reads every feature at its size (the `S[k + m]` terms) and, in a
+    /// large cluster, each feature far from the others' counts; with one row per feature
+    /// the first alone cost one cache line per feature.
     table: Vec<f64>,
 }
 
@@ -224,6 +229,7 @@ impl RisingTable {
         Self {
             shared: same(base) && same(rest),
             len: 0,
+            rows: 0,
             table: Vec::new(),
         }
     }
@@ -234,13 +240,12 @@ impl RisingTable {
 
     /// Tabulates `k ∈ 0..len` for the bases `base_i` and references `base_i + rest_i`.
     fn fill(&mut self, len: usize, base: &[f64], rest: &[f64]) {
-        self.table = (0..self.rows(base.len()))
-            .flat_map(|i| {
-                let (b, r) = (base[i], rest[i]);
-                (0..len).map(move |k| ln_rising_against(b, k as f64, r))
-            })
+        let rows = self.rows(base.len());
+        self.table = (0..len)
+            .flat_map(|k| (0..rows).map(move |i| ln_rising_against(base[i], k as f64, rest[i])))
             .collect();
         self.len = len;
+        self.rows = rows;
     }
 
     /// The shared row for `k ∈ 0..=n`, if every feature has the same entries and the table
@@ -254,7 +259,7 @@ impl RisingTable {
     #[inline]
     fn get(&self, i: usize, k: u32) -> f64 {
         let row = if self.shared { 0 } else { i };
-        self.table[row * self.len + k as usize]
+        self.table[k as usize * self.rows + row]
     }
 }
 

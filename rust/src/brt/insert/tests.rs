@@ -369,3 +369,49 @@ fn missing_entries_and_every_rule() {
         }
     }
 }
+
+/// Local rebuilds reuse the `ln f` of unit pairs scored for earlier rows; every rebuild is
+/// checked (in `try_rebuild`, under `cfg(test)`) against the same rebuild with nothing
+/// kept, bit for bit. This grows trees where rows pass the same rebuilt nodes again, for
+/// each model family, and requires that the check ran with kept scores.
+#[test]
+fn rebuilds_with_kept_pair_scores_equal_rebuilds_without() {
+    let before = CHECKED_WITH_CACHE.with(std::cell::Cell::get);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2028);
+    let mixing = Mixing::Brt { gamma: 0.5 };
+    let bits = binary_rows(&mut rng, 160, 16, 6);
+    // A prior per feature, as the data-driven default has.
+    let alpha: Vec<f64> = (0..16).map(|i| 0.5 + 0.1 * f64::from(i)).collect();
+    let beta: Vec<f64> = alpha.iter().rev().copied().collect();
+    let bernoulli = BetaBernoulli::new(&alpha, &beta, 16).unwrap();
+    let gauss = gaussian_rows(&mut rng, 120, 3, 5);
+    let niw = NormalInverseWishart::new_diagonal(vec![0.0; 3], 0.05, 5.0, vec![2.0; 3]).unwrap();
+    for binary in [false, true] {
+        let all = bernoulli.leaf_stats_all(bits.view()).unwrap();
+        let params = BrtParams::new(mixing).binary(binary).check().unwrap();
+        let tree = fit_stats(&bernoulli, &params, all[..20].to_vec(), &|| false).unwrap();
+        let grow_params = GrowParams::new(mixing).binary(binary);
+        grow(
+            &bernoulli,
+            grow_params,
+            &tree,
+            all[..20].to_vec(),
+            all[20..].to_vec(),
+            &|| false,
+        )
+        .unwrap();
+        let all = niw.leaf_stats_all(gauss.view()).unwrap();
+        let tree = fit_stats(&niw, &params, all[..20].to_vec(), &|| false).unwrap();
+        grow(
+            &niw,
+            grow_params,
+            &tree,
+            all[..20].to_vec(),
+            all[20..].to_vec(),
+            &|| false,
+        )
+        .unwrap();
+    }
+    let checked = CHECKED_WITH_CACHE.with(std::cell::Cell::get) - before;
+    assert!(checked > 0, "no rebuild ran with kept pair scores");
+}
