@@ -56,6 +56,11 @@ Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``; see each READM
   as the class); 10 subsets of at most 200 rows (iris 120, wine 142), each standardized
   (every system, rosetree's too, sees the same standardized columns).
 
+``--raw`` gives the real-valued sets as they come, in their own units (grams beside
+millimetres), not standardized: what a new user who does not standardize gets. SciPy then
+runs both on the raw columns and, as a user of linkage would, on the standardized ones
+(``SciPy average, Euclidean (standardized)``).
+
 Subsets are drawn per class without replacement by ``numpy.random.default_rng([i, k])``
 (subset *i* of the *k*-th data set), so every run and every system sees the same rows.
 Beside our numbers, the tables show Teh et al. (2007) Table 1 as published (MNIST and
@@ -68,6 +73,7 @@ Usage::
         --markdown benchmarks/quality_results.md
     python benchmarks/bench_quality.py --quick                # 2 subsets per set, ~1 minute
     python benchmarks/bench_quality.py --datasets toy,mnist --subsets 5
+    python benchmarks/bench_quality.py --raw --datasets iris,wine,breast_cancer,penguins,cars
     python benchmarks/bench_quality.py --datasets iris,wine,cars --families brt,coalescent
 """
 
@@ -133,9 +139,15 @@ DEFAULT_SYSTEMS: dict[str, Callable[[], Any]] = {
     "rosetree diffusion tree, prior move (subtree_move='prior')": lambda: rt.PitmanYorDiffusionTree(
         subtree_move="prior", random_state=0
     ),
+    # The default before the rows were centred and scaled, for comparison in the same run.
+    "rosetree diffusion tree, rows as given (scale=None)": lambda: rt.PitmanYorDiffusionTree(
+        scale=None, random_state=0
+    ),
 }
 #: The family of each default system, for --families.
-DEFAULT_FAMILIES = dict(zip(DEFAULT_SYSTEMS, ("brt", "coalescent", "pydt", "pydt"), strict=True))
+DEFAULT_FAMILIES = dict(
+    zip(DEFAULT_SYSTEMS, ("brt", "coalescent", "pydt", "pydt", "pydt"), strict=True)
+)
 
 ROSETREE_SYSTEMS: dict[str, dict[str, Any]] = {
     "BRT": {},
@@ -207,8 +219,9 @@ def pca(X: np.ndarray, d: int) -> np.ndarray:
 class Source:
     """Loads each data set's file once and draws its subsets."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, raw: bool = False) -> None:
         self.data_dir = data_dir
+        self.raw = raw  # real-valued sets in their own units, not standardized
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def available(self, name: str) -> bool:
@@ -249,7 +262,7 @@ class Source:
         X, y = self._full(name)
         if name in real_data.REAL_SETS:
             X, y = real_data.subset(name, X, y, i)
-            return real_data.standardize(X), y
+            return (X if self.raw else real_data.standardize(X)), y
         rng = np.random.default_rng([i, list(DATASETS).index(name)])
         if name in WHOLE:
             return X, y
@@ -297,8 +310,10 @@ def scipy_tree(X: np.ndarray, method: str, metric: str, k: int) -> tuple[Any, An
     return Z, fcluster(Z, k, "maxclust")
 
 
-def systems_for(name: str, learn: set[str], families: set[str]) -> list[tuple[str, System]]:
-    """(label, system) for every system run on ``name``."""
+def systems_for(
+    name: str, learn: set[str], families: set[str], raw: bool = False
+) -> list[tuple[str, System]]:
+    """(label, system) for every system run on ``name`` (``raw``: see ``--raw``)."""
     kind = DATASETS[name][0]
     out: list[tuple[str, System]] = [
         (label, lambda X, k, m=make: default_fit(m, X))
@@ -314,6 +329,13 @@ def systems_for(name: str, learn: set[str], families: set[str]) -> list[tuple[st
     for method, metric in SCIPY_SYSTEMS[kind]:
         label = f"SciPy {method}, {metric.capitalize()}"
         out.append((label, lambda X, k, m=method, d=metric: scipy_tree(X, m, d, k)))
+    if raw and name in real_data.REAL_SETS:
+        out.append(
+            (
+                "SciPy average, Euclidean (standardized)",
+                lambda X, k: scipy_tree(real_data.standardize(X), "average", "euclidean", k),
+            )
+        )
     return out
 
 
@@ -341,8 +363,10 @@ def run_dataset(
     message in ``failures``), and scores only on the subsets it fits.
     """
     kind, _, description = DATASETS[name]
+    if source.raw:
+        description = description.replace("; standardized", "; in its own units (--raw)")
     families = set(DEFAULT_FAMILIES.values()) if families is None else families
-    systems = systems_for(name, learn, families)
+    systems = systems_for(name, learn, families, source.raw)
     raw: dict[str, dict[str, list[Any]]] = {
         label: {**{s: [] for s in (*SCORES, "ari")}, "seconds": []} for label, _ in systems
     }
@@ -461,6 +485,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="whose default estimators run: a comma-separated list of brt, coalescent and "
         "pydt, or 'none' (default: all three)",
     )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="real-valued sets in their own units, not standardized (see above)",
+    )
     p.add_argument("--json", metavar="PATH", type=Path, help="write all results as JSON")
     p.add_argument("--markdown", metavar="PATH", type=Path, help="write the tables as Markdown")
     args = p.parse_args(argv)
@@ -485,10 +514,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     start, cpu_start = time.perf_counter(), time.process_time()
     info = header()
+    info["real-valued data"] = "as they come (--raw)" if args.raw else "standardized"
     print("rosetree tree quality vs SciPy linkage (dendrogram purity, subtree score, LOO)")
     for key, value in info.items():
         print(f"  {key:<20}{value}")
-    source = Source(DATA_DIR)
+    source = Source(DATA_DIR, raw=args.raw)
     results: dict[str, Any] = {"header": info, "datasets": {}}
     for name in args.datasets:
         if not source.available(name):
