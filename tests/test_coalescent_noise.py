@@ -12,6 +12,7 @@ import pytest
 import rosetree as rt
 from rosetree import _coalescent_hyper as _hyper
 from rosetree import _core
+from rosetree._validation import unit_variances
 from scipy import integrate, optimize, stats
 from sklearn.datasets import load_iris
 from test_coalescent import covariance, log_prior, random_timed_tree
@@ -157,7 +158,7 @@ def test_lambda_auto_makes_the_tree_independent_of_the_scale():
 
 def test_columns_in_different_units_get_a_rate_each():
     rng = np.random.default_rng(8)
-    X = rng.normal(size=(20, 3)) * [1.0, 1.0, 1e3]  # variances 10^6 apart: other units
+    X = rng.normal(size=(20, 3)) * [1.0, 1.0, 1e3]  # ranges 10^3 apart: other units
     a = rt.KingmanCoalescent().fit(X)
     np.testing.assert_allclose(a.Lambda_, np.var(X, axis=0), rtol=1e-12)
     # Any change of units, column by column, gives the same tree and clusters.
@@ -170,11 +171,19 @@ def test_columns_in_different_units_get_a_rate_each():
     np.testing.assert_allclose(
         b.score_samples(X[:4] * factors - 3.0), a.score_samples(X[:4]) - jac, rtol=1e-9
     )
-    # Within a factor of 10^4 the columns share one rate, the mean variance.
-    near = rng.normal(size=(20, 3)) * [1.0, 1.0, 50.0]
+    # Ranges within a factor of 100: the columns share one rate, the mean variance, even
+    # where a column that is rarely non-zero has a tiny variance (as pixels do).
+    near = rng.normal(size=(20, 3)) * [1.0, 1.0, 20.0]
     c = rt.KingmanCoalescent().fit(near)
     assert np.ndim(c.Lambda_) == 0
     assert c.Lambda_ == pytest.approx(np.var(near, axis=0).mean(), rel=1e-12)
+    pixels = rng.integers(0, 17, size=(1000, 2)).astype(float)
+    pixels[:, 1] = np.arange(1000) == 7  # one pixel lit once: variance 10^-3, range 1
+    variances = np.var(pixels, axis=0)
+    assert variances.max() > 1e4 * variances.min()
+    one, by_column = unit_variances(pixels)
+    assert not by_column
+    np.testing.assert_allclose(one, variances.mean(), rtol=1e-12)
     rt.KingmanCoalescent(Lambda=1.0).fit(X)  # a given Lambda is used as given
 
 

@@ -361,7 +361,7 @@ def test_the_default_mcmc_starts_from_average_linkage():
 
 def test_the_tree_does_not_depend_on_the_columns_units_or_origins():
     rng = np.random.default_rng(12)
-    X = rng.normal(size=(15, 3)) * [1.0, 1.0, 1e3]  # variances 10^6 apart: other units
+    X = rng.normal(size=(15, 3)) * [1.0, 1.0, 1e3]  # ranges 10^3 apart: other units
     est = rt.PitmanYorDiffusionTree(n_iter=20, random_state=0).fit(X)
     np.testing.assert_allclose(est.center_, X.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(est.scale_, X.std(axis=0), rtol=1e-12)

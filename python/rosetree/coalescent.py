@@ -75,8 +75,9 @@ def _auto_lambda(X: np.ndarray) -> np.ndarray:
 def _auto_rate(X: np.ndarray) -> np.ndarray:
     """``Lambda="auto"``: the columns' unit variances (:func:`unit_variances`).
 
-    One rate for every column, the mean of their variances, unless the variances differ by
-    more than a factor of 10⁴; then each column's own variance (a diagonal ``Lambda``).
+    One rate for every column, the mean of their variances, unless the columns' ranges
+    differ by more than a factor of 100; then each column's own variance (a diagonal
+    ``Lambda``).
     Brownian motion from a flat root for coalescent times of order one then spreads rows
     about as widely as the data, whatever the columns' units. One rate where the columns
     share a unit keeps the data's geometry: on principal components (MNIST PCA-20) and on
@@ -151,11 +152,12 @@ class KingmanCoalescent(ClusterEstimator):
         Brownian: the covariance rate :math:`\Lambda = \lambda I`, a diagonal, or a full
         symmetric positive-definite matrix. ``"auto"`` takes the rates from the data, so
         that the tree does not depend on the columns' units: :math:`\lambda I` with
-        :math:`\lambda` the mean of the columns' variances, or, where the variances differ
-        by more than a factor of 10⁴ (columns in different units, such as grams beside
-        millimetres), each column's own variance (a diagonal; ``Lambda_`` says which). One
-        rate where the columns share a unit keeps the geometry of principal components and
-        binary rows, where per-column rates lost purity (MNIST PCA-20: 0.35 against 0.43).
+        :math:`\lambda` the mean of the columns' variances, or, where the columns' ranges
+        differ by more than a factor of 100 (columns in different units, such as grams
+        beside millimetres), each column's own variance (a diagonal; ``Lambda_`` says
+        which). One rate where the columns share a unit keeps the geometry of principal
+        components, pixel counts and binary rows, where per-column rates lost purity
+        (MNIST PCA-20: 0.35 against 0.43).
         Multinomial: the mutation rate of every feature (one number, or one per feature);
         ``"auto"`` is 1.
     noise : float, default=None

@@ -79,11 +79,11 @@ class NotFittedError(RoseTreeError, ValueError, AttributeError):
 class DataScaleWarning(UserWarning):
     r"""The data's columns are on very different scales for a model that compares them.
 
-    Raised by :class:`~rosetree.KingmanCoalescent` with ``Lambda="auto"`` (one rate for
-    every column) and by :class:`~rosetree.PitmanYorDiffusionTree` (one :math:`\sigma^2`)
-    when the columns' variances differ by more than a factor of 10⁴: the widest columns
-    then decide the tree. Standardize the columns (scikit-learn's ``StandardScaler``)
-    unless their scales are meant, or give the coalescent's ``Lambda`` per column.
+    Raised by :class:`~rosetree.PitmanYorDiffusionTree` with ``scale=None`` (the rows as
+    given, one :math:`\sigma^2` for every column) when the columns' ranges differ by more
+    than a factor of 100, as for columns in different units: the widest columns then
+    decide the tree. Standardize the columns (scikit-learn's ``StandardScaler``) unless
+    their scales are meant, or keep the default ``scale="auto"``, which does.
     """
 
 

@@ -503,9 +503,7 @@ def _scaling(X: np.ndarray, scale: str | None) -> tuple[np.ndarray, np.ndarray]:
     """``(center, unit)`` of each column under ``scale`` (see ``PitmanYorDiffusionTree``)."""
     d = X.shape[1]
     if scale is None:
-        with np.errstate(all="ignore"):
-            variances = np.var(X, axis=0)
-        warn_column_scales(variances, "the diffusion tree with scale=None", stacklevel=3)
+        warn_column_scales(X, "the diffusion tree with scale=None", stacklevel=3)
         return np.zeros(d), np.ones(d)
     if scale == "columns":
         var, ok = column_variances(X)
@@ -549,9 +547,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         would make the tree depend on where each column's zero is and on its unit.
         ``"auto"``: each column centred on its mean, and all divided by one scale, the root
         mean of the columns' variances, which keeps the data's geometry (principal
-        components, pixel counts); where the variances differ by more than a factor of
-        10⁴ (columns in different units, such as grams beside millimetres), each column
-        by its own standard deviation, so that no choice of units changes the tree.
+        components, pixel counts); where the columns' ranges differ by more than a factor
+        of 100 (columns in different units, such as grams beside millimetres), each
+        column by its own standard deviation, so that no choice of units changes the tree.
         ``"columns"``: each column centred and divided by its own standard deviation.
         ``None``: the rows as given (the paper's setting; columns on very different scales
         get a :class:`~rosetree.DataScaleWarning`). The tree, ``log_joint_`` and the
