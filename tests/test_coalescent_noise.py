@@ -282,6 +282,10 @@ def test_the_flat_clusters_model_is_chosen_by_the_structure_it_finds_in_the_tree
     assert est.cluster_tree_.log_evidence == pytest.approx(chosen.log_evidence, rel=1e-12)
     np.testing.assert_allclose(est.cluster_tree_.log_f, chosen.log_f, rtol=1e-10)
     np.testing.assert_array_equal(est.predict(stretched), est.labels_)
+    # Rows added later are cut under the model the fit chose.
+    grown = rt.KingmanCoalescent().fit(stretched[::2]).partial_fit(stretched[1::2])
+    assert isinstance(grown.cluster_model_, rt.NormalInverseWishart)
+    assert grown.cluster_model_selection_["chosen"] == "NormalInverseWishart"
     # Round clusters: the diagonal model shows more structure, and is kept.
     round_ = centres[y] + rng.normal(size=(120, 4))
     est = rt.KingmanCoalescent().fit(round_)

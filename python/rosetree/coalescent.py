@@ -327,7 +327,7 @@ class KingmanCoalescent(ClusterEstimator):
         and the DP mixing (its :attr:`RoseTree.log_r` are the model comparisons); used by
         :meth:`predict_proba`.
     cluster_model_ : ClusterModel
-        That cluster model.
+        That cluster model, chosen by :meth:`fit` (:meth:`partial_fit` keeps it).
     cluster_model_selection_ : dict
         Brownian data: why it was chosen, as :attr:`BayesianRoseTree.model_selection_`
         (each candidate's ``log_evidence`` on ``tree_``, ``log_marginal_one_cluster`` and
@@ -586,7 +586,7 @@ class KingmanCoalescent(ClusterEstimator):
         split_llr = _split_llr(tree, evidence)
         self.tree_, self.log_joint_, self._X = tree, float(log_joint), X_all
         self.split_llr_ = split_llr
-        self._set_flat_clusters(X_all, likelihood)
+        self._set_flat_clusters(X_all, likelihood, keep_model=True)
         return self
 
     def _cluster_data(self, X: np.ndarray) -> np.ndarray:
@@ -602,8 +602,12 @@ class KingmanCoalescent(ClusterEstimator):
             columns.append(ind)
         return np.hstack(columns)
 
-    def _set_flat_clusters(self, X: np.ndarray, likelihood: str) -> None:
-        """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``."""
+    def _set_flat_clusters(self, X: np.ndarray, likelihood: str, keep_model: bool = False) -> None:
+        """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``.
+
+        ``keep_model``: the cluster model stays the one the fit chose (:meth:`partial_fit`,
+        whose every call would otherwise score both candidates on the whole tree again).
+        """
         rule = check_choice(self.flat_clusters, "flat_clusters", _FLAT_CLUSTERS)
         alpha = check_positive(self.dp_alpha, "dp_alpha")
         t = check_cut_threshold(self.cut_threshold)
@@ -617,7 +621,10 @@ class KingmanCoalescent(ClusterEstimator):
             self._cluster_center = np.nanmean(np.where(np.isnan(X).all(axis=0), 0.0, X), axis=0)
             self._cluster_scale = np.sqrt(_auto_lambda(X))
             data = self._cluster_data(X)
-            model, self.cluster_model_selection_ = self._cluster_model(data, float(alpha))
+            if keep_model:  # a fit pickled before the choice existed used NormalGamma
+                model = getattr(self, "cluster_model_", None) or NormalGamma()
+            else:
+                model, self.cluster_model_selection_ = self._cluster_model(data, float(alpha))
         self.cluster_model_ = model
         if rule == "dp":
             flat = FlatClusters.cut(data, self.tree_, model, float(alpha), float(t))
