@@ -866,9 +866,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.__dict__.update(state)
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
-        """New rows as the fitted model sees them."""
-        if self.likelihood == "probit":
-            return X
+        """New rows as the fitted model sees them (as given under the probit likelihood)."""
         return cast("np.ndarray", (X - self.center_) / self.scale_)
 
     def _set_samples(self, X: np.ndarray, samples: list[Any], best: int, probit: bool) -> None:
@@ -964,8 +962,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         X_new = check_new_rows(self, X, allow_nan=probit)
         if probit:
             _check_binary(X_new)
-        else:
-            X_new = self._scaled(X_new)
+        X_new = self._scaled(X_new)
         sweeps = check_int(self.partial_fit_sweeps, "partial_fit_sweeps", low=0)
         if not options["mcmc"]:
             sweeps = 0
