@@ -12,9 +12,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rosetree as rt
-from rosetree.pydt import _mixture_log_density, predictive_components
+from rosetree.pydt import predictive_components
 from scipy import integrate
 from scipy.special import gammaln
+
+
+def _mixture_log_density(
+    X: np.ndarray, log_w: np.ndarray, means: np.ndarray, variances: np.ndarray
+) -> np.ndarray:
+    """``ln sum_k w_k N(x; mean_k, var_k I)`` for every row of ``X``, in NumPy: the
+    reference for the core's density."""
+    d = X.shape[1]
+    sq = ((X[:, None, :] - means[None, :, :]) ** 2).sum(axis=2)
+    terms = log_w[None, :] - 0.5 * d * np.log(2 * np.pi * variances)[None, :]
+    terms = terms - 0.5 * sq / variances[None, :]
+    return np.logaddexp.reduce(terms, axis=1)
 
 
 def _nested(tree: rt.Tree, node: int, insert: tuple[int, float] | None, new: int) -> object:
@@ -198,3 +210,45 @@ def test_standardized_binary_data_score_finitely():
     assert np.all(
         np.isfinite(rt.PitmanYorDiffusionTree(random_state=0).fit(equal).score_samples(equal))
     )
+
+
+@pytest.mark.parametrize(("n", "d", "alpha", "beta", "c", "sigma2", "seed"), CASES)
+def test_core_density_is_the_mixture_of_its_components(n, d, alpha, beta, c, sigma2, seed):
+    """The core's density of new rows against the mixture's density computed in NumPy from
+    the components, near the data and far from it."""
+    X, tree = rt.sample_pydt(n, d, alpha=alpha, beta=beta, c=c, sigma2=sigma2, random_state=seed)
+    predictor = rt.pydt._predictor(X, tree, alpha, beta, c, sigma2, 3)
+    log_w, means, variances, _ = predictor.components()
+    Y = np.random.default_rng(seed).normal(size=(25, d)) * np.array([[0.5], [3.0], [40.0]]).repeat(
+        [10, 10, 5], axis=0
+    )
+    np.testing.assert_allclose(
+        predictor.log_density(Y), _mixture_log_density(Y, log_w, means, variances), rtol=1e-12
+    )
+
+
+def test_estimator_scores_survive_pickling():
+    import pickle
+
+    X, _ = rt.sample_pydt(12, 2, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=5)
+    est = rt.PitmanYorDiffusionTree(n_iter=10, random_state=0).fit(X)
+    Y = X[:3] + 0.25
+    before = est.score_samples(Y)  # builds the predictive mixtures
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.score_samples(Y), before)
+    # A new fit replaces them.
+    est.fit(X[::-1] * 2.0)
+    assert not np.allclose(est.score_samples(Y), before)
+
+
+def test_bad_new_rows_and_settings_are_named():
+    X, tree = rt.sample_pydt(6, 2, alpha=0.5, beta=0.2, c=1.0, sigma2=1.0, random_state=1)
+    with pytest.raises(rt.InvalidParameterError, match="n_points"):
+        predictive_components(X, tree, 0.5, 0.2, 1.0, 1.0, n_points=0)
+    with pytest.raises(rt.InvalidParameterError, match="sigma2"):
+        predictive_components(X, tree, 0.5, 0.2, 1.0, -1.0)
+    predictor = rt.pydt._predictor(X, tree, 0.5, 0.2, 1.0, 1.0, 3)
+    with pytest.raises(rt.InvalidDataError, match="row 1, column 0"):
+        predictor.log_density(np.array([[0.0, 0.0], [np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="2 columns"):
+        predictor.log_density(np.zeros((1, 3)))

@@ -9,6 +9,7 @@ __all__ = [
     "BrtParams",
     "CoalescentPredictor",
     "ModelSpec",
+    "PydtPredictor",
     "RoseTree",
     "Tree",
     "__version__",
@@ -42,6 +43,7 @@ __all__ = [
     "pydt_log_prior",
     "pydt_mcmc",
     "pydt_partial_fit",
+    "pydt_predictor",
     "pydt_probit_ep",
     "resolved_model",
     "sample_pydt",
@@ -365,6 +367,31 @@ def coalescent_subtree_evidence(
     root: float | None,
     noise: float = 0.0,
 ) -> list[float]: ...
+
+@final
+class PydtPredictor:
+    def components(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+    ]: ...
+    def log_density(
+        self, x: npt.NDArray[np.float64], *, n_jobs: int | None = None
+    ) -> npt.NDArray[np.float64]: ...
+
+def pydt_predictor(
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    *,
+    alpha: float,
+    beta: float,
+    c: float,
+    sigma2: float,
+    n_points: int,
+) -> PydtPredictor: ...
 def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
 def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...
 def sample_pydt(

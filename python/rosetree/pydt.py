@@ -246,26 +246,13 @@ def sample_pydt(
 
 
 # ---------------------------------------------------------------------------- prediction
-def _gauss_product(
-    m1: np.ndarray, v1: float, m2: np.ndarray, v2: float
-) -> tuple[np.ndarray, float]:
-    """Mean and variance of the normalised product of two isotropic Gaussian messages.
-
-    Variances are in units of ``sigma2``; a variance of 0 is a point mass.
-    """
-    if v1 == 0.0:
-        return m1, 0.0
-    if v2 == 0.0:
-        return m2, 0.0
-    s = v1 + v2
-    return (m1 * v2 + m2 * v1) / s, v1 * v2 / s
-
-
-def _product(messages: list[tuple[np.ndarray, float]]) -> tuple[np.ndarray, float]:
-    mean, var = messages[0]
-    for m, v in messages[1:]:
-        mean, var = _gauss_product(mean, var, m, v)
-    return mean, var
+def _predictor(
+    X: np.ndarray, tree: Tree, alpha: float, beta: float, c: float, sigma2: float, n_points: int
+) -> _core.PydtPredictor:
+    """The core's predictive mixture of ``tree`` over the rows of ``X``."""
+    return _core.pydt_predictor(
+        X, tree._structure, alpha=alpha, beta=beta, c=c, sigma2=sigma2, n_points=n_points
+    )
 
 
 def predictive_components(
@@ -290,6 +277,8 @@ def predictive_components(
     represented by ``n_points`` times at the midpoints of equal-probability bins of its
     (truncated exponential, in :math:`\tau = -\ln(1 - t)`) law, each with its share of the
     branch's probability. The weights sum to one, so the mixture is a normalised density.
+    Built by ``rosetree::pydt::predict::Predictor`` in the core: two passes of the Gaussian
+    messages of ``rosetree::models::messages``, O(n d).
 
     Returns
     -------
@@ -302,125 +291,18 @@ def predictive_components(
         branch into ``u`` when ``t`` is less than ``u``'s height, at the branch point ``u``
         (a new branch) when it equals it.
     """
-    from scipy.special import gammaln
-
     X = check_array(X, allow_nan=False, min_rows=1)
-    n, d = X.shape
-    tree = _tree(tree, n)
-    h = np.asarray(tree.heights, dtype=float)
-    children = tree.children
-    sizes = tree.sizes
-
-    def ln_w(m: int) -> float:
-        return float(gammaln(m - beta) - gammaln(m + 1 + alpha))
-
-    # Times near 1 are kept as their distance to 1, r = 1 − t = e^{−τ}: a branch's length
-    # is a difference of r's, and a divergence time drawn on a leaf's branch close to 1
-    # keeps a positive distance to it (1 − t from a rounded t would be 0, and the
-    # component a point mass).
-    tau = np.full(tree.n_nodes, np.inf)  # tau = -ln(1 - t); the leaves (t = 1) at infinity
-    tau[n:] = -np.log1p(-h[n:])
-    r = np.exp(-tau)  # 1 - t: 0 at the leaves
-    # Upward messages (in units of sigma2): the data below each node, at the node.
-    up_mean = np.zeros((tree.n_nodes, d))
-    up_var = np.zeros(tree.n_nodes)
-    up_mean[:n] = X
-    for b in tree.internal_nodes:
-        msgs = [(up_mean[k], up_var[k] + (r[b] - r[k])) for k in children[b]]
-        up_mean[b], up_var[b] = _product(msgs)
-    # Outside messages: at each node's parent, from everything but the node's subtree
-    # (for the root: the origin, a point mass at 0 at t = 0).
-    out_mean = np.zeros((tree.n_nodes, d))
-    out_var = np.zeros(tree.n_nodes)
-    top = np.zeros(tree.n_nodes)  # time of the parent (0 for the root)
-    r_top = np.ones(tree.n_nodes)  # 1 - top
-    ln_reach = np.zeros(tree.n_nodes)  # log P(the new point reaches the top of the branch)
-    for b in reversed(tree.internal_nodes):
-        above = (out_mean[b], out_var[b] + (r_top[b] - r[b]))
-        msgs = [(up_mean[k], up_var[k] + (r[b] - r[k])) for k in children[b]]
-        rate = c * np.exp(ln_w(int(sizes[b])))
-        survive = -rate * (tau[b] - (-np.log(r_top[b])))
-        # Everything but child i: the products of the messages before and after it.
-        before = [above]
-        for msg in msgs[:-1]:
-            before.append(_gauss_product(*before[-1], *msg))
-        after = msgs[-1]
-        for i in range(len(msgs) - 1, -1, -1):
-            k = children[b][i]
-            rest = before[i] if i == len(msgs) - 1 else _gauss_product(*before[i], *after)
-            if i < len(msgs) - 1:
-                after = _gauss_product(*after, *msgs[i])
-            out_mean[k], out_var[k] = rest
-            top[k], r_top[k] = h[b], r[b]
-            ln_reach[k] = ln_reach[b] + survive + np.log(sizes[k] - beta) - np.log(sizes[b] + alpha)
-    log_w: list[float] = []
-    means: list[np.ndarray] = []
-    variances: list[float] = []
-    where: list[tuple[int, float]] = []
-    for u in range(tree.n_nodes):
-        tau_top = -np.log(r_top[u])
-        rate = c * np.exp(ln_w(int(sizes[u])))
-        p_div = -np.expm1(-rate * (tau[u] - tau_top))
-        if p_div > 0.0:
-            q = (np.arange(n_points) + 0.5) / n_points
-            taus = tau_top - np.log1p(-q * p_div) / rate
-            for tau_t in taus:
-                # 1 - t, positive even where t rounds to 1; with a tiny rate (c near 0) the
-                # drawn tau may pass 745, where exp underflows: the floor keeps the
-                # component a (very narrow) Gaussian rather than a point mass.
-                r_t = max(float(np.exp(-tau_t)), np.finfo(float).tiny)
-                below = (up_mean[u], up_var[u] + (r_t - r[u]))
-                above = (out_mean[u], out_var[u] + (r_top[u] - r_t))
-                m, v = _product([below, above])
-                log_w.append(ln_reach[u] + np.log(p_div / n_points))
-                means.append(m)
-                variances.append(v + r_t)
-                where.append((u, -np.expm1(-tau_t)))
-        if u >= n:
-            k = len(children[u])
-            new = alpha + k * beta
-            if new > 0.0:
-                survive = -rate * (tau[u] - tau_top)
-                above = (out_mean[u], out_var[u] + (r_top[u] - r[u]))
-                m, v = _gauss_product(up_mean[u], up_var[u], *above)
-                log_w.append(ln_reach[u] + survive + np.log(new) - np.log(sizes[u] + alpha))
-                means.append(m)
-                variances.append(v + r[u])
-                where.append((u, h[u]))
-    return (
-        np.asarray(log_w),
-        np.asarray(means),
-        sigma2 * np.asarray(variances),
-        np.asarray(where, dtype=float).reshape(-1, 2),
+    tree = _tree(tree, X.shape[0])
+    predictor = _predictor(
+        X,
+        tree,
+        check_real(alpha, "alpha"),
+        check_real(beta, "beta"),
+        check_real(c, "c"),
+        check_real(sigma2, "sigma2"),
+        check_count(n_points, "n_points"),
     )
-
-
-def _mixture_log_density(
-    X: np.ndarray, log_w: np.ndarray, means: np.ndarray, variances: np.ndarray
-) -> np.ndarray:
-    """``ln sum_k w_k N(x; mean_k, var_k I)`` for every row of ``X``."""
-    with np.errstate(all="ignore"):  # non-finite results are the caller's to refuse
-        return _mixture_log_density_rows(X, log_w, means, variances)
-
-
-def _mixture_log_density_rows(
-    X: np.ndarray, log_w: np.ndarray, means: np.ndarray, variances: np.ndarray
-) -> np.ndarray:
-    d = X.shape[1]
-    norm = log_w - 0.5 * d * np.log(2 * np.pi * variances)
-    out = np.empty(X.shape[0])
-    # Differences formed directly (no |x|² − 2x·m + |m|², which cancels far from the origin),
-    # a block of rows at a time.
-    step = max(1, 2**22 // max(1, means.size))
-    for start in range(0, X.shape[0], step):
-        block = X[start : start + step]
-        sq = ((block[:, None, :] - means[None, :, :]) ** 2).sum(axis=2)
-        terms = norm[None, :] - 0.5 * sq / variances[None, :]
-        top = terms.max(axis=1, keepdims=True)
-        out[start : start + step] = (top + np.log(np.exp(terms - top).sum(axis=1, keepdims=True)))[
-            :, 0
-        ]
-    return out
+    return cast("tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]", predictor.components())
 
 
 # ---------------------------------------------------------------------------- estimator
@@ -865,6 +747,25 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             state["center_"], state["scale_"] = np.zeros(d), np.ones(d)
         self.__dict__.update(state)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The predictive mixtures live in the core and are rebuilt on demand.
+        state = self.__dict__.copy()
+        state.pop("_predictor_cache", None)
+        return state
+
+    def _predictors(self) -> list[_core.PydtPredictor]:
+        """The predictive mixture of each of ``samples_``, built on first use after a fit."""
+        cache: list[_core.PydtPredictor] | None = self.__dict__.get("_predictor_cache")
+        if cache is None:
+            cache = [
+                _predictor(self._X, tree, alpha, beta, c, sigma2, self._n_points)
+                for tree, (alpha, beta, c, sigma2) in zip(
+                    self.samples_, self.sample_hyperparameters_.tolist(), strict=True
+                )
+            ]
+            self.__dict__["_predictor_cache"] = cache
+        return cache
+
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """New rows as the fitted model sees them (as given under the probit likelihood)."""
         return cast("np.ndarray", (X - self.center_) / self.scale_)
@@ -884,6 +785,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             self.labels_ = self._flat.labels
         self.n_clusters_ = int(self.labels_.max()) + 1
         self._X = X
+        self.__dict__["_predictor_cache"] = None  # the predictive mixtures, built on demand
 
     def partial_fit(self, X: Any, y: Any = None) -> PitmanYorDiffusionTree:
         r"""Add the rows of ``X`` to the fitted tree without refitting.
@@ -1052,14 +954,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 "likelihood",
             )
         X = self._scaled(check_new_rows(self, X, allow_nan=False))
-        terms = np.empty((len(self.samples_), X.shape[0]))
-        for i, (tree, (alpha, beta, c, sigma2)) in enumerate(
-            zip(self.samples_, self.sample_hyperparameters_, strict=True)
-        ):
-            log_w, means, variances, _ = predictive_components(
-                self._X, tree, alpha, beta, c, sigma2, self._n_points
-            )
-            terms[i] = _mixture_log_density(X, log_w, means, variances)
+        terms = np.array([p.log_density(X) for p in self._predictors()]).reshape(-1, X.shape[0])
         top = terms.max(axis=0)
         with np.errstate(invalid="ignore"):
             # The density of the scaled row, times the Jacobian of the scaling.

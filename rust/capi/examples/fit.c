@@ -144,9 +144,13 @@ int main(int argc, char **argv) {
         CHECK(rt_fit_labels(fit, 1.0, 0.5, labels, n_leaves, &k));
         printf("clusters %zu\nlabels", k);
         for (i = 0; i < n_leaves; i++) printf(" %lld", (long long)labels[i]);
+        printf("\n");
+    }
+    if (strcmp(family, "coalescent")) {
+        /* The rose tree's predictive density (BRT eq 1.25), or the diffusion tree's. */
         if (!(log_predictive = malloc(n_rows * sizeof *log_predictive))) goto done;
         CHECK(rt_fit_score_samples(fit, data, log_predictive, n_rows));
-        printf("\nlog_predictive");
+        printf("log_predictive");
         for (i = 0; i < n_rows; i++) printf(" %.17g", log_predictive[i]);
         printf("\n");
     }

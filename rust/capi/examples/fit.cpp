@@ -178,7 +178,10 @@ int main(int argc, char **argv) try {
         const std::vector<int64_t> labels = fit.labels(&k);
         std::cout << "clusters " << k << "\nlabels";
         for (int64_t label : labels) std::cout << ' ' << label;
-        std::cout << "\nlog_predictive";
+        std::cout << "\n";
+    }
+    if (family != "coalescent") {
+        std::cout << "log_predictive";
         for (double value : fit.score_samples(data.get(), n_rows)) {
             std::snprintf(score, sizeof score, " %.17g", value);
             std::cout << score;

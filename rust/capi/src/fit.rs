@@ -10,6 +10,7 @@ use rosetree::models::ClusterModel;
 use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian, MessageModel};
 use rosetree::parallel::Threads;
 use rosetree::pydt::mcmc::{self, McmcConfig, Sample, Start};
+use rosetree::pydt::predict::Predictor as PydtPredictor;
 use rosetree::{RoseTree, Tree};
 
 use crate::buffer;
@@ -77,8 +78,18 @@ enum Fitted {
     /// Kingman's coalescent.
     Coalescent(CoalescentFit),
     /// The best kept state of a diffusion-tree chain.
-    Pydt(Sample),
+    Pydt(Box<PydtFit>),
 }
+
+/// A diffusion tree's kept state and its predictive mixture.
+struct PydtFit {
+    sample: Sample,
+    predictor: PydtPredictor,
+}
+
+/// Divergence times per branch in the diffusion tree's predictive mixture (the Python
+/// estimator's default `n_predictive_points`).
+const PYDT_PREDICTIVE_POINTS: usize = 3;
 
 impl Handle for RtFit {
     const NAME: &'static str = "rt_fit";
@@ -89,7 +100,7 @@ impl RtFit {
         match &self.0 {
             Fitted::Brt(fit) => fit.tree().tree(),
             Fitted::Coalescent(fit) => &fit.tree,
-            Fitted::Pydt(sample) => &sample.tree,
+            Fitted::Pydt(fit) => &fit.sample.tree,
         }
     }
 
@@ -213,7 +224,18 @@ pub extern "C" fn rt_pydt_fit(
                 }
             }
         }
-        handle::emit(out, "out", RtFit(Fitted::Pydt(best)))
+        let predictor = PydtPredictor::new(
+            x,
+            &best.tree,
+            &best.params,
+            best.sigma2,
+            PYDT_PREDICTIVE_POINTS,
+        )?;
+        let fit = PydtFit {
+            sample: best,
+            predictor,
+        };
+        handle::emit(out, "out", RtFit(Fitted::Pydt(Box::new(fit))))
     })
 }
 
@@ -240,7 +262,7 @@ pub extern "C" fn rt_fit_score(fit: *const RtFit, score: *mut f64) -> RtStatus {
         let value = match &handle::get(fit, "fit")?.0 {
             Fitted::Brt(fit) => fit.tree().log_evidence(),
             Fitted::Coalescent(fit) => fit.log_joint,
-            Fitted::Pydt(sample) => sample.log_joint,
+            Fitted::Pydt(fit) => fit.sample.log_joint,
         };
         buffer::scalar(value, score, "score")
     })
@@ -355,8 +377,11 @@ fn write_cut(
     Ok(())
 }
 
-/// The log predictive density `ln p(x | D, T)` of each row of `data` under a fitted rose
-/// tree (BRT eq 1.25), into `out` (one value per row).
+/// The log predictive density `ln p(x | D, T)` of each row of `data`, into `out` (one value
+/// per row): under a fitted rose tree, BRT eq 1.25; under a diffusion tree, the mixture of
+/// Knowles & Ghahramani §5.3 on the fit's tree and hyperparameters, each branch's divergence
+/// time represented by 3 times (the Python estimator's `score_samples` with one sample).
+/// The coalescent's fit has no predictive density here (`RT_STATUS_INVALID_HANDLE`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rt_fit_score_samples(
     fit: *const RtFit,
@@ -365,21 +390,39 @@ pub extern "C" fn rt_fit_score_samples(
     len: usize,
 ) -> RtStatus {
     guard(|| {
-        let fit = handle::get(fit, "fit")?.rose_tree("rt_fit_score_samples")?;
+        let fit = handle::get(fit, "fit")?;
         let x = handle::get(data, "data")?.x.view();
-        if x.ncols() != fit.n_features() {
-            return Err(Error::new(
-                RtStatus::ShapeMismatch,
-                format!(
-                    "`data` has {} columns; the tree was fitted to {}",
-                    x.ncols(),
-                    fit.n_features()
-                ),
-            ));
-        }
-        // Before the work: a wrong buffer fails at once.
-        buffer::check_len(x.nrows(), len, "out")?;
-        buffer::output(&fit.log_predictive(x)?, out, len, "out")
+        // Before the work: wrong data or a wrong buffer fail at once.
+        let check = |fitted_columns: usize| -> Result<()> {
+            if x.ncols() != fitted_columns {
+                return Err(Error::new(
+                    RtStatus::ShapeMismatch,
+                    format!(
+                        "`data` has {} columns; the tree was fitted to {fitted_columns}",
+                        x.ncols()
+                    ),
+                ));
+            }
+            buffer::check_len(x.nrows(), len, "out")
+        };
+        let values = match &fit.0 {
+            Fitted::Brt(rose) => {
+                check(rose.n_features())?;
+                rose.log_predictive(x)?
+            }
+            Fitted::Pydt(pydt) => {
+                check(pydt.predictor.means().ncols())?;
+                pydt.predictor.log_density(x)?.to_vec()
+            }
+            Fitted::Coalescent(_) => {
+                return Err(Error::new(
+                    RtStatus::InvalidHandle,
+                    "rt_fit_score_samples needs a rose tree or a diffusion tree (a fit of \
+                     rt_brt_fit or rt_pydt_fit)",
+                ));
+            }
+        };
+        buffer::output(&values, out, len, "out")
     })
 }
 

@@ -2,7 +2,9 @@
 //! likelihood, draws from the generative process, the MCMC sampler (Gaussian or probit
 //! likelihood) and expectation propagation for binary data on one tree.
 
-use numpy::{IntoPyArray, PyArray2, PyReadonlyArray2};
+use std::sync::Arc;
+
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::errors::PyResult;
@@ -10,10 +12,12 @@ use crate::errors::PyResult;
 use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
 use rosetree::error::RoseTreeError;
+use rosetree::parallel::Threads;
 use rosetree::pydt::mcmc::{
     self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start, SubtreeMove,
     insert,
 };
+use rosetree::pydt::predict::Predictor;
 use rosetree::pydt::probit::{self, EpConfig};
 use rosetree::pydt::{self, PydtParams};
 
@@ -304,7 +308,85 @@ fn pydt_probit_ep<'py>(
     ))
 }
 
+/// The predictive mixture of one diffusion tree (`rosetree::pydt::predict`), built once and
+/// kept by the fitted estimator.
+#[pyclass(frozen, module = "rosetree._core", name = "PydtPredictor")]
+pub(crate) struct PyPydtPredictor {
+    inner: Arc<Predictor>,
+}
+
+#[pymethods]
+impl PyPydtPredictor {
+    /// `(log_weights, means, variances, positions)`: the mixture's components, and where
+    /// each component's point diverges (node, time).
+    #[allow(clippy::type_complexity)]
+    fn components<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> (
+        Bound<'py, PyArray1<f64>>,
+        Bound<'py, PyArray2<f64>>,
+        Bound<'py, PyArray1<f64>>,
+        Bound<'py, PyArray2<f64>>,
+    ) {
+        let p = &self.inner;
+        let mut positions = ndarray::Array2::zeros((p.positions().len(), 2));
+        for (i, &(u, t)) in p.positions().iter().enumerate() {
+            positions[[i, 0]] = u as f64;
+            positions[[i, 1]] = t;
+        }
+        (
+            p.log_weights().to_vec().into_pyarray(py),
+            p.means().to_owned().into_pyarray(py),
+            p.variances().to_vec().into_pyarray(py),
+            positions.into_pyarray(py),
+        )
+    }
+
+    /// `ln p(y | X, T)` of every row of `x`, rows in parallel on `n_jobs` threads.
+    #[pyo3(signature = (x, *, n_jobs = None))]
+    fn log_density<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'_, f64>,
+        n_jobs: Option<usize>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let threads = Threads::new(n_jobs)?;
+        let x = x.as_array().to_owned();
+        let predictor = Arc::clone(&self.inner);
+        let out = run_interruptible(py, move |interrupt| {
+            let rows: Vec<usize> = (0..x.nrows()).collect();
+            threads.try_map_chunked(&rows, 256, interrupt, |&i| {
+                predictor.log_density_row(x.row(i), i)
+            })
+        })?;
+        Ok(out.into_pyarray(py))
+    }
+}
+
+/// The predictive mixture of `tree` over the rows of `x` (§5.3), each branch's divergence
+/// time represented by `n_points` times.
+#[pyfunction]
+#[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_points))]
+fn pydt_predictor(
+    x: PyReadonlyArray2<'_, f64>,
+    tree: &Bound<'_, PyTree>,
+    alpha: f64,
+    beta: f64,
+    c: f64,
+    sigma2: f64,
+    n_points: usize,
+) -> PyResult<PyPydtPredictor> {
+    let params = PydtParams::new(alpha, beta, c)?;
+    let inner = Predictor::new(x.as_array(), &tree.get().inner, &params, sigma2, n_points)?;
+    Ok(PyPydtPredictor {
+        inner: Arc::new(inner),
+    })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyPydtPredictor>()?;
+    m.add_function(wrap_pyfunction!(pydt_predictor, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;
     m.add_function(wrap_pyfunction!(sample_pydt, m)?)?;

@@ -107,6 +107,7 @@
 pub mod divergence;
 pub mod em;
 pub mod mcmc;
+pub mod predict;
 pub mod probit;
 pub mod sampler;
 pub(crate) mod slice;
