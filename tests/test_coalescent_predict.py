@@ -209,3 +209,28 @@ def test_multinomial_predictive_sums_to_one_with_a_tiny_rate(rate):
     est = rt.KingmanCoalescent("multinomial", Lambda=rate).fit(X)
     total = np.exp(est.score_samples(np.array([[0.0], [1.0]]))).sum()
     assert total == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("inference", ["greedy-rate1", "smc-priorprior"])
+def test_predictions_follow_the_fitted_state(inference):
+    """The core's messages are built once per fit and kept; growing the tree replaces them,
+    and a pickle (which keeps none) rebuilds the same ones."""
+    import pickle
+
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(0.0, 0.3, (15, 2)), rng.normal(3.0, 0.3, (15, 2))])
+    Y = np.array([[0.1, 0.0], [1.5, 1.5], [3.0, 2.8]])
+    kwargs = {"n_particles": 8} if inference.startswith("smc") else {}
+    est = rt.KingmanCoalescent(inference=inference, random_state=0, **kwargs).fit(X[:20])
+    first, attach = est.score_samples(Y), est.attach_proba(Y)
+    assert est.score_samples(Y) is not first
+    np.testing.assert_array_equal(est.score_samples(Y), first)
+    fresh = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(fresh.score_samples(Y), first)
+    np.testing.assert_array_equal(fresh.attach_proba(Y), attach)
+    if inference == "greedy-rate1":
+        est.partial_fit(X[20:])
+        grown = est.score_samples(Y)
+        assert not np.allclose(grown, first)
+        assert est.attach_proba(Y).shape == (3, est.tree_.n_nodes)
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).score_samples(Y), grown)

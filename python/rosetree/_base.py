@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from .exceptions import InvalidParameterError, NotFittedError
+
+_T = TypeVar("_T")
 
 
 def _nested_params(value: Any) -> dict[str, Any] | None:
@@ -155,6 +158,27 @@ class ClusterEstimator(ParamsMixin):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Core predictors are rebuilt on demand from the fitted state.
+        state = dict(self.__dict__)
+        state.pop("_core_predictors", None)
+        return state
+
+    def _cached(self, key: str, build: Callable[[], _T]) -> _T:
+        """``build()``, kept until the fitted state changes (:meth:`_forget_predictors`).
+
+        For what prediction derives from the fitted state in the core (predictive
+        mixtures, messages), which is then built once per fit, not once per call.
+        """
+        cache: dict[str, Any] = self.__dict__.setdefault("_core_predictors", {})
+        if key not in cache:
+            cache[key] = build()
+        return cast("_T", cache[key])
+
+    def _forget_predictors(self) -> None:
+        """Drop what :meth:`_cached` kept: the fitted state has changed."""
+        self.__dict__.pop("_core_predictors", None)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, self._fitted_attribute):

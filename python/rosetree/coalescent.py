@@ -484,6 +484,7 @@ class KingmanCoalescent(ClusterEstimator):
         set_feature_names(self, names)
         self._X = X
         self._model_options = _model_options(options)
+        self._forget_predictors()
         evidence = np.asarray(
             _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
         )
@@ -585,6 +586,7 @@ class KingmanCoalescent(ClusterEstimator):
         )
         split_llr = _split_llr(tree, evidence)
         self.tree_, self.log_joint_, self._X = tree, float(log_joint), X_all
+        self._forget_predictors()
         self.split_llr_ = split_llr
         self._set_flat_clusters(X_all, likelihood, keep_model=True)
         return self
@@ -833,11 +835,18 @@ class KingmanCoalescent(ClusterEstimator):
         self._check_fitted()
         trees = [self.tree_] if self.particles_ is None else self.particles_
         weights = [0.0] if self.particle_log_weights_ is None else self.particle_log_weights_
-        return [
-            (float(w), _core.coalescent_predictor(self._X, t._structure, **self._model_options))
-            for w, t in zip(weights, trees, strict=True)
-            if np.isfinite(w)
-        ]
+        return self._cached(
+            "weighted",
+            lambda: [
+                (float(w), self._predictor(t))
+                for w, t in zip(weights, trees, strict=True)
+                if np.isfinite(w)
+            ],
+        )
+
+    def _predictor(self, tree: Tree) -> Any:
+        """The core's messages of the training rows on ``tree``, ready to predict."""
+        return _core.coalescent_predictor(self._X, tree._structure, **self._model_options)
 
     def _new_rows(self, X: Any) -> np.ndarray:
         return check_new_rows(self, X)
@@ -888,9 +897,10 @@ class KingmanCoalescent(ClusterEstimator):
         """
         X = self._new_rows(X)
         self._check_fitted()
-        predictor = _core.coalescent_predictor(
-            self._X, self.tree_._structure, **self._model_options
-        )
+        if self.particles_ is None:
+            predictor = self._weighted_predictors()[0][1]
+        else:
+            predictor = self._cached("tree", lambda: self._predictor(self.tree_))
         proba = np.asarray(predictor.log_density(X, n_jobs=check_n_jobs(self.n_jobs))[1])
         if np.isnan(proba).any():
             row = int(np.flatnonzero(np.isnan(proba).any(axis=1))[0])

@@ -525,7 +525,7 @@ class BayesianRoseTree(ClusterEstimator):
 
     def __getstate__(self) -> dict[str, Any]:
         # The fit lives in Rust; a pickle keeps its training data and rebuilds it.
-        state = dict(self.__dict__)
+        state = super().__getstate__()
         fit = state.pop("_fit", None)
         if fit is not None:
             state["_fit_training"] = fit.training()

@@ -747,24 +747,17 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             state["center_"], state["scale_"] = np.zeros(d), np.ones(d)
         self.__dict__.update(state)
 
-    def __getstate__(self) -> dict[str, Any]:
-        # The predictive mixtures live in the core and are rebuilt on demand.
-        state = self.__dict__.copy()
-        state.pop("_predictor_cache", None)
-        return state
-
     def _predictors(self) -> list[_core.PydtPredictor]:
         """The predictive mixture of each of ``samples_``, built on first use after a fit."""
-        cache: list[_core.PydtPredictor] | None = self.__dict__.get("_predictor_cache")
-        if cache is None:
-            cache = [
+        return self._cached(
+            "mixtures",
+            lambda: [
                 _predictor(self._X, tree, alpha, beta, c, sigma2, self._n_points)
                 for tree, (alpha, beta, c, sigma2) in zip(
                     self.samples_, self.sample_hyperparameters_.tolist(), strict=True
                 )
-            ]
-            self.__dict__["_predictor_cache"] = cache
-        return cache
+            ],
+        )
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """New rows as the fitted model sees them (as given under the probit likelihood)."""
@@ -785,7 +778,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             self.labels_ = self._flat.labels
         self.n_clusters_ = int(self.labels_.max()) + 1
         self._X = X
-        self.__dict__["_predictor_cache"] = None  # the predictive mixtures, built on demand
+        self._forget_predictors()
 
     def partial_fit(self, X: Any, y: Any = None) -> PitmanYorDiffusionTree:
         r"""Add the rows of ``X`` to the fitted tree without refitting.
