@@ -60,7 +60,7 @@ from ess import ess
 from peer_pydt import build_peer, run_peer
 
 ALPHA, BETA, C = 1.0, 0.2, 1.0
-PRIORS = [1.0] * 8
+PRIORS = {"alpha": (1.0, 1.0), "beta": (1.0, 1.0), "c": (1.0, 1.0), "precision": (1.0, 1.0)}
 
 
 def data(n: int, d: int) -> np.ndarray:
@@ -89,14 +89,14 @@ def run_rosetree(
         n_iter=sweeps,
         burn_in=sweeps - 1,
         thin=1,
-        learn=(False, False, False, False),
+        learn=[],
         priors=PRIORS,
         seed=seed,
         verbose=False,
         subtree_move=subtree_move,
     )
     wall = time.perf_counter() - start
-    tree = rt.pydt._wrap(last[0])
+    tree = rt.pydt._wrap(last.tree)
     return {
         "wall_s": wall,
         "moves": proposals,

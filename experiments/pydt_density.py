@@ -38,12 +38,11 @@ import numpy as np
 import rosetree as rt
 from common import ROOT, parser, print_table, pyplot, save_figure, write_json
 from rosetree import _core
-from rosetree.pydt import _mixture_log_density, predictive_components
 from scipy.special import logsumexp
 
 DATA = ROOT.parent / "shared" / "data" / "digits_optdigits" / "digits10.csv"
 N_ROWS, N_TRAIN, N_DIMS = 228, 200, 10
-PRIORS = [1.0] * 8
+PRIORS = {"alpha": (1.0, 1.0), "beta": (1.0, 1.0), "c": (1.0, 1.0), "precision": (1.0, 1.0)}
 
 
 def load_rows() -> np.ndarray:
@@ -90,7 +89,7 @@ def run_chain(
     """One chain in chunks; the curve of (time, log joint, test log predictive)."""
     alpha, beta = (0.5, 0.2) if pydt else (0.0, 0.0)
     c, sigma2 = 1.0, 1.0
-    learn = (pydt, pydt, True, True)
+    learn = ["alpha", "beta", "c", "sigma2"] if pydt else ["c", "sigma2"]
     tree = None
     elapsed = 0.0
     kept: list[np.ndarray] = []  # each kept state's test log densities
@@ -113,13 +112,13 @@ def run_chain(
             verbose=False,
         )
         elapsed += time.perf_counter() - start
-        tree = last[0]
-        alpha, beta, c, sigma2 = last[1:5]
+        tree = last.tree
+        alpha, beta, c, sigma2 = last.alpha, last.beta, last.c, last.sigma2
         if (k + 1) * chunk > sweeps // 4:
             for s in samples:
-                wrapped = rt.pydt._wrap(s[0])
-                log_w, means, variances, _ = predictive_components(train, wrapped, *s[1:5])
-                kept.append(_mixture_log_density(test, log_w, means, variances))
+                wrapped = rt.pydt._wrap(s.tree)
+                predictor = rt.pydt._predictor(train, wrapped, s.alpha, s.beta, s.c, s.sigma2, 3)
+                kept.append(predictor.log_density(test))
         point: dict[str, float] = {
             "seconds": elapsed,
             "sweeps": (k + 1) * chunk,

@@ -5,7 +5,7 @@ import pytest
 import rosetree
 from rosetree import _core
 
-PRIORS = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+PRIORS = {"alpha": (1.0, 1.0), "beta": (1.0, 1.0), "c": (1.0, 1.0), "precision": (1.0, 1.0)}
 
 
 def four_clusters(per: int, seed: int) -> np.ndarray:
@@ -20,7 +20,7 @@ def wrap(structure: object) -> rosetree.Tree:
     return tree
 
 
-def run(x: np.ndarray, learn: tuple[bool, bool, bool, bool], seed: int = 0) -> tuple:
+def run(x: np.ndarray, learn: list[str], seed: int = 0) -> tuple:
     return _core.pydt_greedy_em(
         x,
         None,
@@ -37,40 +37,40 @@ def run(x: np.ndarray, learn: tuple[bool, bool, bool, bool], seed: int = 0) -> t
     )
 
 
-@pytest.mark.parametrize("learn", [(False, False, False, False), (True, True, True, True)])
+@pytest.mark.parametrize("learn", [[], ["alpha", "beta", "c", "sigma2"]])
 def test_greedy_em_recovers_four_clusters_and_reports_the_exact_log_joint(learn):
     per = 6
     x = four_clusters(per, 1)
     best, trace = run(x, learn)
     assert 1 < len(best) <= 10
     assert np.all(np.diff(trace) >= 0)
-    tree = wrap(best[0][0])
+    tree = wrap(best[0].tree)
     clusters = {tuple(tree.leaves(v)) for v in range(tree.n_nodes)}
     for k in range(4):
         assert tuple(range(k * per, (k + 1) * per)) in clusters
-    for structure, alpha, beta, c, sigma2, log_joint in best:
-        t = wrap(structure)
-        want = rosetree.pydt_log_prior(t, alpha=alpha, beta=beta, c=c)
-        want += rosetree.pydt_log_likelihood(x, t, sigma2=sigma2)
-        assert log_joint == pytest.approx(want, rel=1e-10, abs=1e-8)
+    for state in best:
+        t = wrap(state.tree)
+        want = rosetree.pydt_log_prior(t, alpha=state.alpha, beta=state.beta, c=state.c)
+        want += rosetree.pydt_log_likelihood(x, t, sigma2=state.sigma2)
+        assert state.log_joint == pytest.approx(want, rel=1e-10, abs=1e-8)
 
 
 def test_greedy_em_is_reproducible_and_starts_from_a_given_tree():
     x = four_clusters(3, 2)
-    a, ta = run(x, (False, False, False, False), seed=5)
-    b, tb = run(x, (False, False, False, False), seed=5)
+    a, ta = run(x, [], seed=5)
+    b, tb = run(x, [], seed=5)
     np.testing.assert_array_equal(ta, tb)
-    assert a[0][0].children() == b[0][0].children()
+    assert a[0].tree.children() == b[0].tree.children()
     best, trace = _core.pydt_greedy_em(
         x,
-        a[0][0],
+        a[0].tree,
         alpha=0.5,
         beta=0.2,
         c=1.0,
         sigma2=1.0,
         max_iter=1,
         k_best=3,
-        learn=(False, False, False, False),
+        learn=[],
         priors=PRIORS,
         seed=0,
         verbose=False,
@@ -91,7 +91,7 @@ def test_greedy_em_names_bad_arguments():
             sigma2=-1.0,
             max_iter=1,
             k_best=10,
-            learn=(False, False, False, False),
+            learn=[],
             priors=PRIORS,
             seed=0,
             verbose=False,
@@ -105,7 +105,7 @@ def test_greedy_em_names_bad_arguments():
             sigma2=1.0,
             max_iter=1,
             k_best=0,
-            learn=(False, False, False, False),
+            learn=[],
             priors=PRIORS,
             seed=0,
             verbose=False,
@@ -123,7 +123,7 @@ def test_greedy_em_names_a_zero_step_or_candidate_count(name):
             sigma2=1.0,
             max_iter=1,
             k_best=10,
-            learn=(False, False, False, False),
+            learn=[],
             priors=PRIORS,
             seed=0,
             verbose=False,

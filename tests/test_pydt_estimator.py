@@ -415,9 +415,18 @@ def test_an_estimator_pickled_before_scale_existed_loads_as_it_was_fitted():
     state = dict(est.__dict__)
     for name in ("scale", "center_", "scale_", "partial_fit_sweeps"):
         del state[name]
+    # The chain's settings as then stored: flags in (alpha, beta, c, sigma2) order and the
+    # priors' eight numbers.
+    options = dict(state["_chain_options"])
+    learned = options["learn"]
+    options["learn"] = tuple(n in learned for n in ("alpha", "beta", "c", "sigma2"))
+    options["priors"] = [v for pair in options["priors"].values() for v in pair]
+    state["_chain_options"] = options
     old = rt.PitmanYorDiffusionTree.__new__(rt.PitmanYorDiffusionTree)
     old.__setstate__(state)
     assert old.scale is None and old.partial_fit_sweeps == 10
+    assert old._chain_options["learn"] == learned
+    assert old._chain_options["priors"] == est._chain_options["priors"]
     np.testing.assert_array_equal(old.score_samples(X[:3]), est.score_samples(X[:3]))
     old.partial_fit(X[:2] + 0.5)
     assert old.tree_.n_leaves == 12

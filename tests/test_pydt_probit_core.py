@@ -11,7 +11,7 @@ import pytest
 from rosetree import _core
 from scipy import stats
 
-PRIORS = [2.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+PRIORS = {"alpha": (2.0, 0.5), "beta": (1.0, 1.0), "c": (1.0, 1.0), "precision": (1.0, 1.0)}
 
 
 def two_leaves(t):
@@ -69,7 +69,7 @@ def mcmc(x, **kwargs):
         n_iter=40,
         burn_in=10,
         thin=5,
-        learn=(False, False, True, False),
+        learn=["c"],
         priors=PRIORS,
         seed=3,
         verbose=False,
@@ -94,7 +94,7 @@ def test_the_probit_chain_runs_and_is_reproducible():
     gaussian = mcmc(x[:, :3] * 0 + rng.normal(size=(8, 3)))
     assert gaussian[1].shape == (40, 7)
     with pytest.raises(ValueError, match="sigma2"):
-        mcmc(x, likelihood="probit", learn=(False, False, False, True))
+        mcmc(x, likelihood="probit", learn=["sigma2"])
     with pytest.raises(ValueError, match="likelihood"):
         mcmc(x, likelihood="logit")
     bad = x.copy()

@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, final
 
 import numpy as np
@@ -10,6 +10,7 @@ __all__ = [
     "CoalescentPredictor",
     "ModelSpec",
     "PydtPredictor",
+    "PydtState",
     "RoseTree",
     "Tree",
     "__version__",
@@ -369,6 +370,22 @@ def coalescent_subtree_evidence(
 ) -> list[float]: ...
 
 @final
+class PydtState:
+    @property
+    def tree(self) -> Tree: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def beta(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    @property
+    def sigma2(self) -> float: ...
+    @property
+    def log_joint(self) -> float: ...
+    def with_log_joint(self, log_joint: float) -> PydtState: ...
+
+@final
 class PydtPredictor:
     def components(
         self,
@@ -407,15 +424,15 @@ def pydt_greedy_em(
     sigma2: float,
     max_iter: int,
     k_best: int,
-    learn: tuple[bool, bool, bool, bool],
-    priors: Sequence[float],
+    learn: Sequence[str],
+    priors: Mapping[str, tuple[float, float]],
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
     em_steps: int = 10,
     n_candidates: int = 3,
 ) -> tuple[
-    list[tuple[Tree, float, float, float, float, float]],
+    list[PydtState],
     npt.NDArray[np.float64],
 ]: ...
 def pydt_mcmc(
@@ -429,16 +446,16 @@ def pydt_mcmc(
     n_iter: int,
     burn_in: int,
     thin: int,
-    learn: tuple[bool, bool, bool, bool],
-    priors: Sequence[float],
+    learn: Sequence[str],
+    priors: Mapping[str, tuple[float, float]],
     seed: int,
     verbose: bool,
     likelihood: str = "gaussian",
     subtree_move: str = "auto",
 ) -> tuple[
-    list[tuple[Tree, float, float, float, float, float]],
+    list[PydtState],
     npt.NDArray[np.float64],
-    tuple[Tree, float, float, float, float, float],
+    PydtState,
     int,
     int,
 ]: ...
@@ -452,14 +469,14 @@ def pydt_partial_fit(
     c: float,
     sigma2: float,
     n_iter: int,
-    learn: tuple[bool, bool, bool, bool],
-    priors: Sequence[float],
+    learn: Sequence[str],
+    priors: Mapping[str, tuple[float, float]],
     seed: int,
     likelihood: str = "gaussian",
     subtree_move: str = "auto",
 ) -> tuple[
     npt.NDArray[np.float64],
-    tuple[Tree, float, float, float, float, float],
+    PydtState,
     int,
     int,
 ]: ...

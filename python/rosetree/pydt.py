@@ -664,8 +664,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 learn_value = True
             else:
                 learn_value = set() if probit else {"sigma2"}
-        learn = _learn_flags(learn_value, alpha, beta, probit)
-        priors = _prior_vector(self.priors)
+        learn = _learn_names(learn_value, alpha, beta, probit)
+        priors = _prior_pairs(self.priors)
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
@@ -676,7 +676,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             common["likelihood"] = "probit"
         # What partial_fit continues with: the choices of this fit, not later set_params.
         self._chain_options: dict[str, Any] = dict(
-            learn=learn if self.inference == "mcmc" else (False, False, False, False),
+            learn=learn if self.inference == "mcmc" else [],
             priors=priors,
             likelihood=self.likelihood,
             subtree_move=self.subtree_move,
@@ -710,8 +710,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             self.trace_ = {name: trace[:, j].copy() for j, name in enumerate(_TRACE_COLUMNS)}
             self.acceptance_rate_: float | None = accepted / proposals if proposals else 0.0
             if probit:  # score the kept trees by ln p(X, T, t), EP for ln p(X | T, t)
-                samples = [(*s[:5], _probit_log_joint(X, *s[:5])) for s in samples]
-            best = max(range(len(samples)), key=lambda i: samples[i][5])
+                samples = [s.with_log_joint(_probit_log_joint(X, s)) for s in samples]
+            best = max(range(len(samples)), key=lambda i: samples[i].log_joint)
         else:
             samples, trace = _core.pydt_greedy_em(
                 X,
@@ -726,7 +726,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             self.trace_ = {"objective": np.asarray(trace, dtype=float)}
             self.acceptance_rate_ = None
             best = 0
-        log_joints = np.array([s[5] for s in samples], dtype=float)
+        log_joints = np.array([s.log_joint for s in samples], dtype=float)
         if any(np.isnan(v).any() for v in self.trace_.values()) or not np.all(
             np.isfinite(log_joints)
         ):
@@ -742,6 +742,14 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         # Estimators pickled before these settings existed behave as they were fitted.
         state.setdefault("partial_fit_sweeps", 10)
         state.setdefault("scale", None)
+        options = state.get("_chain_options")
+        if options is not None and not isinstance(options["priors"], dict):
+            # Flags in _HYPERPARAMETERS order and the priors' eight numbers, as then stored.
+            flags, numbers = options["learn"], [float(v) for v in options["priors"]]
+            options["learn"] = [n for n, on in zip(_HYPERPARAMETERS, flags, strict=True) if on]
+            options["priors"] = {
+                name: (numbers[2 * i], numbers[2 * i + 1]) for i, name in enumerate(_PRIOR_DEFAULTS)
+            }
         if "n_features_in_" in state and "center_" not in state:
             d = int(state["n_features_in_"])
             state["center_"], state["scale_"] = np.zeros(d), np.ones(d)
@@ -763,14 +771,19 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         """New rows as the fitted model sees them (as given under the probit likelihood)."""
         return cast("np.ndarray", (X - self.center_) / self.scale_)
 
-    def _set_samples(self, X: np.ndarray, samples: list[Any], best: int, probit: bool) -> None:
+    def _set_samples(
+        self, X: np.ndarray, samples: list[_core.PydtState], best: int, probit: bool
+    ) -> None:
         """Every fitted attribute but the trace from the core's ``samples``, best ``best``."""
-        self.samples_ = [_wrap(s[0]) for s in samples]
-        self.sample_hyperparameters_ = np.array([s[1:5] for s in samples], dtype=float)
-        self.sample_log_joint_ = np.array([s[5] for s in samples], dtype=float)
+        self.samples_ = [_wrap(s.tree) for s in samples]
+        self.sample_hyperparameters_ = np.array(
+            [(s.alpha, s.beta, s.c, s.sigma2) for s in samples], dtype=float
+        ).reshape(-1, 4)
+        self.sample_log_joint_ = np.array([s.log_joint for s in samples], dtype=float)
         self.tree_ = self.samples_[best]
-        self.alpha_, self.beta_, self.c_, self.sigma2_ = map(float, samples[best][1:5])
-        self.log_joint_ = float(samples[best][5])
+        kept = samples[best]
+        self.alpha_, self.beta_, self.c_, self.sigma2_ = kept.alpha, kept.beta, kept.c, kept.sigma2
+        self.log_joint_ = kept.log_joint
         self._flat, self._flat_columns = _flat_clusters(X, self.tree_, probit)
         if self._flat is None:
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
@@ -878,9 +891,9 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         )
         X_all = np.vstack([self._X, X_new])
         if probit:
-            last = (*last[:5], _probit_log_joint(X_all, *last[:5]))
+            last = last.with_log_joint(_probit_log_joint(X_all, last))
         trace = np.asarray(trace)
-        if not np.isfinite(last[5]) or np.isnan(trace).any():
+        if not np.isfinite(last.log_joint) or np.isnan(trace).any():
             _refuse_log_joint()
         if options["mcmc"]:
             self.trace_ = {name: trace[:, j].copy() for j, name in enumerate(_TRACE_COLUMNS)}
@@ -969,12 +982,11 @@ def _refuse_log_joint() -> NoReturn:
     )
 
 
-def _probit_log_joint(
-    X: np.ndarray, tree: Any, alpha: float, beta: float, c: float, sigma2: float
-) -> float:
-    """``ln p(T, t) + ln p(X | T, t)`` of binary ``X``, the latter by EP."""
-    _, _, log_marginal = _core.pydt_probit_ep(X, tree, sigma2=sigma2)
-    return _core.pydt_log_prior(tree, alpha=alpha, beta=beta, c=c) + log_marginal
+def _probit_log_joint(X: np.ndarray, state: _core.PydtState) -> float:
+    """``ln p(T, t) + ln p(X | T, t)`` of binary ``X`` at ``state``, the latter by EP."""
+    _, _, log_marginal = _core.pydt_probit_ep(X, state.tree, sigma2=state.sigma2)
+    prior = _core.pydt_log_prior(state.tree, alpha=state.alpha, beta=state.beta, c=state.c)
+    return prior + log_marginal
 
 
 def _wrap(structure: Any) -> Tree:
@@ -994,14 +1006,13 @@ def _check_binary(X: np.ndarray) -> None:
         )
 
 
-def _learn_flags(
-    value: Any, alpha: float, beta: float, probit: bool
-) -> tuple[bool, bool, bool, bool]:
-    """``(alpha, beta, c, sigma2)``: which hyperparameters to learn."""
+def _learn_names(value: Any, alpha: float, beta: float, probit: bool) -> list[str]:
+    """The names of the hyperparameters to learn, checked, in ``_HYPERPARAMETERS`` order."""
     if isinstance(value, (bool, np.bool_)):
         if not value:
-            return (False, False, False, False)
-        return (alpha > 0.0, beta > 0.0, True, not probit)
+            return []
+        on = {"alpha": alpha > 0.0, "beta": beta > 0.0, "c": True, "sigma2": not probit}
+        return [name for name in _HYPERPARAMETERS if on[name]]
     if isinstance(value, str) or not hasattr(value, "__iter__"):
         raise InvalidParameterError(
             'learn_hyperparameters must be "auto", True, False or a collection of names from '
@@ -1036,11 +1047,11 @@ def _learn_flags(
             "sigma2 cannot be learnt under the probit likelihood (its scale is not identified)",
             "learn_hyperparameters",
         )
-    return ("alpha" in names, "beta" in names, "c" in names, "sigma2" in names)
+    return [name for name in _HYPERPARAMETERS if name in names]
 
 
-def _prior_vector(priors: Any) -> list[float]:
-    """The eight prior parameters in the order the core takes them."""
+def _prior_pairs(priors: Any) -> dict[str, tuple[float, float]]:
+    """Every hyperprior's pair of parameters, by name, checked."""
     if priors is None:
         priors = {}
     if not isinstance(priors, dict):
@@ -1052,7 +1063,7 @@ def _prior_vector(priors: Any) -> list[float]:
             f"{tuple(_PRIOR_DEFAULTS)}",
             "priors",
         )
-    out: list[float] = []
+    out: dict[str, tuple[float, float]] = {}
     for name, default in _PRIOR_DEFAULTS.items():
         pair = priors.get(name, default)
         try:
@@ -1065,5 +1076,5 @@ def _prior_vector(priors: Any) -> list[float]:
             raise InvalidParameterError(
                 f"priors[{name!r}] must be a pair of positive numbers, got {pair!r}", "priors"
             )
-        out += [a, b]
+        out[name] = (a, b)
     return out

@@ -21,31 +21,102 @@ use rosetree::pydt::predict::Predictor;
 use rosetree::pydt::probit::{self, EpConfig};
 use rosetree::pydt::{self, PydtParams};
 
-/// `learn` as `(alpha, beta, c, sigma2)` flags.
-pub(super) fn learn_flags(learn: (bool, bool, bool, bool)) -> Learn {
-    Learn {
-        alpha: learn.0,
-        beta: learn.1,
-        c: learn.2,
-        sigma2: learn.3,
+/// The hyperparameters a chain or a search learns, by name: any of `"alpha"`, `"beta"`,
+/// `"c"` and `"sigma2"`.
+pub(super) fn learn_flags(names: Vec<String>) -> rosetree::Result<Learn> {
+    let mut learn = Learn {
+        alpha: false,
+        beta: false,
+        c: false,
+        sigma2: false,
+    };
+    for name in names {
+        match name.as_str() {
+            "alpha" => learn.alpha = true,
+            "beta" => learn.beta = true,
+            "c" => learn.c = true,
+            "sigma2" => learn.sigma2 = true,
+            other => {
+                return Err(RoseTreeError::param(
+                    "learn",
+                    format!("unknown hyperparameter {other:?}; available: alpha, beta, c, sigma2"),
+                ));
+            }
+        }
+    }
+    Ok(learn)
+}
+
+/// The hyperpriors, read from a mapping of name to pair: `"alpha"`, `"c"` and `"precision"`
+/// (of `1/sigma2`) to the shape and rate of a gamma prior, `"beta"` to `(a, b)` of a beta
+/// prior.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(super) struct PriorsArg {
+    alpha: (f64, f64),
+    beta: (f64, f64),
+    c: (f64, f64),
+    precision: (f64, f64),
+}
+
+impl From<PriorsArg> for Hyperpriors {
+    fn from(p: PriorsArg) -> Self {
+        let gamma = |(shape, rate): (f64, f64)| GammaPrior { shape, rate };
+        Hyperpriors {
+            alpha: gamma(p.alpha),
+            beta: BetaPrior {
+                a: p.beta.0,
+                b: p.beta.1,
+            },
+            c: gamma(p.c),
+            precision: gamma(p.precision),
+        }
     }
 }
 
-/// `priors` as the shape and rate (or `a`, `b`) of the priors of `alpha`, `beta`, `c` and
-/// `1/sigma2`, in that order.
-pub(super) fn hyperpriors(priors: [f64; 8]) -> Hyperpriors {
-    let gamma = |i: usize| GammaPrior {
-        shape: priors[i],
-        rate: priors[i + 1],
-    };
-    Hyperpriors {
-        alpha: gamma(0),
-        beta: BetaPrior {
-            a: priors[2],
-            b: priors[3],
-        },
-        c: gamma(4),
-        precision: gamma(6),
+/// One state of a diffusion tree: the tree with its divergence times, the hyperparameters
+/// and the log joint `ln p(X, T, t | α, β, c, σ²)`.
+#[pyclass(frozen, get_all, module = "rosetree._core", name = "PydtState")]
+pub(crate) struct PyPydtState {
+    tree: Py<PyTree>,
+    alpha: f64,
+    beta: f64,
+    c: f64,
+    sigma2: f64,
+    log_joint: f64,
+}
+
+/// A state of the core as a Python object.
+pub(super) fn py_state(
+    py: Python<'_>,
+    tree: rosetree::Tree,
+    params: &PydtParams,
+    sigma2: f64,
+    log_joint: f64,
+) -> PyResult<PyPydtState> {
+    Ok(PyPydtState {
+        tree: Py::new(py, PyTree::from(tree))?,
+        alpha: params.alpha(),
+        beta: params.beta(),
+        c: params.c(),
+        sigma2,
+        log_joint,
+    })
+}
+
+#[pymethods]
+impl PyPydtState {
+    /// The same state with another log joint (the probit likelihood's fits rescore their
+    /// states).
+    fn with_log_joint(&self, py: Python<'_>, log_joint: f64) -> Self {
+        Self {
+            tree: self.tree.clone_ref(py),
+            alpha: self.alpha,
+            beta: self.beta,
+            c: self.c,
+            sigma2: self.sigma2,
+            log_joint,
+        }
     }
 }
 
@@ -92,26 +163,15 @@ fn sample_pydt<'py>(
     Ok((x.into_pyarray(py), tree.into()))
 }
 
-/// One kept state: `(tree, alpha, beta, c, sigma2, log_joint)`.
-type PySample = (PyTree, f64, f64, f64, f64, f64);
-
-fn py_sample(s: mcmc::Sample) -> PySample {
-    let p = s.params;
-    (
-        s.tree.into(),
-        p.alpha(),
-        p.beta(),
-        p.c(),
-        s.sigma2,
-        s.log_joint,
-    )
+fn py_sample(py: Python<'_>, s: mcmc::Sample) -> PyResult<PyPydtState> {
+    py_state(py, s.tree, &s.params, s.sigma2, s.log_joint)
 }
 
 /// Runs the MCMC sampler of `rosetree::pydt::mcmc` from `tree` (or a prior draw) and returns
 /// `(samples, trace, last, proposals, accepted)`: the kept states, one trace row per sweep
 /// `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`, and the last state.
-/// `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate (or `a`, `b`) of the
-/// priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With `verbose`, a line per
+/// `learn` names the hyperparameters to learn ([`learn_flags`]); `priors` maps each to its
+/// prior ([`PriorsArg`]). With `verbose`, a line per
 /// second of progress goes to Python's `sys.stderr`. Interruptible with Ctrl-C. `likelihood`
 /// is `"gaussian"` (rows are locations) or `"probit"` (rows are binary, 0/1 with NaN missing;
 /// `sigma2` is then fixed and the trace's log likelihood is that of the latent values,
@@ -134,16 +194,16 @@ fn pydt_mcmc<'py>(
     n_iter: usize,
     burn_in: usize,
     thin: usize,
-    learn: (bool, bool, bool, bool),
-    priors: [f64; 8],
+    learn: Vec<String>,
+    priors: PriorsArg,
     seed: u64,
     verbose: bool,
     likelihood: &str,
     subtree_move: &str,
 ) -> PyResult<(
-    Vec<PySample>,
+    Vec<PyPydtState>,
     Bound<'py, PyArray2<f64>>,
-    PySample,
+    PyPydtState,
     usize,
     usize,
 )> {
@@ -156,8 +216,8 @@ fn pydt_mcmc<'py>(
         n_iter,
         burn_in,
         thin,
-        learn: learn_flags(learn),
-        priors: hyperpriors(priors),
+        learn: learn_flags(learn)?,
+        priors: priors.into(),
         likelihood,
         subtree_move,
     };
@@ -189,9 +249,13 @@ fn pydt_mcmc<'py>(
         mcmc::run(x.view(), start, &config, seed, interrupt, &mut progress)
     })?;
     Ok((
-        result.samples.into_iter().map(py_sample).collect(),
+        result
+            .samples
+            .into_iter()
+            .map(|s| py_sample(py, s))
+            .collect::<PyResult<_>>()?,
         trace_array(&result.trace).into_pyarray(py),
-        py_sample(result.last),
+        py_sample(py, result.last)?,
         result.proposals,
         result.accepted,
     ))
@@ -233,19 +297,19 @@ fn pydt_partial_fit<'py>(
     c: f64,
     sigma2: f64,
     n_iter: usize,
-    learn: (bool, bool, bool, bool),
-    priors: [f64; 8],
+    learn: Vec<String>,
+    priors: PriorsArg,
     seed: u64,
     likelihood: &str,
     subtree_move: &str,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, PySample, usize, usize)> {
+) -> PyResult<(Bound<'py, PyArray2<f64>>, PyPydtState, usize, usize)> {
     let params = PydtParams::new(alpha, beta, c)?;
     let config = McmcConfig {
         n_iter,
         burn_in: n_iter,
         thin: 1,
-        learn: learn_flags(learn),
-        priors: hyperpriors(priors),
+        learn: learn_flags(learn)?,
+        priors: priors.into(),
         likelihood: likelihood.parse()?,
         subtree_move: subtree_move.parse()?,
     };
@@ -269,7 +333,7 @@ fn pydt_partial_fit<'py>(
     })?;
     Ok((
         trace_array(&result.trace).into_pyarray(py),
-        py_sample(result.last),
+        py_sample(py, result.last)?,
         result.proposals,
         result.accepted,
     ))
@@ -386,6 +450,7 @@ fn pydt_predictor(
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPydtPredictor>()?;
+    m.add_class::<PyPydtState>()?;
     m.add_function(wrap_pyfunction!(pydt_predictor, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;

@@ -5,21 +5,18 @@ use pyo3::prelude::*;
 
 use crate::errors::PyResult;
 
-use super::pydt::{hyperpriors, learn_flags};
+use super::pydt::{PriorsArg, PyPydtState, learn_flags, py_state};
 use super::tree::PyTree;
 use super::{Watch, progress_line, run_watched};
 use rosetree::pydt::PydtParams;
 use rosetree::pydt::em::{self, EmConfig};
 
-/// One kept tree: `(tree, alpha, beta, c, sigma2, log_joint)`.
-type PyBest = (PyTree, f64, f64, f64, f64, f64);
-
 /// Runs the greedy Bayesian EM search of `rosetree::pydt::em` from `tree` (or a tree built by
 /// sequential attachment) and returns `(best, trace)`: the `k_best` best distinct trees,
-/// best first, as `(tree, alpha, beta, c, sigma2, log_joint)` (`log_joint` is exactly
+/// best first, as `PydtState`s (`log_joint` is exactly
 /// `pydt_log_prior + pydt_log_likelihood`), and the objective after the initial tree's EM
-/// and after each pass. `learn` is `(alpha, beta, c, sigma2)`; `priors` the shape and rate
-/// (or `a`, `b`) of the priors of `alpha`, `beta`, `c` and `1/sigma2`, in that order. With
+/// and after each pass. `learn` names the hyperparameters to learn and `priors` maps each to
+/// its prior, as for `pydt_mcmc`. With
 /// `verbose`, a line per pass goes to Python's `sys.stderr`. Interruptible with Ctrl-C.
 /// `likelihood` is `"gaussian"` or `"probit"` (binary `x`, `NaN` for missing; EP in the
 /// E-step, `sigma2` fixed, and `log_joint` with EP's approximation of `ln p(x | T, t)`).
@@ -38,22 +35,22 @@ fn pydt_greedy_em<'py>(
     sigma2: f64,
     max_iter: usize,
     k_best: usize,
-    learn: (bool, bool, bool, bool),
-    priors: [f64; 8],
+    learn: Vec<String>,
+    priors: PriorsArg,
     seed: u64,
     verbose: bool,
     likelihood: &str,
     em_steps: usize,
     n_candidates: usize,
-) -> PyResult<(Vec<PyBest>, Bound<'py, PyArray1<f64>>)> {
+) -> PyResult<(Vec<PyPydtState>, Bound<'py, PyArray1<f64>>)> {
     let params = PydtParams::new(alpha, beta, c)?;
     let x = x.as_array().to_owned();
     let init = tree.map(|t| t.get().inner.clone());
     let config = EmConfig {
         max_iter,
         k_best,
-        learn: learn_flags(learn),
-        priors: hyperpriors(priors),
+        learn: learn_flags(learn)?,
+        priors: priors.into(),
         likelihood: likelihood.parse()?,
         em_steps,
         n_candidates,
@@ -93,18 +90,8 @@ fn pydt_greedy_em<'py>(
     let best = result
         .best
         .into_iter()
-        .map(|b| {
-            let p = b.params;
-            (
-                b.tree.into(),
-                p.alpha(),
-                p.beta(),
-                p.c(),
-                b.sigma2,
-                b.log_joint,
-            )
-        })
-        .collect();
+        .map(|b| py_state(py, b.tree, &b.params, b.sigma2, b.log_joint))
+        .collect::<PyResult<Vec<_>>>()?;
     Ok((best, result.trace.into_pyarray(py)))
 }
 
