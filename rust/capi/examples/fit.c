@@ -146,8 +146,8 @@ int main(int argc, char **argv) {
         for (i = 0; i < n_leaves; i++) printf(" %lld", (long long)labels[i]);
         printf("\n");
     }
-    if (strcmp(family, "coalescent")) {
-        /* The rose tree's predictive density (BRT eq 1.25), or the diffusion tree's. */
+    {
+        /* The predictive density of each row: every family has one. */
         if (!(log_predictive = malloc(n_rows * sizeof *log_predictive))) goto done;
         CHECK(rt_fit_score_samples(fit, data, log_predictive, n_rows));
         printf("log_predictive");

@@ -180,7 +180,7 @@ int main(int argc, char **argv) try {
         for (int64_t label : labels) std::cout << ' ' << label;
         std::cout << "\n";
     }
-    if (family != "coalescent") {
+    {
         std::cout << "log_predictive";
         for (double value : fit.score_samples(data.get(), n_rows)) {
             std::snprintf(score, sizeof score, " %.17g", value);

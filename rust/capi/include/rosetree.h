@@ -174,8 +174,9 @@ enum rt_status rt_fit_labels(const struct rt_fit *fit,
 // The log predictive density `ln p(x | D, T)` of each row of `data`, into `out` (one value
 // per row): under a fitted rose tree, BRT eq 1.25; under a diffusion tree, the mixture of
 // Knowles & Ghahramani §5.3 on the fit's tree and hyperparameters, each branch's divergence
-// time represented by 3 times (the Python estimator's `score_samples` with one sample).
-// The coalescent's fit has no predictive density here (`RT_STATUS_INVALID_HANDLE`).
+// time represented by 3 times (the Python estimator's `score_samples` with one sample);
+// under a coalescent tree, the density of a new leaf joining it (Teh et al. §4.4, as
+// `KingmanCoalescent.score_samples`).
 enum rt_status rt_fit_score_samples(const struct rt_fit *fit,
                                     const struct rt_data *data,
                                     double *out,

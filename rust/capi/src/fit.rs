@@ -2,6 +2,7 @@
 //! with its score, read into caller buffers.
 
 use std::ffi::c_char;
+use std::sync::OnceLock;
 
 use ndarray::ArrayView2;
 use rosetree::brt::{self, Mixing, Predictor};
@@ -75,10 +76,59 @@ pub struct RtFit(Fitted);
 enum Fitted {
     /// Bayesian rose tree (or BHC).
     Brt(Box<BrtFit>),
-    /// Kingman's coalescent.
-    Coalescent(CoalescentFit),
+    /// Kingman's coalescent, with its messages for prediction.
+    Coalescent(Box<CoalescentFitted>),
     /// The best kept state of a diffusion-tree chain.
     Pydt(Box<PydtFit>),
+}
+
+/// A coalescent tree, and what prediction needs: the model, the training rows, and the
+/// messages on the tree (§4.4), built on first use (their quadrature grows with the tree's
+/// events alive across each branch, which a fit that is never asked to predict should not
+/// pay for).
+struct CoalescentFitted {
+    fit: CoalescentFit,
+    model: BrownianDiffusion,
+    x: ndarray::Array2<f64>,
+    predictor: OnceLock<CoalescentPredictor>,
+}
+
+impl CoalescentFitted {
+    fn predictor(&self) -> Result<&CoalescentPredictor> {
+        if let Some(p) = self.predictor.get() {
+            return Ok(p);
+        }
+        let (x, tree) = (self.x.view(), self.fit.tree.clone());
+        let built = if self.x.iter().any(|v| v.is_nan()) {
+            let model = MaskedBrownian::new(self.model.clone())?;
+            CoalescentPredictor::Missing(coalescent::predict::Predictor::new(model, x, tree)?)
+        } else {
+            let model = self.model.clone();
+            CoalescentPredictor::Complete(coalescent::predict::Predictor::new(model, x, tree)?)
+        };
+        // Two threads may build it at once; both results are the same.
+        Ok(self.predictor.get_or_init(|| built))
+    }
+}
+
+/// The coalescent's predictor under the model the fit used.
+enum CoalescentPredictor {
+    Complete(coalescent::predict::Predictor<BrownianDiffusion>),
+    Missing(coalescent::predict::Predictor<MaskedBrownian>),
+}
+
+impl CoalescentPredictor {
+    /// `ln p(y | x, π)` of each row of `x`.
+    fn log_density(&self, x: ndarray::ArrayView2<'_, f64>) -> Result<Vec<f64>> {
+        let threads = Threads::new(None)?;
+        let rows: Vec<usize> = (0..x.nrows()).collect();
+        Ok(threads.try_map(&rows, 2, |&i| {
+            Ok(match self {
+                Self::Complete(p) => p.log_density_by_branch(x.row(i), i)?.0,
+                Self::Missing(p) => p.log_density_by_branch(x.row(i), i)?.0,
+            })
+        })?)
+    }
 }
 
 /// A diffusion tree's kept state and its predictive mixture.
@@ -99,7 +149,7 @@ impl RtFit {
     fn tree(&self) -> &Tree {
         match &self.0 {
             Fitted::Brt(fit) => fit.tree().tree(),
-            Fitted::Coalescent(fit) => &fit.tree,
+            Fitted::Coalescent(c) => &c.fit.tree,
             Fitted::Pydt(fit) => &fit.sample.tree,
         }
     }
@@ -150,13 +200,19 @@ pub extern "C" fn rt_coalescent_fit(
         let valid = params.params.check()?;
         let interrupt = || Interrupt::poll(params.interrupt);
         let fit = if x.iter().any(|v| v.is_nan()) {
-            let model = MaskedBrownian::new(model)?;
-            coalescent::fit_leaves(&model, &valid, model.leaf_messages(x)?, &interrupt)?
+            let masked = MaskedBrownian::new(model.clone())?;
+            coalescent::fit_leaves(&masked, &valid, masked.leaf_messages(x)?, &interrupt)?
         } else {
             coalescent::fit_leaves(&model, &valid, model.leaf_messages(x)?, &interrupt)?
         };
         refuse_infinite(&fit)?;
-        handle::emit(out, "out", RtFit(Fitted::Coalescent(fit)))
+        let fitted = CoalescentFitted {
+            fit,
+            model,
+            x: x.to_owned(),
+            predictor: OnceLock::new(),
+        };
+        handle::emit(out, "out", RtFit(Fitted::Coalescent(Box::new(fitted))))
     })
 }
 
@@ -261,7 +317,7 @@ pub extern "C" fn rt_fit_score(fit: *const RtFit, score: *mut f64) -> RtStatus {
     guard(|| {
         let value = match &handle::get(fit, "fit")?.0 {
             Fitted::Brt(fit) => fit.tree().log_evidence(),
-            Fitted::Coalescent(fit) => fit.log_joint,
+            Fitted::Coalescent(c) => c.fit.log_joint,
             Fitted::Pydt(fit) => fit.sample.log_joint,
         };
         buffer::scalar(value, score, "score")
@@ -380,8 +436,9 @@ fn write_cut(
 /// The log predictive density `ln p(x | D, T)` of each row of `data`, into `out` (one value
 /// per row): under a fitted rose tree, BRT eq 1.25; under a diffusion tree, the mixture of
 /// Knowles & Ghahramani §5.3 on the fit's tree and hyperparameters, each branch's divergence
-/// time represented by 3 times (the Python estimator's `score_samples` with one sample).
-/// The coalescent's fit has no predictive density here (`RT_STATUS_INVALID_HANDLE`).
+/// time represented by 3 times (the Python estimator's `score_samples` with one sample);
+/// under a coalescent tree, the density of a new leaf joining it (Teh et al. §4.4, as
+/// `KingmanCoalescent.score_samples`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rt_fit_score_samples(
     fit: *const RtFit,
@@ -414,12 +471,9 @@ pub extern "C" fn rt_fit_score_samples(
                 check(pydt.predictor.means().ncols())?;
                 pydt.predictor.log_density(x)?.to_vec()
             }
-            Fitted::Coalescent(_) => {
-                return Err(Error::new(
-                    RtStatus::InvalidHandle,
-                    "rt_fit_score_samples needs a rose tree or a diffusion tree (a fit of \
-                     rt_brt_fit or rt_pydt_fit)",
-                ));
+            Fitted::Coalescent(c) => {
+                check(c.x.ncols())?;
+                c.predictor()?.log_density(x)?
             }
         };
         buffer::output(&values, out, len, "out")
