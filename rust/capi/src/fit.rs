@@ -2,13 +2,12 @@
 //! with its score, read into caller buffers.
 
 use std::ffi::c_char;
-use std::sync::OnceLock;
 
 use ndarray::ArrayView2;
 use rosetree::brt::{self, Mixing, Predictor};
 use rosetree::coalescent::{self, CoalescentFit};
 use rosetree::models::ClusterModel;
-use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian, MessageModel};
+use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian};
 use rosetree::parallel::Threads;
 use rosetree::pydt::mcmc::{self, McmcConfig, Sample, Start};
 use rosetree::pydt::predict::Predictor as PydtPredictor;
@@ -82,52 +81,34 @@ enum Fitted {
     Pydt(Box<PydtFit>),
 }
 
-/// A coalescent tree, and what prediction needs: the model, the training rows, and the
-/// messages on the tree (§4.4), built on first use (their quadrature grows with the tree's
-/// events alive across each branch, which a fit that is never asked to predict should not
-/// pay for).
-struct CoalescentFitted {
-    fit: CoalescentFit,
-    model: BrownianDiffusion,
-    x: ndarray::Array2<f64>,
-    predictor: OnceLock<CoalescentPredictor>,
+/// A fitted coalescent under the model the fit used (missing entries: the masked model).
+enum CoalescentFitted {
+    Complete(coalescent::Fitted<BrownianDiffusion>),
+    Missing(coalescent::Fitted<MaskedBrownian>),
 }
 
 impl CoalescentFitted {
-    fn predictor(&self) -> Result<&CoalescentPredictor> {
-        if let Some(p) = self.predictor.get() {
-            return Ok(p);
+    fn search_result(&self) -> &CoalescentFit {
+        match self {
+            Self::Complete(f) => f.search_result(),
+            Self::Missing(f) => f.search_result(),
         }
-        let (x, tree) = (self.x.view(), self.fit.tree.clone());
-        let built = if self.x.iter().any(|v| v.is_nan()) {
-            let model = MaskedBrownian::new(self.model.clone())?;
-            CoalescentPredictor::Missing(coalescent::predict::Predictor::new(model, x, tree)?)
-        } else {
-            let model = self.model.clone();
-            CoalescentPredictor::Complete(coalescent::predict::Predictor::new(model, x, tree)?)
-        };
-        // Two threads may build it at once; both results are the same.
-        Ok(self.predictor.get_or_init(|| built))
     }
-}
 
-/// The coalescent's predictor under the model the fit used.
-enum CoalescentPredictor {
-    Complete(coalescent::predict::Predictor<BrownianDiffusion>),
-    Missing(coalescent::predict::Predictor<MaskedBrownian>),
-}
+    fn n_features(&self) -> usize {
+        match self {
+            Self::Complete(f) => f.x().ncols(),
+            Self::Missing(f) => f.x().ncols(),
+        }
+    }
 
-impl CoalescentPredictor {
-    /// `ln p(y | x, π)` of each row of `x`.
-    fn log_density(&self, x: ndarray::ArrayView2<'_, f64>) -> Result<Vec<f64>> {
+    /// `ln p(y | x, π)` of each row of `x` (the messages built at the first call).
+    fn log_density(&self, x: ArrayView2<'_, f64>) -> Result<Vec<f64>> {
         let threads = Threads::new(None)?;
-        let rows: Vec<usize> = (0..x.nrows()).collect();
-        Ok(threads.try_map(&rows, 2, |&i| {
-            Ok(match self {
-                Self::Complete(p) => p.log_density_by_branch(x.row(i), i)?.0,
-                Self::Missing(p) => p.log_density_by_branch(x.row(i), i)?.0,
-            })
-        })?)
+        Ok(match self {
+            Self::Complete(f) => f.log_density(x, &threads)?,
+            Self::Missing(f) => f.log_density(x, &threads)?,
+        })
     }
 }
 
@@ -149,7 +130,7 @@ impl RtFit {
     fn tree(&self) -> &Tree {
         match &self.0 {
             Fitted::Brt(fit) => fit.tree().tree(),
-            Fitted::Coalescent(c) => &c.fit.tree,
+            Fitted::Coalescent(c) => &c.search_result().tree,
             Fitted::Pydt(fit) => &fit.sample.tree,
         }
     }
@@ -199,18 +180,15 @@ pub extern "C" fn rt_coalescent_fit(
             BrownianDiffusion::isotropic(params.lambda, x.ncols())?.with_noise(params.noise)?;
         let valid = params.params.check()?;
         let interrupt = || Interrupt::poll(params.interrupt);
-        let fit = if x.iter().any(|v| v.is_nan()) {
-            let masked = MaskedBrownian::new(model.clone())?;
-            coalescent::fit_leaves(&masked, &valid, masked.leaf_messages(x)?, &interrupt)?
+        let fitted = if x.iter().any(|v| v.is_nan()) {
+            let masked = MaskedBrownian::new(model)?;
+            let fit = coalescent::Fitted::fit(masked, &valid, x, &interrupt)?;
+            refuse_infinite(fit.search_result())?;
+            CoalescentFitted::Missing(fit)
         } else {
-            coalescent::fit_leaves(&model, &valid, model.leaf_messages(x)?, &interrupt)?
-        };
-        refuse_infinite(&fit)?;
-        let fitted = CoalescentFitted {
-            fit,
-            model,
-            x: x.to_owned(),
-            predictor: OnceLock::new(),
+            let fit = coalescent::Fitted::fit(model, &valid, x, &interrupt)?;
+            refuse_infinite(fit.search_result())?;
+            CoalescentFitted::Complete(fit)
         };
         handle::emit(out, "out", RtFit(Fitted::Coalescent(Box::new(fitted))))
     })
@@ -280,13 +258,7 @@ pub extern "C" fn rt_pydt_fit(
                 }
             }
         }
-        let predictor = PydtPredictor::new(
-            x,
-            &best.tree,
-            &best.params,
-            best.sigma2,
-            PYDT_PREDICTIVE_POINTS,
-        )?;
+        let predictor = best.predictor(x, PYDT_PREDICTIVE_POINTS)?;
         let fit = PydtFit {
             sample: best,
             predictor,
@@ -317,7 +289,7 @@ pub extern "C" fn rt_fit_score(fit: *const RtFit, score: *mut f64) -> RtStatus {
     guard(|| {
         let value = match &handle::get(fit, "fit")?.0 {
             Fitted::Brt(fit) => fit.tree().log_evidence(),
-            Fitted::Coalescent(c) => c.fit.log_joint,
+            Fitted::Coalescent(c) => c.search_result().log_joint,
             Fitted::Pydt(fit) => fit.sample.log_joint,
         };
         buffer::scalar(value, score, "score")
@@ -472,8 +444,8 @@ pub extern "C" fn rt_fit_score_samples(
                 pydt.predictor.log_density(x)?.to_vec()
             }
             Fitted::Coalescent(c) => {
-                check(c.x.ncols())?;
-                c.predictor()?.log_density(x)?
+                check(c.n_features())?;
+                c.log_density(x)?
             }
         };
         buffer::output(&values, out, len, "out")

@@ -10,7 +10,8 @@
 //! approximately by Greedy-Rate1 on parts of the data ([`greedy_rate1_approx`], about
 //! `O(n · exact_below)`); [`smc`] samples weighted trees by
 //! sequential Monte Carlo (SMC-PriorPrior, -PriorPost, -PostPost, §4.1) with an unbiased
-//! estimate of `p(x)`.
+//! estimate of `p(x)`. [`Fitted`] keeps a search's tree with the model and the rows, and
+//! predicts from them ([`predict`]).
 //!
 //! # Examples
 //! ```
@@ -29,6 +30,7 @@
 
 pub mod approx;
 pub mod exact_greedy;
+mod fitted;
 pub mod greedy;
 pub mod hyper;
 pub mod insert;
@@ -41,6 +43,7 @@ pub mod stitch;
 
 pub use approx::{ApproxParams, Router, cut_groups, cut_time, greedy_rate1_approx};
 pub use exact_greedy::{greedy_maxprob, greedy_minduration};
+pub use fitted::Fitted;
 pub use greedy::{CoalescentFit, greedy_rate1};
 pub use insert::{Growth, Join, JoinRule, insert_leaf, insert_rows, insert_rows_with};
 pub use kingman::{check_timed_tree, log_joint, log_joint_from_leaves, log_prior, pair_rate};

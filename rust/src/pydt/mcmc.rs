@@ -403,6 +403,21 @@ pub struct Sample {
     pub log_joint: f64,
 }
 
+impl Sample {
+    /// The predictive mixture of a new row under this state (§5.3), for the training rows
+    /// `x` of its tree, each branch's divergence time represented by `n_points` times.
+    ///
+    /// # Errors
+    /// As [`Predictor::new`](super::predict::Predictor::new).
+    pub fn predictor(
+        &self,
+        x: ArrayView2<'_, f64>,
+        n_points: usize,
+    ) -> Result<super::predict::Predictor> {
+        super::predict::Predictor::new(x, &self.tree, &self.params, self.sigma2, n_points)
+    }
+}
+
 /// The result of [`run`].
 #[derive(Debug, Clone)]
 pub struct McmcResult {
