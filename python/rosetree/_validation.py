@@ -286,6 +286,43 @@ def check_positive(value: Any, name: str) -> float:
     return float(value)
 
 
+def check_nonnegative(value: Any, name: str) -> float:
+    """A finite number >= 0, or InvalidParameterError naming it."""
+    if not is_real(value) or not (np.isfinite(value) and value >= 0):
+        raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}", name)
+    return float(value)
+
+
+def check_finite(value: Any, name: str) -> float:
+    """A finite real number, or InvalidParameterError naming it."""
+    if not is_real(value) or not np.isfinite(value):
+        raise InvalidParameterError(f"{name} must be a finite number, got {value!r}", name)
+    return float(value)
+
+
+def finite_array(
+    value: Any, name: str, *, max_ndim: int | None = None, positive: bool = False
+) -> np.ndarray:
+    """A non-empty float64 array of finite numbers, or InvalidParameterError naming ``name``.
+
+    With ``max_ndim``, at most that many dimensions; with ``positive``, every entry ``> 0``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidParameterError(f"{name} must be numeric, got {value!r}", name)
+    arr = real_array(value, name)
+    if max_ndim is not None and arr.ndim > max_ndim:
+        raise InvalidParameterError(
+            f"{name} must have at most {max_ndim} dimensions, got shape {arr.shape}", name
+        )
+    if arr.size == 0:
+        raise InvalidParameterError(f"{name} must not be empty", name)
+    if not np.isfinite(arr).all():
+        raise InvalidParameterError(f"{name} must be finite, got {value!r}", name)
+    if positive and (arr <= 0).any():
+        raise InvalidParameterError(f"{name} must be > 0, got {value!r}", name)
+    return arr
+
+
 def check_real(value: Any, name: str) -> float:
     """A real number (NumPy scalars included), or InvalidParameterError naming it."""
     if not is_real(value):

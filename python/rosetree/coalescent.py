@@ -25,6 +25,7 @@ from ._validation import (
     check_flag,
     check_n_jobs,
     check_new_rows,
+    check_nonnegative,
     check_positive,
     check_seed,
     check_verbose,
@@ -94,11 +95,7 @@ def _noise(noise: Any, likelihood: str) -> float:
     """The observation noise factor: ``None`` is the default (Brownian) or 0 (multinomial)."""
     if noise is None:
         return _DEFAULT_NOISE if likelihood == "brownian" else 0.0
-    if not is_real(noise):
-        raise InvalidParameterError(f"noise must be a number >= 0, got {noise!r}", "noise")
-    value = float(noise)
-    if not (np.isfinite(value) and value >= 0):
-        raise InvalidParameterError(f"noise must be finite and >= 0, got {noise!r}", "noise")
+    value = check_nonnegative(noise, "noise")
     if value and likelihood != "brownian":
         raise InvalidParameterError("noise is a parameter of the Brownian likelihood only", "noise")
     return value

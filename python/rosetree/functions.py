@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import check_array, check_flag, check_int, mixing_args, real_array
+from ._validation import check_array, check_flag, check_int, finite_array, mixing_args
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, InvalidTreeError, NumericalError
 from .tree import RoseTree, nested_to_internal
@@ -101,7 +101,7 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
         *l*, the number of data items in each data set.
     """
     opt, got = (
-        _finite_vector(value, name)
+        finite_array(value, name, max_ndim=1)
         for value, name in (
             (log_evidence_optimal, "log_evidence_optimal"),
             (log_evidence_found, "log_evidence_found"),
@@ -120,13 +120,3 @@ def excess_bits(log_evidence_optimal: Any, log_evidence_found: Any, n_items: int
             "the excess bits overflow double precision (log evidences near the float range)"
         )
     return value
-
-
-def _finite_vector(value: Any, name: str) -> np.ndarray:
-    """``value`` as a float64 array of finite numbers, or InvalidParameterError naming it."""
-    arr = real_array(value, name)
-    if not np.all(np.isfinite(arr)):
-        raise InvalidParameterError(
-            f"{name} must be finite (the log evidence of a tree of the data)", name
-        )
-    return arr

@@ -23,7 +23,13 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_array, is_real, real_array
+from ._validation import (
+    check_array,
+    check_finite,
+    check_positive,
+    finite_array,
+    real_array,
+)
 from .config import ClusterModel
 from .exceptions import (
     InvalidDataError,
@@ -55,37 +61,6 @@ def _lapack() -> tuple[Any, Any]:
             raise ImportError("rosetree.GPExperts needs SciPy: pip install scipy") from None
         _LAPACK = (dpotrf, dtrtrs)
     return _LAPACK
-
-
-def _positive(name: str, value: Any) -> float:
-    if not is_real(value) or not (math.isfinite(value) and value > 0):
-        raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}", name)
-    return float(value)
-
-
-def _finite(name: str, value: Any) -> float:
-    if not is_real(value) or not math.isfinite(value):
-        raise InvalidParameterError(f"{name} must be a finite number, got {value!r}", name)
-    return float(value)
-
-
-def _array(name: str, value: Any, max_ndim: int) -> np.ndarray:
-    """A finite scalar or array hyperparameter with at most ``max_ndim`` dimensions."""
-    if isinstance(value, (bool, np.bool_)):
-        raise InvalidParameterError(f"{name} must be numeric, got {value!r}", name)
-    try:
-        arr = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be numeric, got {value!r}", name) from None
-    if arr.ndim > max_ndim:
-        raise InvalidParameterError(
-            f"{name} must have at most {max_ndim} dimensions, got shape {arr.shape}", name
-        )
-    if arr.size == 0:
-        raise InvalidParameterError(f"{name} must not be empty", name)
-    if not np.isfinite(arr).all():
-        raise InvalidParameterError(f"{name} must be finite, got {value!r}", name)
-    return arr
 
 
 def _ln_multigamma(a: float, d: int) -> float:
@@ -233,19 +208,15 @@ class GPExperts(ClusterModel):
     _accepts_missing = False
 
     def __post_init__(self) -> None:
-        _positive("signal_variance", self.signal_variance)
-        _positive("noise_variance", self.noise_variance)
-        _finite("mean", self.mean)
-        _positive("kappa0", self.kappa0)
+        check_positive(self.signal_variance, "signal_variance")
+        check_positive(self.noise_variance, "noise_variance")
+        check_finite(self.mean, "mean")
+        check_positive(self.kappa0, "kappa0")
         if self.nu0 is not None:
-            _finite("nu0", self.nu0)
-        ls = _array("lengthscale", self.lengthscale, 1)
-        if (ls <= 0).any():
-            raise InvalidParameterError(
-                f"lengthscale must be > 0, got {self.lengthscale!r}", "lengthscale"
-            )
-        _array("mu0", self.mu0, 1)
-        psi0 = _array("psi0", self.psi0, 2)
+            check_finite(self.nu0, "nu0")
+        ls = finite_array(self.lengthscale, "lengthscale", max_ndim=1, positive=True)
+        finite_array(self.mu0, "mu0", max_ndim=1)
+        psi0 = finite_array(self.psi0, "psi0", max_ndim=2)
         if psi0.ndim < 2 and (psi0 <= 0).any():
             raise InvalidParameterError(
                 f"psi0 as a scalar or diagonal must be > 0, got {self.psi0!r}", "psi0"
@@ -304,7 +275,7 @@ class GPExperts(ClusterModel):
         var = np.var(x, axis=0, ddof=1)
         mean_var = float(var.mean())
         cov = np.diag(var + _RIDGE * mean_var) if mean_var > 0 else np.eye(d)
-        nu = d + 2.0 if nu0 is None else _finite("nu0", nu0)
+        nu = d + 2.0 if nu0 is None else check_finite(nu0, "nu0")
         scale = nu - d - 1.0 if nu > d + 1.0 else 1.0
         for name in ("mu0", "psi0"):
             if name in kwargs:
@@ -684,7 +655,7 @@ class GPExperts(ClusterModel):
         d = X.shape[1] - 1
         prior = self._prior(d)
         try:
-            lo, hi = (_positive("bounds", float(b)) for b in bounds)
+            lo, hi = (check_positive(float(b), "bounds") for b in bounds)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InvalidParameterError):
                 raise
