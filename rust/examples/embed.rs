@@ -1,12 +1,23 @@
-//! The native-tool use case: cluster binary rows with the crate alone (no Python).
+//! The native-tool use case: the crate alone (no Python). Binary rows clustered by a rose
+//! tree and by BHC; real-valued rows by Kingman's coalescent and by a Pitman–Yor diffusion
+//! tree, each then asked for the predictive density of new rows.
 //!
 //! ```text
 //! cargo run --release --example embed
 //! ```
 
-use ndarray::Array2;
+use ndarray::{Array2, array};
 use rosetree::brt::{self, BrtParams, Mixing};
+use rosetree::coalescent::{CoalescentParams, Fitted};
 use rosetree::models::BetaBernoulli;
+use rosetree::models::messages::BrownianDiffusion;
+use rosetree::parallel::Threads;
+use rosetree::pydt::PydtParams;
+use rosetree::pydt::mcmc::{self, McmcConfig, Start};
+
+fn say(line: std::fmt::Arguments<'_>) {
+    std::io::Write::write_fmt(&mut std::io::stdout(), line).expect("stdout is writable");
+}
 
 fn main() -> Result<(), rosetree::RoseTreeError> {
     // Three groups of rows, each with ones in its own block of four features.
@@ -26,16 +37,55 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
         ),
     ] {
         let tree = brt::fit(&model, &params.check()?, x.view())?;
-        let out = std::io::Write::write_fmt(
-            &mut std::io::stdout(),
-            format_args!(
-                "{name}: {}\n  ln p(D|T) = {:.3}, 10^{:.2} partitions\n",
-                tree.to_newick(None),
-                tree.log_evidence(),
-                tree.n_partitions_log10()
-            ),
-        );
-        out.expect("stdout is writable");
+        say(format_args!(
+            "{name}: {}\n  ln p(D|T) = {:.3}, 10^{:.2} partitions\n",
+            tree.to_newick(None),
+            tree.log_evidence(),
+            tree.n_partitions_log10()
+        ));
     }
+
+    // Two groups of real-valued rows, and two new rows: one in a group, one far away.
+    let y = Array2::from_shape_fn((10, 2), |(i, j)| {
+        let centre = if i < 5 { 0.0 } else { 4.0 };
+        centre + 0.1 * ((i * 3 + j * 5) % 7) as f64
+    });
+    let new = array![[0.2, 0.3], [10.0, -10.0]];
+    let threads = Threads::new(Some(1))?;
+
+    let model = BrownianDiffusion::isotropic(1.0, 2)?.with_noise(0.1)?;
+    let coalescent = Fitted::fit(model, &CoalescentParams::new().check()?, y.view(), &|| {
+        false
+    })?;
+    let density = coalescent.log_density(new.view(), &threads)?;
+    say(format_args!(
+        "coalescent: {}\n  ln p(x, pi) = {:.3}, ln p(new rows) = {:.3}, {:.3}\n",
+        coalescent.tree().to_newick(None),
+        coalescent.log_joint(),
+        density[0],
+        density[1]
+    ));
+
+    let start = Start {
+        tree: None,
+        params: PydtParams::new(1.0, 0.2, 1.0)?,
+        sigma2: 1.0,
+    };
+    let chain = mcmc::run(
+        y.view(),
+        start,
+        &McmcConfig::default(),
+        7,
+        &|| false,
+        &mut |_, _| {},
+    )?;
+    let density = chain.last.predictor(y.view(), 3)?.log_density(new.view())?;
+    say(format_args!(
+        "diffusion tree: {}\n  ln p(X, T, t) = {:.3}, ln p(new rows) = {:.3}, {:.3}\n",
+        chain.last.tree.to_newick(None),
+        chain.last.log_joint,
+        density[0],
+        density[1]
+    ));
     Ok(())
 }
