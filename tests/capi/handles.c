@@ -83,6 +83,25 @@ static void every_call(rt_data *data, rt_model *model, rt_brt_params *brt,
     }
 }
 
+/* The six rows of `data` score finitely under `fit`; rows of three columns and a short
+ * buffer are refused. */
+static void expect_scores(const rt_fit *fit, const rt_data *data, const rt_data *wide,
+                          const char *family) {
+    double scores[6];
+    size_t i;
+    EXPECT(rt_fit_score_samples(fit, data, scores, 6), RT_STATUS_OK);
+    for (i = 0; i < 6; i++) {
+        checks++;
+        if (!isfinite(scores[i])) {
+            fprintf(stderr, "%s: log density %g of row %zu\n", family, scores[i], i);
+            failures++;
+        }
+    }
+    EXPECT(rt_fit_score_samples(fit, wide, scores, 1), RT_STATUS_SHAPE_MISMATCH);
+    MESSAGE("3 columns");
+    EXPECT(rt_fit_score_samples(fit, data, scores, 5), RT_STATUS_BUFFER_SIZE);
+}
+
 int main(void) {
     /* Six rows in two groups; the real-valued copy for the coalescent and the diffusion
      * tree. */
@@ -169,27 +188,8 @@ int main(void) {
     EXPECT(rt_fit_score_samples(fit, wide, scores, 1), RT_STATUS_SHAPE_MISMATCH);
     MESSAGE("3 columns");
     /* Every family's fit has a predictive density. */
-    EXPECT(rt_fit_score_samples(pydt_fit, real_data, scores, 6), RT_STATUS_OK);
-    for (k = 0; k < 6; k++) {
-        checks++;
-        if (!isfinite(scores[k])) {
-            fprintf(stderr, "diffusion tree: log density %g of row %zu\n", scores[k], k);
-            failures++;
-        }
-    }
-    EXPECT(rt_fit_score_samples(pydt_fit, wide, scores, 1), RT_STATUS_SHAPE_MISMATCH);
-    MESSAGE("3 columns");
-    EXPECT(rt_fit_score_samples(pydt_fit, real_data, scores, 5), RT_STATUS_BUFFER_SIZE);
-    EXPECT(rt_fit_score_samples(coal_fit, real_data, scores, 6), RT_STATUS_OK);
-    for (k = 0; k < 6; k++) {
-        checks++;
-        if (!isfinite(scores[k])) {
-            fprintf(stderr, "coalescent: log density %g of row %zu\n", scores[k], k);
-            failures++;
-        }
-    }
-    EXPECT(rt_fit_score_samples(coal_fit, wide, scores, 1), RT_STATUS_SHAPE_MISMATCH);
-    MESSAGE("3 columns");
+    expect_scores(pydt_fit, real_data, wide, "diffusion tree");
+    expect_scores(coal_fit, real_data, wide, "coalescent");
     EXPECT(rt_pydt_params_set_iterations(pydt, 4, 4), RT_STATUS_INVALID_PARAMETER);
     MESSAGE("burn_in");
     EXPECT(rt_coalescent_params_set_inference(coal, 9), RT_STATUS_INVALID_PARAMETER);
