@@ -99,3 +99,17 @@ def test_equal_rows_under_brownian_greedy_coalescent_are_named(inference):
     X[6] = X[2]
     smc = rt.KingmanCoalescent(inference="smc-priorpost", n_particles=5, random_state=0).fit(X)
     assert np.isfinite(smc.log_marginal_)
+
+
+def test_integers_beyond_the_float_range_are_named_not_a_type_error():
+    from rosetree._validation import check_finite, check_nonnegative, check_positive
+
+    huge = 10**400
+    for check in (check_positive, check_nonnegative, check_finite):
+        with pytest.raises(rt.InvalidParameterError, match="kappa0") as info:
+            check(huge, "kappa0")
+        assert info.value.parameter == "kappa0"
+        assert check(10**30, "kappa0") == 1e30  # large, but a float
+    with pytest.raises(rt.InvalidParameterError, match="kappa0"):
+        rt.GPExperts(kappa0=-huge)
+    assert rt.GPExperts(kappa0=10**30).kappa0 == 10**30

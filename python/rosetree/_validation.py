@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -279,25 +280,36 @@ def check_approx(
     return exact_below, min(sample, exact_below), seed
 
 
+def _as_float(value: Any) -> float:
+    """A real number as a float; an integer beyond the float range as infinity."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def check_positive(value: Any, name: str) -> float:
     """A finite number > 0, or InvalidParameterError naming it."""
-    if not is_real(value) or not (np.isfinite(value) and value > 0):
+    number = _as_float(value) if is_real(value) else math.nan
+    if not (math.isfinite(number) and number > 0):
         raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}", name)
-    return float(value)
+    return number
 
 
 def check_nonnegative(value: Any, name: str) -> float:
     """A finite number >= 0, or InvalidParameterError naming it."""
-    if not is_real(value) or not (np.isfinite(value) and value >= 0):
+    number = _as_float(value) if is_real(value) else math.nan
+    if not (math.isfinite(number) and number >= 0):
         raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}", name)
-    return float(value)
+    return number
 
 
 def check_finite(value: Any, name: str) -> float:
     """A finite real number, or InvalidParameterError naming it."""
-    if not is_real(value) or not np.isfinite(value):
+    number = _as_float(value) if is_real(value) else math.nan
+    if not math.isfinite(number):
         raise InvalidParameterError(f"{name} must be a finite number, got {value!r}", name)
-    return float(value)
+    return number
 
 
 def finite_array(
