@@ -106,6 +106,8 @@ def test_params_protocol_and_pickle():
         ({"thin": 0}, "thin"),
         ({"learn_hyperparameters": {"gamma"}}, "learn_hyperparameters"),
         ({"learn_hyperparameters": "c"}, "learn_hyperparameters"),
+        ({"learn_hyperparameters": np.array(1.0)}, "learn_hyperparameters"),
+        ({"learn_hyperparameters": 3}, "learn_hyperparameters"),
         ({"learn_hyperparameters": ["alpha"], "alpha": 0.0}, "alpha"),
         ({"priors": {"c": (1.0, -1.0)}}, "priors"),
         ({"priors": {"delta": (1.0, 1.0)}}, "priors"),

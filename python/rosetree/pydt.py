@@ -1013,16 +1013,20 @@ def _learn_names(value: Any, alpha: float, beta: float, probit: bool) -> list[st
             return []
         on = {"alpha": alpha > 0.0, "beta": beta > 0.0, "c": True, "sigma2": not probit}
         return [name for name in _HYPERPARAMETERS if on[name]]
-    if isinstance(value, str) or not hasattr(value, "__iter__"):
+    try:
+        if isinstance(value, str):
+            raise TypeError("a string is not a collection of names")
+        items = list(value)  # a 0-d array has __iter__ but does not iterate
+    except TypeError:
         raise InvalidParameterError(
             'learn_hyperparameters must be "auto", True, False or a collection of names from '
             f"{_HYPERPARAMETERS}, got {value!r}",
             "learn_hyperparameters",
-        )
+        ) from None
     try:
-        names = set(value)
+        names = set(items)
     except TypeError:
-        names = {repr(v) for v in value}  # unhashable entries: reported as unknown below
+        names = {repr(v) for v in items}  # unhashable entries: reported as unknown below
     unknown = names - set(_HYPERPARAMETERS)
     if unknown:
         raise InvalidParameterError(
