@@ -119,8 +119,9 @@ enum rt_status rt_coalescent_fit(const struct rt_coalescent_params *params,
                                  struct rt_fit **out);
 
 // Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
-// the random seed `seed`; the fit is the kept state (after the burn-in) with the highest
-// log joint, the first of equals.
+// the random seed `seed`; the fit's tree and score are those of the kept state (after the
+// burn-in) with the highest log joint, the first of equals, and its predictive density is
+// the mean over every kept state.
 enum rt_status rt_pydt_fit(const struct rt_pydt_params *params,
                            const struct rt_data *data,
                            uint64_t seed,
@@ -173,8 +174,8 @@ enum rt_status rt_fit_labels(const struct rt_fit *fit,
 
 // The log predictive density `ln p(x | D, T)` of each row of `data`, into `out` (one value
 // per row): under a fitted rose tree, BRT eq 1.25; under a diffusion tree, the mixture of
-// Knowles & Ghahramani §5.3 on the fit's tree and hyperparameters, each branch's divergence
-// time represented by 3 times (the Python estimator's `score_samples` with one sample);
+// Knowles & Ghahramani §5.3 averaged over the chain's kept states, each branch's divergence
+// time represented by 3 times (the Python estimator's `score_samples`);
 // under a coalescent tree, the density of a new leaf joining it (Teh et al. §4.4, as
 // `KingmanCoalescent.score_samples`).
 enum rt_status rt_fit_score_samples(const struct rt_fit *fit,

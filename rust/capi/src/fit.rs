@@ -9,8 +9,10 @@ use rosetree::coalescent::{self, CoalescentFit};
 use rosetree::models::ClusterModel;
 use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian};
 use rosetree::parallel::Threads;
-use rosetree::pydt::mcmc::{self, McmcConfig, Sample, Start};
-use rosetree::pydt::predict::Predictor as PydtPredictor;
+use rosetree::pydt::{
+    self,
+    mcmc::{self, McmcConfig, Start},
+};
 use rosetree::{RoseTree, Tree};
 
 use crate::buffer;
@@ -77,8 +79,8 @@ enum Fitted {
     Brt(Box<BrtFit>),
     /// Kingman's coalescent, with its messages for prediction.
     Coalescent(Box<CoalescentFitted>),
-    /// The best kept state of a diffusion-tree chain.
-    Pydt(Box<PydtFit>),
+    /// A diffusion-tree chain's kept states (the fit's tree: the best of them).
+    Pydt(Box<pydt::Fitted>),
 }
 
 /// A fitted coalescent under the model the fit used (missing entries: the masked model).
@@ -112,12 +114,6 @@ impl CoalescentFitted {
     }
 }
 
-/// A diffusion tree's kept state and its predictive mixture.
-struct PydtFit {
-    sample: Sample,
-    predictor: PydtPredictor,
-}
-
 /// Divergence times per branch in the diffusion tree's predictive mixture (the Python
 /// estimator's default `n_predictive_points`).
 const PYDT_PREDICTIVE_POINTS: usize = 3;
@@ -131,7 +127,7 @@ impl RtFit {
         match &self.0 {
             Fitted::Brt(fit) => fit.tree().tree(),
             Fitted::Coalescent(c) => &c.search_result().tree,
-            Fitted::Pydt(fit) => &fit.sample.tree,
+            Fitted::Pydt(fit) => &fit.best().tree,
         }
     }
 
@@ -225,8 +221,9 @@ fn refuse_infinite(fit: &CoalescentFit) -> Result<()> {
 }
 
 /// Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
-/// the random seed `seed`; the fit is the kept state (after the burn-in) with the highest
-/// log joint, the first of equals.
+/// the random seed `seed`; the fit's tree and score are those of the kept state (after the
+/// burn-in) with the highest log joint, the first of equals, and its predictive density is
+/// the mean over every kept state.
 #[unsafe(no_mangle)]
 pub extern "C" fn rt_pydt_fit(
     params: *const RtPydtParams,
@@ -249,20 +246,7 @@ pub extern "C" fn rt_pydt_fit(
         };
         let interrupt = || Interrupt::poll(params.interrupt);
         let result = mcmc::run(x, start, &config, seed, &interrupt, &mut |_, _| {})?;
-        let mut best = result.last;
-        if let Some(first) = result.samples.first() {
-            best = first.clone();
-            for sample in &result.samples[1..] {
-                if sample.log_joint > best.log_joint {
-                    best = sample.clone();
-                }
-            }
-        }
-        let predictor = best.predictor(x, PYDT_PREDICTIVE_POINTS)?;
-        let fit = PydtFit {
-            sample: best,
-            predictor,
-        };
+        let fit = pydt::Fitted::new(x, result, PYDT_PREDICTIVE_POINTS)?;
         handle::emit(out, "out", RtFit(Fitted::Pydt(Box::new(fit))))
     })
 }
@@ -290,7 +274,7 @@ pub extern "C" fn rt_fit_score(fit: *const RtFit, score: *mut f64) -> RtStatus {
         let value = match &handle::get(fit, "fit")?.0 {
             Fitted::Brt(fit) => fit.tree().log_evidence(),
             Fitted::Coalescent(c) => c.search_result().log_joint,
-            Fitted::Pydt(fit) => fit.sample.log_joint,
+            Fitted::Pydt(fit) => fit.best().log_joint,
         };
         buffer::scalar(value, score, "score")
     })
@@ -407,8 +391,8 @@ fn write_cut(
 
 /// The log predictive density `ln p(x | D, T)` of each row of `data`, into `out` (one value
 /// per row): under a fitted rose tree, BRT eq 1.25; under a diffusion tree, the mixture of
-/// Knowles & Ghahramani §5.3 on the fit's tree and hyperparameters, each branch's divergence
-/// time represented by 3 times (the Python estimator's `score_samples` with one sample);
+/// Knowles & Ghahramani §5.3 averaged over the chain's kept states, each branch's divergence
+/// time represented by 3 times (the Python estimator's `score_samples`);
 /// under a coalescent tree, the density of a new leaf joining it (Teh et al. §4.4, as
 /// `KingmanCoalescent.score_samples`).
 #[unsafe(no_mangle)]
@@ -440,8 +424,8 @@ pub extern "C" fn rt_fit_score_samples(
                 rose.log_predictive(x)?
             }
             Fitted::Pydt(pydt) => {
-                check(pydt.predictor.means().ncols())?;
-                pydt.predictor.log_density(x)?.to_vec()
+                check(pydt.x().ncols())?;
+                pydt.log_density(x, &Threads::new(None)?)?
             }
             Fitted::Coalescent(c) => {
                 check(c.n_features())?;

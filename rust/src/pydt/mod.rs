@@ -106,6 +106,7 @@
 
 pub mod divergence;
 pub mod em;
+mod fitted;
 pub mod mcmc;
 pub mod predict;
 pub mod probit;
@@ -113,6 +114,7 @@ pub mod sampler;
 pub(crate) mod slice;
 
 pub use divergence::{PydtParams, harmonic_gap};
+pub use fitted::Fitted;
 pub use sampler::{sample, sample_locations, sample_tree};
 
 use ndarray::ArrayView2;
