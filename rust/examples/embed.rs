@@ -12,8 +12,8 @@ use rosetree::coalescent::{CoalescentParams, Fitted};
 use rosetree::models::BetaBernoulli;
 use rosetree::models::messages::BrownianDiffusion;
 use rosetree::parallel::Threads;
-use rosetree::pydt::PydtParams;
 use rosetree::pydt::mcmc::{self, McmcConfig, Start};
+use rosetree::pydt::{self, PydtParams};
 
 fn say(line: std::fmt::Arguments<'_>) {
     std::io::Write::write_fmt(&mut std::io::stdout(), line).expect("stdout is writable");
@@ -79,13 +79,16 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
         &|| false,
         &mut |_, _| {},
     )?;
-    let density = chain.last.predictor(y.view(), 3)?.log_density(new.view())?;
+    let diffusion = pydt::Fitted::new(y.view(), chain, 3)?;
+    let density = diffusion.log_density(new.view(), &threads)?;
     say(format_args!(
-        "diffusion tree: {}\n  ln p(X, T, t) = {:.3}, ln p(new rows) = {:.3}, {:.3}\n",
-        chain.last.tree.to_newick(None),
-        chain.last.log_joint,
+        "diffusion tree: {}\n  ln p(X, T, t) = {:.3}, ln p(new rows) = {:.3}, {:.3} \
+         (the mean over {} states)\n",
+        diffusion.best().tree.to_newick(None),
+        diffusion.best().log_joint,
         density[0],
-        density[1]
+        density[1],
+        diffusion.samples().len()
     ));
     Ok(())
 }
