@@ -350,7 +350,12 @@ def test_smc_estimates_p_of_x_without_bias(inference):
     estimates = [
         np.exp(
             rt.KingmanCoalescent(
-                noise=0.0, inference=inference, n_particles=3, root=2.0, random_state=s
+                noise=0.0,
+                Lambda=1.0,  # the reference's Λ; "auto" would take the column's variance
+                inference=inference,
+                n_particles=3,
+                root=2.0,
+                random_state=s,
             )
             .fit(x[:, None])
             .log_marginal_
