@@ -533,12 +533,12 @@ impl LocalProblem {
     /// `(t_v, b_v, U_v − t_a)` of every free node at `s`.
     fn times(&self, s: &[f64]) -> Vec<(f64, f64, f64)> {
         let mut out: Vec<(f64, f64, f64)> = Vec::with_capacity(s.len());
-        for i in 0..s.len() {
+        for (i, &si) in s.iter().enumerate() {
             let gap = match self.parent[i] {
                 usize::MAX => self.ceil[i] - self.floor[i],
                 a => (self.ceil[i] - self.ceil[a]) + out[a].1,
             };
-            let b = gap * logistic(-s[i]);
+            let b = gap * logistic(-si);
             out.push((self.ceil[i] - b, b, gap));
         }
         out
