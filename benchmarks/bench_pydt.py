@@ -206,7 +206,16 @@ def time_em(args: argparse.Namespace) -> None:
         X = data(n, args.d)
         times, est = [], None
         for _ in range(args.repeat):
-            est = rt.PitmanYorDiffusionTree(alpha=ALPHA, beta=BETA, c=C, random_state=0)
+            # The section's setting: the rows as drawn, alpha, beta, c and sigma2 learnt.
+            est = rt.PitmanYorDiffusionTree(
+                alpha=ALPHA,
+                beta=BETA,
+                c=C,
+                scale=None,
+                inference="greedy-em",
+                learn_hyperparameters=True,
+                random_state=0,
+            )
             start = time.perf_counter()
             est.fit(X)
             times.append(time.perf_counter() - start)

@@ -130,15 +130,28 @@
 //! The current tree's EM runs to convergence (at most 1000 steps) after the initial tree is
 //! built and after each pass; a candidate's runs at most [`EmConfig::em_steps`] steps.
 //!
+//! *Local EM for candidates.* A move changes the terms of `Q` only along the paths from the
+//! root to where the subtree left and to where it joined (their counts, hence `c J`), and at
+//! the moved subtree's root. A candidate therefore gets EM over those times alone
+//! (`State::local_em`): each round a full `O(N D)` E-step and an M-step over the free times
+//! with every other *time* fixed (`LocalProblem`: `O(path)` per evaluation instead of
+//! `O(N)`), the hyperparameters held. Each round is a generalised EM step on `F` (a
+//! coordinate block of the M-step), so the candidate's `F` is exact and never below what
+//! its first E-step started from; it is at most what the full M-step reaches from the same
+//! E-step, and equal when every internal node is on the paths. The accepted candidate then
+//! gets full EM (all times and the learnt hyperparameters, at most
+//! [`EmConfig::em_steps`] steps), which only raises `F`.
+//!
 //! *Moves.* Every non-root node is detached in turn (in an order drawn from the seed), the
-//! [`EmConfig::n_candidates`] best positions that change the structure get EM, and the best of them replaces the
-//! current tree if it raises `F`. A pass with no accepted move ends the search.
+//! [`EmConfig::n_candidates`] best positions that change the structure get local EM, and the
+//! best of them replaces the current tree, after full EM, if it raises `F`. A pass with no
+//! accepted move ends the search.
 //!
 //! *Initial tree* (unless given): the best by `F`, after EM, of
-//! - sequential attachment (the paper's): the points one at a time, each at its
-//!   best-scoring position followed by EM, once in the left-to-right leaf order of the Ward
-//!   dendrogram of the rows (Euclidean; the `kodama` crate) and once in an order drawn from
-//!   the seed. The hyperparameters are held at their starting values while it is built
+//! - sequential attachment (the paper's): the points one at a time, each at the best of its
+//!   best-scoring positions after local EM, followed by full EM, once in the left-to-right
+//!   leaf order of the Ward dendrogram of the rows (Euclidean; the `kodama` crate) and once
+//!   in an order drawn from the seed. The hyperparameters are held at their starting values while it is built
 //!   (learnt from a few points they can fall into a corner such as `β → 1`, where every
 //!   branch point sits at `t ≈ 0`) and learnt from the complete tree on;
 //! - for `k = 1 … 12`, the Ward dendrogram cut into `k` clusters, each a branch point over
@@ -151,9 +164,11 @@
 //! paper's Figure 5 (`N = 100`, three draws) the search from sequential attachment ends
 //! 15–40 nats of `F` below the four-way tree it reaches from the Ward cut `k = 4`.
 //!
-//! *Cost.* One detachment costs `O(N D)` for the scores and `n_candidates` EMs of
-//! `O(N D + N · L)` per step (`L` objective evaluations of L-BFGS); a pass over the `~2N`
-//! subtrees is `O(N² (D + L))`.
+//! *Cost.* One detachment costs `O(N D)` for the scores and `n_candidates` local EMs of
+//! `O(N D + P · L)` per step (`P` free times on the paths, `L` objective evaluations of
+//! L-BFGS); only accepted moves pay for full EM, `O(N D + N · L)` per step. The searches over
+//! `α` and `β` pool the branch points by their counts (`PriorSummary`): `O(N)` logarithms
+//! per evaluation, no log-gamma function.
 //!
 //! # Binary data: the probit likelihood
 //! With [`EmConfig::likelihood`] = [`Likelihood::Probit`] the data are the signs of the
@@ -204,6 +219,7 @@ use super::mcmc::{Hyperpriors, Learn, NodeState, node_state, root_log_likelihood
 use super::probit::{EpConfig, EpResult, Likelihood, check_binary, expectation_propagation_arena};
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
 use crate::error::{Result, RoseTreeError};
+use crate::math::ln_gamma;
 use crate::progress;
 use crate::tree::arena::{Arena, Attachment, NodeId};
 use crate::tree::{Topology, Tree};
@@ -449,10 +465,126 @@ impl TimeProblem {
     }
 }
 
-/// `−Q` for argmin, which minimises.
-struct Negated<'a>(&'a TimeProblem);
+/// A function of the M-step's free coordinates to maximise, with its gradient.
+pub(super) trait TimeObjective {
+    /// The value (to maximise), and the gradient into `grad` when given.
+    fn eval(&self, s: &[f64], grad: Option<&mut [f64]>) -> f64;
+}
 
-impl CostFunction for Negated<'_> {
+impl TimeObjective for TimeProblem {
+    fn eval(&self, s: &[f64], grad: Option<&mut [f64]>) -> f64 {
+        TimeProblem::eval(self, s, grad)
+    }
+}
+
+/// `Q` of the M-step over the times of a set of free internal nodes closed upwards (every
+/// free node's parent is free, or it is the root), the other times held *fixed* (not their
+/// coordinates `s`): the terms of `Q` that involve a free time, i.e. each free node's own
+/// branch, its `c J ln(1 − t) + ln t`, and the branches into its fixed children. Each free
+/// node takes a fraction `σ(s_v)` of the gap between its parent's time `t_a` and its ceiling
+/// `U_v` (the earliest fixed time below it through free nodes, `1 − δ` for a leaf):
+///
+/// ```text
+///   t_v = U_v − b_v,   b_v = (U_v − t_a) σ(−s_v),   ℓ_v = (U_v − t_a) σ(s_v),
+/// ```
+///
+/// so every point of `ℝ^{|free|}` is a valid tree, as in the full problem. `U_v − t_a` of a
+/// free parent is `(U_v − U_a) + b_a`, and `1 − t_v`, `t_k − t_v` likewise sums of
+/// non-negative parts. Evaluations cost `O(Σ_free (1 + children))`, free of `N` and `D`.
+///
+/// *Gradient.* With `g_v = ∂Q/∂t_v` at fixed other times (`ε/ℓ` of its own branch, minus
+/// those of its children's branches, `−c J/(1 − t_v) + 1/t_v`) and `∂t_w/∂t_v = σ(−s_w)` for a
+/// free child `w`, children first: `T_v = g_v + Σ_w σ(−s_w) T_w`,
+/// `∂Q/∂s_v = T_v (U_v − t_a) σ(s_v) σ(−s_v)`.
+#[derive(Debug, Clone)]
+pub(super) struct LocalProblem {
+    /// The free parent's position, `usize::MAX` when the parent is fixed or the origin.
+    parent: Vec<usize>,
+    /// The fixed parent's time (0 for the origin); unused under a free parent.
+    floor: Vec<f64>,
+    /// `U_v`.
+    ceil: Vec<f64>,
+    /// `S` of the node's own branch, and `c J`.
+    stat: Vec<f64>,
+    kappa: Vec<f64>,
+    /// The fixed children's branches, `kids[start[i]..start[i + 1]]`: `(t_k − U_v, S_k)`.
+    start: Vec<usize>,
+    kids: Vec<(f64, f64)>,
+    half_d: f64,
+    inv_2s2: f64,
+}
+
+impl LocalProblem {
+    /// `(ln ℓ, φ(ℓ), ∂φ/∂ℓ)` of a branch of length `ℓ = len` with statistic `stat`, with
+    /// `φ = −(D/2) ln ℓ − S/(2σ²ℓ)` floored as in the full problem.
+    fn branch(&self, len: f64, stat: f64) -> (f64, f64) {
+        let ln_len = len.ln();
+        let l = ln_len.max(LN_LEN_FLOOR);
+        let inv = (-l).exp();
+        let quad = stat * self.inv_2s2 * inv;
+        let d = if ln_len < LN_LEN_FLOOR {
+            0.0
+        } else {
+            (quad - self.half_d) * inv
+        };
+        (-self.half_d * l - quad, d)
+    }
+
+    /// `(t_v, b_v, U_v − t_a)` of every free node at `s`.
+    fn times(&self, s: &[f64]) -> Vec<(f64, f64, f64)> {
+        let mut out: Vec<(f64, f64, f64)> = Vec::with_capacity(s.len());
+        for (i, &si) in s.iter().enumerate() {
+            let gap = match self.parent[i] {
+                usize::MAX => self.ceil[i] - self.floor[i],
+                a => (self.ceil[i] - self.ceil[a]) + out[a].1,
+            };
+            let b = gap * logistic(-si);
+            out.push((self.ceil[i] - b, b, gap));
+        }
+        out
+    }
+}
+
+impl TimeObjective for LocalProblem {
+    fn eval(&self, s: &[f64], grad: Option<&mut [f64]>) -> f64 {
+        let m = s.len();
+        let tb = self.times(s);
+        let mut g = vec![0.0; m];
+        let mut q = 0.0;
+        for i in 0..m {
+            let (t, b, gap) = tb[i];
+            let (phi, d) = self.branch(gap * logistic(s[i]), self.stat[i]);
+            q += phi;
+            g[i] += d;
+            if self.parent[i] != usize::MAX {
+                g[self.parent[i]] -= d;
+            }
+            let rest = (1.0 - self.ceil[i]) + b;
+            q += self.kappa[i] * rest.ln() + t.ln();
+            g[i] += -self.kappa[i] / rest + 1.0 / t;
+            for &(above, stat) in &self.kids[self.start[i]..self.start[i + 1]] {
+                let (phi, d) = self.branch(above + b, stat);
+                q += phi;
+                g[i] -= d;
+            }
+        }
+        if let Some(grad) = grad {
+            for i in (0..m).rev() {
+                let (sp, sm) = (logistic(s[i]), logistic(-s[i]));
+                grad[i] = g[i] * tb[i].2 * sp * sm;
+                if self.parent[i] != usize::MAX {
+                    g[self.parent[i]] += sm * g[i];
+                }
+            }
+        }
+        q
+    }
+}
+
+/// `−Q` for argmin, which minimises.
+struct Negated<'a, P: TimeObjective>(&'a P);
+
+impl<P: TimeObjective> CostFunction for Negated<'_, P> {
     type Param = Vec<f64>;
     type Output = f64;
 
@@ -467,7 +599,7 @@ impl CostFunction for Negated<'_> {
     }
 }
 
-impl Gradient for Negated<'_> {
+impl<P: TimeObjective> Gradient for Negated<'_, P> {
     type Param = Vec<f64>;
     type Gradient = Vec<f64>;
 
@@ -922,6 +1054,187 @@ impl<'a> State<'a> {
         Ok(())
     }
 
+    /// The free nodes of a local M-step: the internal nodes among `seeds` and their
+    /// ancestors, in pre-order (a set closed upwards).
+    pub(super) fn free_nodes(&self, seeds: &[NodeId]) -> Vec<NodeId> {
+        let mut mark = vec![false; self.arena.n_slots()];
+        for &v in seeds {
+            if self
+                .arena
+                .node(v)
+                .is_ok_and(|n| !n.is_leaf() && n.parent().is_some())
+                || v == self.arena.root()
+            {
+                for a in std::iter::once(v).chain(self.arena.ancestors(v).expect("live node")) {
+                    if mark[a.index()] {
+                        break;
+                    }
+                    mark[a.index()] = true;
+                }
+            }
+        }
+        if !mark.iter().any(|&m| m) {
+            return Vec::new();
+        }
+        let root = self.arena.root();
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            if !mark[v.index()] {
+                continue;
+            }
+            out.push(v);
+            stack.extend(self.arena.children(v).expect("live node").iter().rev());
+        }
+        out
+    }
+
+    /// The M-step problem over the times of `free` (see [`LocalProblem`]), with the other
+    /// times fixed, and the coordinates of the current times; `None` when a free node has no
+    /// room between its parent and its ceiling.
+    pub(super) fn local_problem(
+        &self,
+        e: &Estep,
+        free: &[NodeId],
+    ) -> Option<(LocalProblem, Vec<f64>)> {
+        let m = free.len();
+        let mut pos = vec![usize::MAX; self.arena.n_slots()];
+        for (i, v) in free.iter().enumerate() {
+            pos[v.index()] = i;
+        }
+        let ceiling = 1.0 - TIME_GAP;
+        let mut p = LocalProblem {
+            parent: vec![usize::MAX; m],
+            floor: vec![0.0; m],
+            ceil: vec![ceiling; m],
+            stat: vec![0.0; m],
+            kappa: vec![0.0; m],
+            start: Vec::with_capacity(m + 1),
+            kids: Vec::new(),
+            half_d: 0.5 * self.x.ncols() as f64,
+            inv_2s2: 0.5 / self.sigma2,
+        };
+        let mut counts = Vec::new();
+        // Ceilings children first.
+        for i in (0..m).rev() {
+            let node = self.arena.node(free[i]).expect("live node");
+            let mut u = ceiling;
+            for &k in node.children() {
+                u = u.min(match pos[k.index()] {
+                    usize::MAX => self.arena.time(k).expect("live node").min(ceiling),
+                    j => p.ceil[j],
+                });
+            }
+            p.ceil[i] = u;
+        }
+        let mut times = Vec::with_capacity(m);
+        for (i, &v) in free.iter().enumerate() {
+            let node = self.arena.node(v).expect("live node");
+            match node.parent() {
+                Some(a) if pos[a.index()] != usize::MAX => p.parent[i] = pos[a.index()],
+                _ => p.floor[i] = self.top_time(v),
+            }
+            p.stat[i] = e.stat[v.index()];
+            p.start.push(p.kids.len());
+            counts.clear();
+            for &k in node.children() {
+                let child = self.arena.node(k).expect("live node");
+                counts.push(child.n_leaves());
+                if pos[k.index()] == usize::MAX {
+                    let tk = child.time().min(1.0);
+                    p.kids.push(((tk - p.ceil[i]).max(0.0), e.stat[k.index()]));
+                }
+            }
+            p.kappa[i] = self.params.c() * harmonic_gap(&self.h, &counts);
+            times.push(node.time());
+        }
+        p.start.push(p.kids.len());
+        // The coordinates of the current times.
+        let mut s0 = Vec::with_capacity(m);
+        for i in 0..m {
+            let lo = match p.parent[i] {
+                usize::MAX => p.floor[i],
+                a => times[a],
+            };
+            let (gap, b) = (p.ceil[i] - lo, p.ceil[i] - times[i]);
+            if !(gap > 0.0 && b >= 0.0) {
+                return None;
+            }
+            let (lo_b, hi_b) = (gap * 1e-15, gap * (1.0 - 1e-15));
+            let b = b.clamp(lo_b, hi_b);
+            s0.push((gap - b).ln() - b.ln());
+        }
+        Some((p, s0))
+    }
+
+    /// The M-step over the times of `free` alone (see [`LocalProblem`]): the E-step's `S`
+    /// and the other times held fixed. A result that lowers the objective (by rounding) is
+    /// undone.
+    pub(super) fn local_mstep(&mut self, e: &Estep, free: &[NodeId]) -> Result<()> {
+        if free.is_empty() {
+            return Ok(());
+        }
+        let Some((problem, s0)) = self.local_problem(e, free) else {
+            return Ok(());
+        };
+        let Some(s1) = lbfgs_max(&problem, s0)? else {
+            return Ok(());
+        };
+        let old: Vec<f64> = free
+            .iter()
+            .map(|&v| self.arena.time(v).expect("live node"))
+            .collect();
+        // Strictly inside (parent, children) in floating point, or no move.
+        let tb = problem.times(&s1);
+        let mut times = Vec::with_capacity(free.len());
+        for (i, &v) in free.iter().enumerate() {
+            let lo = match problem.parent[i] {
+                usize::MAX => problem.floor[i],
+                a => times[a],
+            };
+            let mut t: f64 = tb[i].0;
+            if t <= lo {
+                t = lo.next_up();
+            }
+            let node = self.arena.node(v).expect("live node");
+            let hi = node
+                .children()
+                .iter()
+                .filter(|k| !free.contains(k))
+                .map(|&k| self.arena.time(k).expect("live node"))
+                .fold(f64::INFINITY, f64::min);
+            if !(t > lo && t < hi && t.is_finite()) {
+                return Ok(());
+            }
+            times.push(t);
+        }
+        let before = self.objective();
+        self.set_times(free, &times)?;
+        if !at_least(self.objective(), before) {
+            self.set_times(free, &old)?;
+        }
+        Ok(())
+    }
+
+    /// EM over the times of the free nodes of `seeds` ([`free_nodes`](Self::free_nodes))
+    /// with the hyperparameters held: at most `steps` rounds of a full E-step and a
+    /// [`local_mstep`](Self::local_mstep), until a round gains at most `tol`. Each round is a
+    /// (generalised) EM step on `F`, so `F` never decreases.
+    pub(super) fn local_em(&mut self, seeds: &[NodeId], steps: usize, tol: f64) -> Result<()> {
+        let free = self.free_nodes(seeds);
+        let mut f_old = self.objective();
+        for _ in 0..steps {
+            let e = self.estep();
+            self.local_mstep(&e, &free)?;
+            let f = self.objective();
+            if (f - f_old).is_nan() || f - f_old <= tol {
+                break;
+            }
+            f_old = f;
+        }
+        Ok(())
+    }
+
     /// The update of `1/σ²` to the mode of its variational posterior (see the
     /// [module docs](self)).
     fn update_sigma2(&mut self, e: &Estep) {
@@ -994,19 +1307,8 @@ impl<'a> State<'a> {
 
     /// Golden-section updates of `α` and `β` (see the [module docs](self)).
     fn update_alpha_beta(&mut self) -> Result<()> {
-        let nodes = self.branch_points();
-        let n = self.arena.n_leaves();
-        let ln_prior = |p: &PydtParams| -> f64 {
-            let h = p.harmonic(n.saturating_sub(1));
-            nodes
-                .iter()
-                .map(|(counts, l)| {
-                    p.ln_structure(counts)
-                        + p.c().ln()
-                        + (p.c() * harmonic_gap(&h, counts) - 1.0) * l
-                })
-                .sum()
-        };
+        let summary = PriorSummary::new(&self.branch_points());
+        let ln_prior = |p: &PydtParams| summary.ln_prior(p);
         let priors = self.priors;
         let mut params = self.params;
         if self.learn.alpha {
@@ -1264,8 +1566,127 @@ impl<'a> State<'a> {
     }
 }
 
+/// The structure and divergence-time terms of the log prior, summed over the branch points,
+/// as a function of the hyperparameters for the golden-section searches over `α` and `β`.
+/// Counts of the same size are pooled, so that one evaluation costs `O(N)` logarithms where
+/// the sum over the branch points costs `O(N)` log-gamma ratios and the table of `H_k`:
+/// with `K_b` branches of `n_{bl}` leaves below `m_b` at each branch point `b`,
+///
+/// ```text
+///   Σ_b ln structure_b = Σ_{k≥3} #{K_b ≥ k} ln(α + (k−1)β) + Σ_{j≥1} #{n_bl > j} ln(j − β)
+///                        − Σ_{j≥1} #{m_b > j} ln(j + α) − |I| [ln Γ(1 + α) − ln Γ(1 − β)],
+///   Σ_b J_b ln(1 − t_b) = Σ_{j≥1} w_j W_j,   W_j = Σ_{i≥j} ω_i,
+/// ```
+///
+/// (eq 7 with `Γ(x + n)/Γ(x)` written as a product), where `ω_i` collects `+ln(1 − t_b)` at
+/// `i = m_b − 1` and `−ln(1 − t_b)` at each `i = n_bl − 1`, and `w_{j+1} = w_j (j − β)/(j + 1 + α)`
+/// (eq 8). It agrees with [`PydtParams::ln_structure`] and [`harmonic_gap`] to rounding.
+#[derive(Debug, Clone)]
+pub(super) struct PriorSummary {
+    /// Entry `k`: the branch points with at least `k + 3` branches.
+    wide: Vec<f64>,
+    /// Entry `j − 1`: the branches with more than `j` leaves (`ln(j − β)`).
+    branches: Vec<f64>,
+    /// Entry `j − 1`: the branch points with more than `j` leaves below (`ln(j + α)`).
+    points: Vec<f64>,
+    /// Entry `j − 1`: `W_j`.
+    weights: Vec<f64>,
+    /// `|I|` and `Σ_b ln(1 − t_b)`.
+    n_points: f64,
+    sum_ln_gap: f64,
+}
+
+impl PriorSummary {
+    /// The summary of `(counts, ln(1 − t))` of every branch point.
+    pub(super) fn new(nodes: &[(Vec<usize>, f64)]) -> Self {
+        let n = nodes
+            .iter()
+            .map(|(c, _)| c.iter().sum::<usize>())
+            .max()
+            .unwrap_or(1);
+        let k_max = nodes.iter().map(|(c, _)| c.len()).max().unwrap_or(2);
+        let mut wide = vec![0.0; k_max.saturating_sub(2)];
+        let mut branches = vec![0.0; n];
+        let mut points = vec![0.0; n];
+        let mut omega = vec![0.0; n];
+        let mut sum_ln_gap = 0.0;
+        for (counts, l) in nodes {
+            let m: usize = counts.iter().sum();
+            for w in wide.iter_mut().take(counts.len().saturating_sub(2)) {
+                *w += 1.0;
+            }
+            // #{m > j} for j = 1 … m − 1: counted at m − 1 and summed from the top below.
+            points[m - 1] += 1.0;
+            omega[m - 1] += l;
+            for &c in counts {
+                branches[c - 1] += 1.0;
+                omega[c - 1] -= l;
+            }
+            sum_ln_gap += l;
+        }
+        // Suffix sums: entry j − 1 counts the sizes ≥ j + 1, i.e. index ≥ j.
+        let suffix = |v: &mut Vec<f64>| {
+            let mut acc = 0.0;
+            for x in v.iter_mut().rev() {
+                acc += *x;
+                *x = acc;
+            }
+        };
+        for v in [&mut branches, &mut points] {
+            suffix(v);
+            v.remove(0);
+        }
+        suffix(&mut omega);
+        omega.remove(0);
+        Self {
+            wide,
+            branches,
+            points,
+            weights: omega,
+            n_points: nodes.len() as f64,
+            sum_ln_gap,
+        }
+    }
+
+    /// `Σ_b [ln structure_b + ln c + (c J_b − 1) ln(1 − t_b)]` under `p`.
+    pub(super) fn ln_prior(&self, p: &PydtParams) -> f64 {
+        let (alpha, beta, c) = (p.alpha(), p.beta(), p.c());
+        let mut s = 0.0;
+        for (k, &a) in self.wide.iter().enumerate() {
+            s += a * (alpha + (k + 2) as f64 * beta).max(0.0).ln();
+        }
+        let mut w = if self.weights.is_empty() {
+            0.0
+        } else {
+            p.ln_rate_factor(1).exp()
+        };
+        let mut time = 0.0;
+        for (i, ((&b, &a), &wt)) in self
+            .branches
+            .iter()
+            .zip(&self.points)
+            .zip(&self.weights)
+            .enumerate()
+        {
+            let j = (i + 1) as f64;
+            if b != 0.0 {
+                s += b * (j - beta).ln();
+            }
+            if a != 0.0 {
+                s -= a * (j + alpha).ln();
+            }
+            time += w * wt;
+            w *= (j - beta) / (j + 1.0 + alpha);
+        }
+        s - self.n_points * (ln_gamma(1.0 + alpha) - ln_gamma(1.0 - beta))
+            + self.n_points * c.ln()
+            + c * time
+            - self.sum_ln_gap
+    }
+}
+
 /// Maximises `Q(s)` by L-BFGS from `s0`; `None` when it found nothing better.
-pub(super) fn lbfgs_max(problem: &TimeProblem, s0: Vec<f64>) -> Result<Option<Vec<f64>>> {
+pub(super) fn lbfgs_max<P: TimeObjective>(problem: &P, s0: Vec<f64>) -> Result<Option<Vec<f64>>> {
     let q0 = problem.eval(&s0, None);
     if !q0.is_finite() {
         // Nothing to climb from (data or variances beyond double precision); the line
@@ -1522,6 +1943,11 @@ fn improve<'a>(
     let mut rest = state.clone();
     let det = rest.arena.detach(v)?;
     rest.refresh();
+    // Where the subtree was: the branch point it left, or the one its sibling joined.
+    let origin = match det.origin() {
+        Attachment::Node(p) => Some(p),
+        Attachment::Branch { below, .. } => rest.arena.parent(below)?,
+    };
     let cands = best_candidates(rest.score_attachments(v), usize::MAX);
     let mut best: Option<State<'a>> = None;
     let mut tried = 0;
@@ -1530,14 +1956,18 @@ fn improve<'a>(
             break;
         }
         let mut trial = rest.clone();
-        trial.arena.attach(&det, cand.at)?;
+        let parent = trial.arena.attach(&det, cand.at)?;
         // The subtree back where it was (or at an equivalent position) is not a move.
         if trial.structure_key() == key0 {
             continue;
         }
         tried += 1;
         trial.refresh();
-        trial.em(config.em_steps, config.tol)?;
+        let seeds: Vec<NodeId> = [Some(parent), Some(v), origin]
+            .into_iter()
+            .flatten()
+            .collect();
+        trial.local_em(&seeds, config.em_steps, config.tol)?;
         kbest.offer(&trial)?;
         if best
             .as_ref()
@@ -1546,7 +1976,12 @@ fn improve<'a>(
             best = Some(trial);
         }
     }
-    Ok(best.filter(|b| b.objective() > f0 + config.tol))
+    let Some(mut best) = best.filter(|b| b.objective() > f0 + config.tol) else {
+        return Ok(None);
+    };
+    best.em(config.em_steps, config.tol)?;
+    kbest.offer(&best)?;
+    Ok(Some(best))
 }
 
 /// The Gaussian stand-in for binary data `x` in the quick scores under the probit likelihood
@@ -1733,9 +2168,9 @@ fn sequential<'a>(
         let mut best: Option<State<'a>> = None;
         for cand in cands {
             let mut trial = state.clone();
-            trial.arena.attach(&det, cand.at)?;
+            let parent = trial.arena.attach(&det, cand.at)?;
             trial.refresh();
-            trial.em(config.em_steps, config.tol)?;
+            trial.local_em(&[parent], config.em_steps, config.tol)?;
             if best
                 .as_ref()
                 .is_none_or(|b| trial.objective() > b.objective())
@@ -1746,6 +2181,7 @@ fn sequential<'a>(
         state = best.ok_or_else(|| {
             RoseTreeError::Numerical("no position scored finitely for a new point".into())
         })?;
+        state.em(config.em_steps, config.tol)?;
     }
     state.learn = config.learn;
     state.em(config.em_steps, config.tol)?;

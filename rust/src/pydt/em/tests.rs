@@ -766,3 +766,172 @@ fn the_pydt_joins_four_equidistant_clusters_at_one_branch_point() {
     assert!(strays <= 2);
     assert!(r.best[0].params.beta() > 0.2);
 }
+
+/// The internal nodes of a state in pre-order.
+fn internal_nodes(state: &State<'_>) -> Vec<NodeId> {
+    state
+        .arena
+        .pre_order(state.arena.root())
+        .unwrap()
+        .filter(|&v| !state.arena.node(v).unwrap().is_leaf())
+        .collect()
+}
+
+#[test]
+fn the_pooled_prior_summary_is_the_sum_over_branch_points() {
+    // Multi-way branch points (β > 0) and every term of the structure factor.
+    for (seed, p) in [(3, params(0.3, 0.4, 1.5)), (4, params(1.0, 0.1, 0.7))] {
+        let (x, tree) = sampled(40, 2, &p, 1.0, seed);
+        let state = state_of(&x, &tree, p, 1.0);
+        let nodes = state.branch_points();
+        assert!(nodes.iter().any(|(c, _)| c.len() > 2) || seed == 4);
+        let summary = PriorSummary::new(&nodes);
+        for q in [
+            p,
+            params(2.0, 0.05, 1.0),
+            params(0.01, 0.9, 3.0),
+            params(-0.5, 0.4, 1.0),
+        ] {
+            let h = q.harmonic(x.nrows() - 1);
+            let want: f64 = nodes
+                .iter()
+                .map(|(counts, l)| {
+                    q.ln_structure(counts)
+                        + q.c().ln()
+                        + (q.c() * harmonic_gap(&h, counts) - 1.0) * l
+                })
+                .sum();
+            let got = summary.ln_prior(&q);
+            assert!(
+                (got - want).abs() < 1e-9 * (1.0 + want.abs()),
+                "{q:?}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_local_time_gradient_is_the_finite_difference_of_its_objective() {
+    for (seed, p) in [(5, params(0.0, 0.0, 1.0)), (6, params(0.5, 0.3, 2.0))] {
+        let (x, tree) = sampled(14, 3, &p, 0.7, seed);
+        let state = state_of(&x, &tree, p, 0.7);
+        let e = state.estep();
+        // The path above one deep branch point.
+        let deep = internal_nodes(&state)
+            .into_iter()
+            .max_by_key(|&v| state.arena.ancestors(v).unwrap().count())
+            .unwrap();
+        let free = state.free_nodes(&[deep]);
+        assert!(free.len() >= 2);
+        let (problem, s0) = state.local_problem(&e, &free).unwrap();
+        let mut r = rng(seed);
+        let s: Vec<f64> = s0
+            .iter()
+            .map(|v| v + 0.5 * r.sample::<f64, _>(StandardNormal))
+            .collect();
+        let mut g = vec![0.0; s.len()];
+        problem.eval(&s, Some(&mut g));
+        for i in 0..s.len() {
+            let h = 1e-5;
+            let (mut up, mut dn) = (s.clone(), s.clone());
+            up[i] += h;
+            dn[i] -= h;
+            let fd = (problem.eval(&up, None) - problem.eval(&dn, None)) / (2.0 * h);
+            assert!(
+                (fd - g[i]).abs() < 1e-6 * (1.0 + g[i].abs()),
+                "coordinate {i}: gradient {} vs finite difference {fd}",
+                g[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_local_m_step_is_at_most_the_full_one_and_equal_when_every_time_is_free() {
+    let p = params(0.4, 0.2, 1.2);
+    for seed in [7, 8, 9] {
+        let (x, tree) = sampled(16, 4, &p, 0.6, seed);
+        let state = state_of(&x, &tree, p, 0.6);
+        let e = state.estep();
+        let (internal, problem) = state.time_problem(&e);
+        // The full M-step's Q of a state's times (same structure, same ids).
+        let q = |s: &State<'_>| problem.eval(&s.times_to_s(&internal), None);
+        let q0 = q(&state);
+        let mut full = state.clone();
+        full.mstep_times(&e).unwrap();
+        let deep = *internal.last().unwrap();
+        let mut local = state.clone();
+        local.local_mstep(&e, &state.free_nodes(&[deep])).unwrap();
+        let (ql, qf) = (q(&local), q(&full));
+        assert!(ql >= q0 - 1e-9, "local {ql} below the start {q0}");
+        assert!(ql <= qf + 1e-6, "local {ql} above the full M-step {qf}");
+        assert!(local.objective() >= state.objective());
+        // Every internal node free: the same maximisation.
+        let mut all = state.clone();
+        let every = state.free_nodes(&internal);
+        assert_eq!(every.len(), internal.len());
+        all.local_mstep(&e, &every).unwrap();
+        let qa = q(&all);
+        assert!(
+            (qa - qf).abs() < 1e-6 * (1.0 + qf.abs()),
+            "all free {qa} vs full {qf}"
+        );
+        // The reported log joint stays exact.
+        let t = local.arena.to_tree().unwrap();
+        assert!((local.log_joint() - exact(&x, &t, &p, 0.6)).abs() < 1e-8);
+        assert!((local.objective() - objective(&x, &t, &p, 0.6)).abs() < 1e-8);
+    }
+}
+
+#[test]
+fn local_em_after_a_move_never_lowers_the_objective_and_full_em_only_raises_it() {
+    let p = params(0.3, 0.1, 1.0);
+    let (x, tree) = sampled(20, 3, &p, 1.0, 31);
+    let mut state = state_of(&x, &tree, p, 1.0);
+    state.em(50, 1e-9).unwrap();
+    let leaf = NodeId(3);
+    let mut rest = state.clone();
+    let det = rest.arena.detach(leaf).unwrap();
+    rest.refresh();
+    let cands = best_candidates(rest.score_attachments(leaf), 4);
+    for cand in cands {
+        let mut trial = rest.clone();
+        let parent = trial.arena.attach(&det, cand.at).unwrap();
+        trial.refresh();
+        let mut f = trial.objective();
+        for _ in 0..5 {
+            trial.local_em(&[parent], 1, 0.0).unwrap();
+            assert!(trial.objective() >= f);
+            f = trial.objective();
+        }
+        trial.em(10, 1e-9).unwrap();
+        assert!(trial.objective() >= f);
+        let t = trial.arena.to_tree().unwrap();
+        assert!((trial.log_joint() - exact(&x, &t, &p, 1.0)).abs() < 1e-8);
+    }
+}
+
+#[test]
+fn the_search_is_a_function_of_the_seed_and_its_passes_never_lower_the_objective() {
+    let p = params(0.5, 0.2, 1.0);
+    let (x, _) = sampled(30, 3, &p, 1.0, 40);
+    let config = EmConfig {
+        max_iter: 3,
+        learn: Learn {
+            alpha: true,
+            beta: true,
+            c: true,
+            sigma2: true,
+        },
+        ..EmConfig::default()
+    };
+    let a = run(&x, p, 1.0, &config, 11);
+    let b = run(&x, p, 1.0, &config, 11);
+    assert_eq!(a.trace, b.trace);
+    assert_eq!(a.best[0].tree, b.best[0].tree);
+    assert_eq!(a.best[0].log_joint, b.best[0].log_joint);
+    assert!(a.trace.windows(2).all(|w| w[1] >= w[0]), "{:?}", a.trace);
+    let best = &a.best[0];
+    let want = exact(&x, &best.tree, &best.params, best.sigma2);
+    assert!((best.log_joint - want).abs() < 1e-8 * want.abs().max(1.0));
+}
