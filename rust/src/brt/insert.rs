@@ -164,6 +164,35 @@ pub struct GrowingTree<'m, M: ClusterModel> {
     /// `ln f` of the union of two subtrees that [`agglomerate`](Self::agglomerate) scored,
     /// by the [`content key`](content_key)s of the two subtrees' statistics.
     pair_log_f: RefCell<PairCache>,
+    /// The model's [`join terms`](ClusterModel::join_terms) of internal nodes, by slot: the
+    /// descent scores every child of each node it passes against the new row, and most of
+    /// those children are scored again by the rows that follow.
+    join: Vec<JoinTerms>,
+    /// The leaf children of internal nodes packed side by side, by slot: a node of a flat
+    /// cluster has hundreds of leaves, and the descent scores each against the new row.
+    blocks: Vec<ChildBlock>,
+}
+
+/// The children of a node as the descent last saw them, with each leaf child's row packed
+/// by the model ([`ClusterModel::pack_row`]) and its `ln f`, so that scoring the leaves
+/// against a new row reads one contiguous array instead of every leaf's slot and
+/// statistics. Kept in step with the node's child list by comparing the two (a leaf's slot
+/// and statistics never change; an entry whose slot is not a leaf is scored as usual).
+#[derive(Debug, Clone, Default)]
+struct ChildBlock {
+    children: Vec<usize>,
+    /// Per child, `ln f` of its row where it is a packed leaf, else `None`.
+    leaf_log_f: Vec<Option<f64>>,
+    /// Per child, its packed row (`packed_row_words` words; unused for other children).
+    packed: Vec<u64>,
+}
+
+/// A node's [`join terms`](ClusterModel::join_terms) and the [`stamp`](Slot::stamp) of the
+/// statistics they were made from (`None`: none kept).
+#[derive(Debug, Clone, Default)]
+struct JoinTerms {
+    stamp: Option<u64>,
+    terms: Vec<f64>,
 }
 
 #[cfg(test)]
@@ -171,6 +200,20 @@ thread_local! {
     /// Rebuilds checked against a rebuild without kept pair scores while some were kept
     /// (tests only: a check that never ran with a warm cache would prove nothing).
     static CHECKED_WITH_CACHE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Descent scores taken from join terms (tests only: each was checked against the
+    /// statistics).
+    static JOINED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Descent scores of leaves taken from packed rows (tests only: each was checked
+    /// against the statistics).
+    static PACKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Pair scores kept across rows, at most this many (then the cache starts again empty).
@@ -271,6 +314,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             leaf_slot: (0..n).collect(),
             next_stamp: nodes.len() as u64,
             pair_log_f: RefCell::new(PairCache::default()),
+            join: Vec::new(),
+            blocks: Vec::new(),
         })
     }
 
@@ -308,17 +353,35 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         // follows the child under which the row is most probable as one cluster member.
         let mut path: Vec<(usize, f64)> = Vec::new();
         let mut v = self.root;
-        let mut log_f_v = self
-            .model
-            .log_marginal_merged(&self.slots[v].stats, &stats)?;
+        let mut log_f_v = self.log_f_joined(v, &stats)?;
         loop {
             path.push((v, log_f_v));
             let mut best: Option<(f64, usize, f64)> = None;
-            for &c in &self.slots[v].children {
-                let log_f_c = self
-                    .model
-                    .log_marginal_merged(&self.slots[c].stats, &stats)?;
-                let predictive = log_f_c - self.slots[c].summary.log_f;
+            let words = self.sync_block(v);
+            for k in 0..self.slots[v].children.len() {
+                let c = self.slots[v].children[k];
+                let block = &self.blocks[v];
+                let packed = match block.leaf_log_f[k] {
+                    Some(leaf_log_f) if words > 0 => self
+                        .model
+                        .log_marginal_packed(&block.packed[k * words..(k + 1) * words], &stats)
+                        .map(|log_f| (log_f, leaf_log_f)),
+                    _ => None,
+                };
+                #[cfg(test)]
+                if let Some((log_f, leaf_log_f)) = packed {
+                    let direct = self
+                        .model
+                        .log_marginal_merged(&self.slots[c].stats, &stats)?;
+                    assert_eq!(log_f.to_bits(), direct.to_bits(), "packed leaf {c}");
+                    assert_eq!(leaf_log_f.to_bits(), self.slots[c].summary.log_f.to_bits());
+                    PACKED.with(|n| n.set(n.get() + 1));
+                }
+                let (log_f_c, child_log_f) = match packed {
+                    Some(scores) => scores,
+                    None => (self.log_f_joined(c, &stats)?, self.slots[c].summary.log_f),
+                };
+                let predictive = log_f_c - child_log_f;
                 if best.is_none_or(|(p, ..)| predictive > p) {
                     best = Some((predictive, c, log_f_c));
                 }
@@ -360,6 +423,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         for &(v, log_f) in &path {
             let merged = self.model.merge(&self.slots[v].stats, &stats);
             let stamp = self.new_stamp();
+            self.update_join_terms(v, &merged, &stats, stamp);
             let slot = &mut self.slots[v];
             slot.stats = merged;
             slot.stamp = stamp;
@@ -368,6 +432,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         let merged = self.model.merge(&self.slots[at].stats, &stats);
         if stop.op == MergeOp::Absorb {
             let stamp = self.new_stamp();
+            self.update_join_terms(at, &merged, &stats, stamp);
             let slot = &mut self.slots[at];
             slot.stats = merged;
             slot.stamp = stamp;
@@ -435,6 +500,96 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             op,
             summary: merged_summary(mixing, op, node, leaf, log_f),
         }
+    }
+
+    /// `ln f(c ∪ {x})` of node `c` and the single row with statistics `x`: from `c`'s join
+    /// terms where the model has them (made on first use and kept while `c`'s statistics
+    /// stay, or brought up to date when a row joins it), otherwise from the statistics. The
+    /// terms give the value the statistics give, bit for bit (checked in tests).
+    fn log_f_joined(&mut self, c: usize, x: &M::Stats) -> Result<f64> {
+        let slot = &self.slots[c];
+        if slot.row.is_none() {
+            if self.join.len() <= c {
+                self.join.resize_with(self.slots.len(), JoinTerms::default);
+            }
+            let entry = &mut self.join[c];
+            if entry.stamp != Some(slot.stamp) {
+                let made = self.model.join_terms(&slot.stats, &mut entry.terms);
+                entry.stamp = made.then_some(slot.stamp);
+            }
+            if entry.stamp.is_some() {
+                if let Some(log_f) = self.model.log_marginal_joined(&entry.terms, x) {
+                    #[cfg(test)]
+                    {
+                        let direct = self.model.log_marginal_merged(&slot.stats, x)?;
+                        assert_eq!(
+                            log_f.to_bits(),
+                            direct.to_bits(),
+                            "ln f from the join terms of node {c}: {log_f} against {direct}"
+                        );
+                        JOINED.with(|n| n.set(n.get() + 1));
+                    }
+                    return Ok(log_f);
+                }
+            }
+        }
+        self.model.log_marginal_merged(&slot.stats, x)
+    }
+
+    /// Brings the join terms of node `v`, if it has current ones, to its statistics `merged`
+    /// after the row `x` joined it (new stamp `stamp`); drops them where the model cannot.
+    fn update_join_terms(&mut self, v: usize, merged: &M::Stats, x: &M::Stats, stamp: u64) {
+        let old = self.slots[v].stamp;
+        if let Some(entry) = self.join.get_mut(v) {
+            if entry.stamp == Some(old) {
+                let updated = self.model.update_join_terms(&mut entry.terms, merged, x);
+                entry.stamp = updated.then_some(stamp);
+            }
+        }
+    }
+
+    /// Brings the [`ChildBlock`] of internal node `v` in step with its children: entries
+    /// are rewritten where the child at a position changed, appended where children were
+    /// added at the end, and all made again otherwise. Returns the words per packed row
+    /// (`0`: the model packs no rows, and the block is empty).
+    fn sync_block(&mut self, v: usize) -> usize {
+        if self.blocks.len() <= v {
+            self.blocks
+                .resize_with(self.slots.len(), ChildBlock::default);
+        }
+        let words = self.model.packed_row_words();
+        let block = &mut self.blocks[v];
+        let current = &self.slots[v].children;
+        let m = current.len();
+        let kept = block.children.len();
+        let from = if kept == m {
+            0
+        } else if kept < m && block.children[..] == current[..kept] {
+            kept
+        } else {
+            block.children.clear();
+            block.leaf_log_f.clear();
+            block.packed.clear();
+            0
+        };
+        block.children.resize(m, usize::MAX);
+        block.leaf_log_f.resize(m, None);
+        block.packed.resize(m * words, 0);
+        for k in from..m {
+            let c = current[k];
+            if block.children[k] == c && k < kept {
+                continue;
+            }
+            block.children[k] = c;
+            let slot = &self.slots[c];
+            let packed = words > 0
+                && slot.row.is_some()
+                && self
+                    .model
+                    .pack_row(&slot.stats, &mut block.packed[k * words..(k + 1) * words]);
+            block.leaf_log_f[k] = packed.then_some(slot.summary.log_f);
+        }
+        words
     }
 
     /// A stamp no slot has had.
