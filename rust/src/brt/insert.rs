@@ -701,14 +701,38 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         // a node of m children costs O(m) merges, not O(m) per child); each swap is then
         // scored without building its statistics (those of the move taken are built when it
         // is applied).
+        // Where the model subtracts statistics exactly, u's statistics less child i's are
+        // those merges (one subtraction each: a node of a flat cluster has a thousand
+        // children, of which a few are tried).
         let mut tried = 0;
-        let mut others =
-            OtherChildren::new(self, &u_children, MAX_SWAPS.div_ceil(siblings.len().max(1)));
+        let subtracts = !siblings.is_empty()
+            && self
+                .model
+                .split_off(&self.slots[u].stats, &self.slots[u_children[0]].stats)
+                .is_some();
+        let mut others = OtherChildren::new(
+            self,
+            &u_children,
+            if subtracts {
+                0
+            } else {
+                MAX_SWAPS.div_ceil(siblings.len().max(1))
+            },
+        );
         'swaps: for (k, &i) in u_children.iter().enumerate() {
             if tried == MAX_SWAPS || siblings.is_empty() {
                 break;
             }
-            let rest_stats = others.without(self, k);
+            let split = if subtracts {
+                self.model
+                    .split_off(&self.slots[u].stats, &self.slots[i].stats)
+            } else {
+                None
+            };
+            let rest_stats = match split {
+                Some(rest) => rest,
+                None => others.without(self, k),
+            };
             for &w in &siblings {
                 if tried == MAX_SWAPS {
                     break 'swaps;
@@ -1113,11 +1137,18 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     fn apply(&mut self, p: usize, u: usize, m: Move) {
         match m {
             Move::Swap { i, w, u_summary } => {
+                // u's statistics less i's and with w's, where the model subtracts exactly
+                // (the same counts as the merge of u's new children).
+                let swapped = self
+                    .model
+                    .split_off(&self.slots[u].stats, &self.slots[i].stats)
+                    .map(|rest| self.model.merge(&rest, &self.slots[w].stats));
                 self.replace_child(u, i, w);
                 self.replace_child(p, w, i);
                 self.slots[w].parent = Some(u);
                 self.slots[i].parent = Some(p);
-                self.slots[u].stats = self.merged_stats(&self.slots[u].children);
+                self.slots[u].stats =
+                    swapped.unwrap_or_else(|| self.merged_stats(&self.slots[u].children));
                 self.slots[u].stamp = self.new_stamp();
                 self.slots[u].summary = u_summary;
             }

@@ -377,6 +377,17 @@ impl Counts {
     }
 }
 
+/// The columns holding a one of a single row with `ones`, if they are at most a quarter of
+/// the columns (see [`Counts::support`]).
+fn sparse_support(ones: &[u32]) -> Option<Vec<u32>> {
+    let nnz = ones.iter().filter(|&&o| o == 1).count();
+    (4 * nnz <= ones.len()).then(|| {
+        (0..ones.len() as u32)
+            .filter(|&i| ones[i as usize] == 1)
+            .collect()
+    })
+}
+
 /// Entry `i` of a packed row.
 #[inline]
 fn bit(words: &[u64], i: usize) -> u32 {
@@ -802,12 +813,7 @@ impl ClusterModel for BetaBernoulli {
         }
         // Index the ones of a sparse row: below a quarter of the columns, summing over them
         // beats the dense dot product.
-        let nnz = ones.iter().filter(|&&o| o == 1).count();
-        let support = (4 * nnz <= ones.len()).then(|| {
-            (0..ones.len() as u32)
-                .filter(|&i| ones[i as usize] == 1)
-                .collect()
-        });
+        let support = sparse_support(&ones);
         Ok(BernoulliStats(Repr::Counts(Box::new(Counts {
             n: 1,
             ones,
@@ -916,6 +922,55 @@ impl ClusterModel for BetaBernoulli {
             t[4] = self.total.get(i, n + 1);
         }
         true
+    }
+
+    /// Counts subtract exactly; where no entry of the rest is missing, the observed counts
+    /// are dropped, as a merge of complete rows has none.
+    fn split_off(&self, a: &BernoulliStats, b: &BernoulliStats) -> Option<BernoulliStats> {
+        let Repr::Counts(a) = &a.0 else {
+            return None;
+        };
+        let n = a.n.checked_sub(b.n_rows()).filter(|&n| n > 0)?;
+        let mut ones = a.ones.clone();
+        match &b.0 {
+            Repr::Row { words, .. } => {
+                for (i, k) in ones.iter_mut().enumerate() {
+                    *k = k.checked_sub(bit(words, i))?;
+                }
+            }
+            Repr::Counts(c) => {
+                for (k, &kb) in ones.iter_mut().zip(&c.ones) {
+                    *k = k.checked_sub(kb)?;
+                }
+            }
+        }
+        let observed = match &a.observed {
+            None if b.is_complete() => None,
+            None => return None,
+            Some(o) => {
+                let rest = o
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &m)| m.checked_sub(b.observed(i)))
+                    .collect::<Option<Vec<u32>>>()?;
+                (!rest.iter().all(|&m| m == n)).then_some(rest)
+            }
+        };
+        if ones
+            .iter()
+            .enumerate()
+            .any(|(i, &k)| k > observed.as_ref().map_or(n, |o: &Vec<u32>| o[i]))
+        {
+            return None;
+        }
+        let mut rest = BernoulliStats::from_counts(n, ones, observed);
+        if let Repr::Counts(c) = &mut rest.0 {
+            if c.n == 1 {
+                // A single row with missing entries, indexed as `leaf_stats` indexes it.
+                c.support = sparse_support(&c.ones);
+            }
+        }
+        Some(rest)
     }
 
     fn packed_row_words(&self) -> usize {
@@ -1813,5 +1868,53 @@ mod tests {
             }
             assert!(!m.join_terms(&m.merge(&cluster, &holey), &mut terms));
         }
+    }
+
+    /// `split_off` against merging the rest: for random rows (some with missing entries),
+    /// a cluster less a random part of it equals the merge of the other rows, statistics
+    /// for statistics (packed row, counts, observed counts); what is not a part is refused.
+    #[test]
+    fn split_off_equals_the_merge_of_the_rest() {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(99);
+        let m = BetaBernoulli::new(&[0.5], &[1.5], 7).unwrap();
+        for trial in 0..300 {
+            let n = rng.random_range(2..12);
+            let missing = if trial % 3 == 0 { 0.2 } else { 0.0 };
+            let x = Array2::from_shape_fn((n, 7), |_| {
+                if rng.random_bool(missing) {
+                    NAN
+                } else {
+                    f64::from(u8::from(rng.random_bool(0.4)))
+                }
+            });
+            let rows = m.leaf_stats_all(x.view()).unwrap();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.shuffle(&mut rng);
+            let merged = |ids: &[usize]| {
+                ids[1..]
+                    .iter()
+                    .fold(rows[ids[0]].clone(), |acc, &i| m.merge(&acc, &rows[i]))
+            };
+            let all = merged(&order);
+            let cut = rng.random_range(1..n);
+            let (part, rest) = order.split_at(cut);
+            let got = m.split_off(&all, &merged(part));
+            if all.n_rows() > 1 {
+                assert_eq!(got, Some(merged(rest)), "trial {trial}");
+            }
+            assert_eq!(m.split_off(&all, &all), None, "nothing is left");
+            assert_eq!(
+                m.split_off(&rows[0], &rows[0]),
+                None,
+                "a single row has no part"
+            );
+        }
+        // Not a part: more ones than the cluster has.
+        let ones = m.leaf_stats(Array1::<f64>::ones(7).view(), 0).unwrap();
+        let zeros = m.leaf_stats(Array1::<f64>::zeros(7).view(), 1).unwrap();
+        let two_zeros = m.merge(&zeros, &zeros);
+        assert_eq!(m.split_off(&two_zeros, &ones), None);
     }
 }

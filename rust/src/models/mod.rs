@@ -66,6 +66,15 @@ pub trait ClusterModel: Sync {
         self.log_marginal(&self.merge(a, b))
     }
 
+    /// The statistics of `A \ B` for a cluster `a` and a sub-cluster `b` of it, where the
+    /// model can take them exactly: equal to what merging the rows of `A` that are not in
+    /// `B` gives, in any order (integer counts). `None` (the default) where it cannot, for
+    /// example where statistics are rounded sums.
+    fn split_off(&self, a: &Self::Stats, b: &Self::Stats) -> Option<Self::Stats> {
+        let _ = (a, b);
+        None
+    }
+
     /// Writes into `terms` what [`log_marginal_joined`](ClusterModel::log_marginal_joined)
     /// needs to give `ln f(A ∪ {x})` of the cluster `a` and any single row `x` cheaply, for
     /// a cluster scored against many rows in turn (the descent of
