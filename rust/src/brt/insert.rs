@@ -162,7 +162,8 @@ pub struct GrowingTree<'m, M: ClusterModel> {
     /// The next [`Slot::stamp`].
     next_stamp: u64,
     /// `ln f` of the union of two subtrees that [`agglomerate`](Self::agglomerate) scored,
-    /// by the [`content key`](content_key)s of the two subtrees' statistics.
+    /// and their merge's score, by the [`content key`](content_key)s of the two subtrees'
+    /// statistics.
     pair_log_f: RefCell<PairCache>,
     /// The model's [`join terms`](ClusterModel::join_terms) of internal nodes, by slot: the
     /// descent scores every child of each node it passes against the new row, and most of
@@ -219,8 +220,30 @@ thread_local! {
 /// Pair scores kept across rows, at most this many (then the cache starts again empty).
 const MAX_CACHED_PAIRS: usize = 1 << 18;
 
-/// `ln f(A ∪ B)` by the content keys of `A` and `B` (in the order merged).
-type PairCache = HashMap<(u128, u128), f64, BuildHasherDefault<KeyHasher>>;
+/// What [`GrowingTree::agglomerate`] scored for two subtrees `A`, `B`, by the content keys
+/// of their statistics (in the order merged).
+type PairCache = HashMap<(u128, u128), KeptPair, BuildHasherDefault<KeyHasher>>;
+
+/// `ln f(A ∪ B)`, which the statistics determine, and the [`best_merge`] of the pair for
+/// the two summaries with key `summaries` (a summary can change while the statistics stay,
+/// as when a rebuild below a node changes its `ln p`; then the merge is scored again).
+#[derive(Debug, Clone, Copy)]
+struct KeptPair {
+    log_f: f64,
+    summaries: u128,
+    score: Score,
+    op: MergeOp,
+}
+
+/// A 128-bit key of every value of a summary that [`best_merge`] reads (all of them).
+fn summary_key(s: &Summary) -> u128 {
+    let word = |a: f64, b: f64| (u128::from(a.to_bits()) << 64) | u128::from(b.to_bits());
+    let counts = ((s.n_leaves as u128) << 64) | s.n_children as u128;
+    let mut key = combine_keys(counts, word(s.log_f, s.log_p));
+    key = combine_keys(key, word(s.log_pi, s.log_1m_pi));
+    key = combine_keys(key, word(s.sum_log_p_children, s.log_d));
+    combine_keys(key, word(s.sum_log_d_children, s.log_excess))
+}
 
 /// A hasher for content keys, which are already uniformly mixed: it folds their words
 /// together (the default SipHash spent a third of a rebuild's time hashing them).
@@ -889,6 +912,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     /// those on the new row's path have changed, so most pairs, and the trees the greedy
     /// search merges from them, are scored again with the same statistics. A kept value is
     /// the value the model gives for those statistics, so the plan is the same either way.
+    /// The pair's [`best_merge`] is kept with it, for the two summaries it was scored with
+    /// (by a 128-bit key of all their values), and reused while both are unchanged.
     fn agglomerate(&self, units: &[usize]) -> Result<Plan<M::Stats>> {
         let mixing = &self.params.mixing;
         let binary = self.params.binary;
@@ -908,24 +933,25 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         // Pair scores, recomputed for pairs involving a new tree.
         let mut score: Vec<Vec<Option<(Score, MergeOp, f64)>>> =
             vec![vec![None; live.len()]; live.len()];
-        let pair = |a: &Live<M::Stats>, b: &Live<M::Stats>| -> Result<(Score, MergeOp, f64)> {
+        // The key of each live tree's summary.
+        let mut summary_keys: Vec<u128> = live.iter().map(|t| summary_key(&t.1)).collect();
+        let pair = |a: &Live<M::Stats>,
+                    b: &Live<M::Stats>,
+                    summaries: u128|
+         -> Result<(Score, MergeOp, f64)> {
             let cached = self.pair_log_f.borrow().get(&(a.3, b.3)).copied();
-            let log_f = match cached {
-                Some(log_f) => log_f,
-                None => {
-                    let log_f = self.model.log_marginal_merged(
-                        live_stats(&self.slots, a),
-                        live_stats(&self.slots, b),
-                    )?;
-                    let mut cache = self.pair_log_f.borrow_mut();
-                    if cache.len() >= MAX_CACHED_PAIRS {
-                        cache.clear();
-                    }
-                    cache.insert((a.3, b.3), log_f);
-                    log_f
+            if let Some(kept) = cached {
+                if kept.summaries == summaries {
+                    return Ok((kept.score, kept.op, kept.log_f));
                 }
+            }
+            let log_f = match cached {
+                Some(kept) => kept.log_f,
+                None => self
+                    .model
+                    .log_marginal_merged(live_stats(&self.slots, a), live_stats(&self.slots, b))?,
             };
-            let (s, op) = best_merge(
+            let (score, op) = best_merge(
                 mixing,
                 binary,
                 MergeRule::LikelihoodRatio,
@@ -933,11 +959,23 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 &b.1,
                 log_f,
             );
-            Ok((s, op, log_f))
+            let mut cache = self.pair_log_f.borrow_mut();
+            if cache.len() >= MAX_CACHED_PAIRS {
+                cache.clear();
+            }
+            let kept = KeptPair {
+                log_f,
+                summaries,
+                score,
+                op,
+            };
+            cache.insert((a.3, b.3), kept);
+            Ok((score, op, log_f))
         };
         for i in 0..live.len() {
             for j in i + 1..live.len() {
-                score[i][j] = Some(pair(&live[i], &live[j])?);
+                let summaries = combine_keys(summary_keys[i], summary_keys[j]);
+                score[i][j] = Some(pair(&live[i], &live[j], summaries)?);
             }
         }
         let mut alive: Vec<bool> = vec![true; live.len()];
@@ -1009,6 +1047,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             let new = (Ref::Plan(plan.nodes.len() - 1), summary, Some(stats), key);
             alive[i] = false;
             alive[j] = false;
+            summary_keys.push(summary_key(&new.1));
             live.push(new);
             alive.push(true);
             let m = live.len() - 1;
@@ -1018,7 +1057,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             score.push(vec![None; live.len()]);
             for k in 0..m {
                 if alive[k] {
-                    score[k][m] = Some(pair(&live[k], &live[m])?);
+                    let summaries = combine_keys(summary_keys[k], summary_keys[m]);
+                    score[k][m] = Some(pair(&live[k], &live[m], summaries)?);
                 }
             }
         }
