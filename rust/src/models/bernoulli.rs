@@ -12,6 +12,7 @@
 //! dot product. Beyond the tables, each column is [`ln_beta_ratio`], exact at every scale.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use ndarray::ArrayView1;
 
@@ -230,8 +231,10 @@ struct RisingTable {
     /// Count-major `len × rows`: the entries of all features at one count are adjacent.
     /// A cluster's `ln f` reads every feature at its size (the `S[k + m]` terms) and, in a
     /// large cluster, each feature far from the others' counts; with one row per feature
-    /// the first alone cost one cache line per feature.
-    table: Vec<f64>,
+    /// the first alone cost one cache line per feature. Shared between clones of the model
+    /// (never written once filled): a fitted model is cloned with every `partial_fit`, and
+    /// the tables of a per-feature prior at 10⁵ rows hold 154 MB.
+    table: Arc<[f64]>,
 }
 
 impl RisingTable {
@@ -241,7 +244,7 @@ impl RisingTable {
             shared: same(base) && same(rest),
             len: 0,
             rows: 0,
-            table: Vec::new(),
+            table: Arc::from(Vec::new()),
         }
     }
 
@@ -254,7 +257,8 @@ impl RisingTable {
         let rows = self.rows(base.len());
         self.table = (0..len)
             .flat_map(|k| (0..rows).map(move |i| ln_rising_against(base[i], k as f64, rest[i])))
-            .collect();
+            .collect::<Vec<f64>>()
+            .into();
         self.len = len;
         self.rows = rows;
     }
@@ -823,6 +827,25 @@ impl ClusterModel for BetaBernoulli {
     }
 
     fn merge(&self, a: &BernoulliStats, b: &BernoulliStats) -> BernoulliStats {
+        // A complete cluster and a packed row: the row's bits added without unpacking them.
+        let with_row = match (&a.0, &b.0) {
+            (Repr::Counts(c), Repr::Row { words, .. })
+            | (Repr::Row { words, .. }, Repr::Counts(c))
+                if c.observed.is_none() =>
+            {
+                Some((c, words))
+            }
+            _ => None,
+        };
+        if let Some((c, words)) = with_row {
+            let ones = c
+                .ones
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| k + bit(words, i))
+                .collect();
+            return BernoulliStats::from_counts(c.n + 1, ones, None);
+        }
         let (a, b) = (a.counts(), b.counts());
         let ones = a.ones.iter().zip(&b.ones).map(|(x, y)| x + y).collect();
         let observed = match (&a.observed, &b.observed) {
@@ -1916,5 +1939,22 @@ mod tests {
         let zeros = m.leaf_stats(Array1::<f64>::zeros(7).view(), 1).unwrap();
         let two_zeros = m.merge(&zeros, &zeros);
         assert_eq!(m.split_off(&two_zeros, &ones), None);
+    }
+
+    /// A packed row merged into a complete cluster (either order) gives the statistics of
+    /// the same row merged as counts.
+    #[test]
+    fn merging_a_packed_row_equals_merging_its_counts() {
+        let m = BetaBernoulli::new(&[0.5], &[1.5], 70).unwrap();
+        let x = random_rows(70, 12, 0, 5);
+        let rows = m.leaf_stats_all(x.view()).unwrap();
+        let mut cluster = m.merge(&as_counts(&rows[0]), &as_counts(&rows[1]));
+        for row in &rows[2..] {
+            assert!(row.row_bits().is_some());
+            let slow = m.merge(&cluster, &as_counts(row));
+            assert_eq!(m.merge(&cluster, row), slow);
+            assert_eq!(m.merge(row, &cluster), slow);
+            cluster = slow;
+        }
     }
 }
