@@ -598,8 +598,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         block.children.resize(m, usize::MAX);
         block.leaf_log_f.resize(m, None);
         block.packed.resize(m * words, 0);
-        for k in from..m {
-            let c = current[k];
+        for (k, &c) in current.iter().enumerate().skip(from) {
             if block.children[k] == c && k < kept {
                 continue;
             }

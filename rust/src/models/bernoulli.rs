@@ -903,8 +903,8 @@ impl ClusterModel for BetaBernoulli {
         })
     }
 
-    /// For a complete cluster of at least two rows whose size plus one is tabulated: the
-    /// table entries of [`JOIN_HEADER`].
+    /// For a complete cluster whose size plus one is tabulated: for each column the five
+    /// table entries that `ln f(A ∪ {x})` reads for either value of `x_i`.
     fn join_terms(&self, a: &BernoulliStats, terms: &mut Vec<f64>) -> bool {
         match &a.0 {
             Repr::Counts(c) if c.observed.is_none() => self.build_join_terms(c.n, &c.ones, terms),
