@@ -162,8 +162,38 @@ pub struct GrowingTree<'m, M: ClusterModel> {
     /// The next [`Slot::stamp`].
     next_stamp: u64,
     /// `ln f` of the union of two subtrees that [`agglomerate`](Self::agglomerate) scored,
-    /// by the [`content key`](content_key)s of the two subtrees' statistics.
+    /// and their merge's score, by the [`content key`](content_key)s of the two subtrees'
+    /// statistics.
     pair_log_f: RefCell<PairCache>,
+    /// The model's [`join terms`](ClusterModel::join_terms) of internal nodes, by slot: the
+    /// descent scores every child of each node it passes against the new row, and most of
+    /// those children are scored again by the rows that follow.
+    join: Vec<JoinTerms>,
+    /// The leaf children of internal nodes packed side by side, by slot: a node of a flat
+    /// cluster has hundreds of leaves, and the descent scores each against the new row.
+    blocks: Vec<ChildBlock>,
+}
+
+/// The children of a node as the descent last saw them, with each leaf child's row packed
+/// by the model ([`ClusterModel::pack_row`]) and its `ln f`, so that scoring the leaves
+/// against a new row reads one contiguous array instead of every leaf's slot and
+/// statistics. Kept in step with the node's child list by comparing the two (a leaf's slot
+/// and statistics never change; an entry whose slot is not a leaf is scored as usual).
+#[derive(Debug, Clone, Default)]
+struct ChildBlock {
+    children: Vec<usize>,
+    /// Per child, `ln f` of its row where it is a packed leaf, else `None`.
+    leaf_log_f: Vec<Option<f64>>,
+    /// Per child, its packed row (`packed_row_words` words; unused for other children).
+    packed: Vec<u64>,
+}
+
+/// A node's [`join terms`](ClusterModel::join_terms) and the [`stamp`](Slot::stamp) of the
+/// statistics they were made from (`None`: none kept).
+#[derive(Debug, Clone, Default)]
+struct JoinTerms {
+    stamp: Option<u64>,
+    terms: Vec<f64>,
 }
 
 #[cfg(test)]
@@ -173,11 +203,47 @@ thread_local! {
     static CHECKED_WITH_CACHE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Descent scores taken from join terms (tests only: each was checked against the
+    /// statistics).
+    static JOINED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Descent scores of leaves taken from packed rows (tests only: each was checked
+    /// against the statistics).
+    static PACKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Pair scores kept across rows, at most this many (then the cache starts again empty).
 const MAX_CACHED_PAIRS: usize = 1 << 18;
 
-/// `ln f(A ∪ B)` by the content keys of `A` and `B` (in the order merged).
-type PairCache = HashMap<(u128, u128), f64, BuildHasherDefault<KeyHasher>>;
+/// What [`GrowingTree::agglomerate`] scored for two subtrees `A`, `B`, by the content keys
+/// of their statistics (in the order merged).
+type PairCache = HashMap<(u128, u128), KeptPair, BuildHasherDefault<KeyHasher>>;
+
+/// `ln f(A ∪ B)`, which the statistics determine, and the [`best_merge`] of the pair for
+/// the two summaries with key `summaries` (a summary can change while the statistics stay,
+/// as when a rebuild below a node changes its `ln p`; then the merge is scored again).
+#[derive(Debug, Clone, Copy)]
+struct KeptPair {
+    log_f: f64,
+    summaries: u128,
+    score: Score,
+    op: MergeOp,
+}
+
+/// A 128-bit key of every value of a summary that [`best_merge`] reads (all of them).
+fn summary_key(s: &Summary) -> u128 {
+    let word = |a: f64, b: f64| (u128::from(a.to_bits()) << 64) | u128::from(b.to_bits());
+    let counts = ((s.n_leaves as u128) << 64) | s.n_children as u128;
+    let mut key = combine_keys(counts, word(s.log_f, s.log_p));
+    key = combine_keys(key, word(s.log_pi, s.log_1m_pi));
+    key = combine_keys(key, word(s.sum_log_p_children, s.log_d));
+    combine_keys(key, word(s.sum_log_d_children, s.log_excess))
+}
 
 /// A hasher for content keys, which are already uniformly mixed: it folds their words
 /// together (the default SipHash spent a third of a rebuild's time hashing them).
@@ -271,6 +337,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             leaf_slot: (0..n).collect(),
             next_stamp: nodes.len() as u64,
             pair_log_f: RefCell::new(PairCache::default()),
+            join: Vec::new(),
+            blocks: Vec::new(),
         })
     }
 
@@ -308,17 +376,35 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         // follows the child under which the row is most probable as one cluster member.
         let mut path: Vec<(usize, f64)> = Vec::new();
         let mut v = self.root;
-        let mut log_f_v = self
-            .model
-            .log_marginal_merged(&self.slots[v].stats, &stats)?;
+        let mut log_f_v = self.log_f_joined(v, &stats)?;
         loop {
             path.push((v, log_f_v));
             let mut best: Option<(f64, usize, f64)> = None;
-            for &c in &self.slots[v].children {
-                let log_f_c = self
-                    .model
-                    .log_marginal_merged(&self.slots[c].stats, &stats)?;
-                let predictive = log_f_c - self.slots[c].summary.log_f;
+            let words = self.sync_block(v);
+            for k in 0..self.slots[v].children.len() {
+                let c = self.slots[v].children[k];
+                let block = &self.blocks[v];
+                let packed = match block.leaf_log_f[k] {
+                    Some(leaf_log_f) if words > 0 => self
+                        .model
+                        .log_marginal_packed(&block.packed[k * words..(k + 1) * words], &stats)
+                        .map(|log_f| (log_f, leaf_log_f)),
+                    _ => None,
+                };
+                #[cfg(test)]
+                if let Some((log_f, leaf_log_f)) = packed {
+                    let direct = self
+                        .model
+                        .log_marginal_merged(&self.slots[c].stats, &stats)?;
+                    assert_eq!(log_f.to_bits(), direct.to_bits(), "packed leaf {c}");
+                    assert_eq!(leaf_log_f.to_bits(), self.slots[c].summary.log_f.to_bits());
+                    PACKED.with(|n| n.set(n.get() + 1));
+                }
+                let (log_f_c, child_log_f) = match packed {
+                    Some(scores) => scores,
+                    None => (self.log_f_joined(c, &stats)?, self.slots[c].summary.log_f),
+                };
+                let predictive = log_f_c - child_log_f;
                 if best.is_none_or(|(p, ..)| predictive > p) {
                     best = Some((predictive, c, log_f_c));
                 }
@@ -360,6 +446,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         for &(v, log_f) in &path {
             let merged = self.model.merge(&self.slots[v].stats, &stats);
             let stamp = self.new_stamp();
+            self.update_join_terms(v, &merged, &stats, stamp);
             let slot = &mut self.slots[v];
             slot.stats = merged;
             slot.stamp = stamp;
@@ -368,6 +455,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         let merged = self.model.merge(&self.slots[at].stats, &stats);
         if stop.op == MergeOp::Absorb {
             let stamp = self.new_stamp();
+            self.update_join_terms(at, &merged, &stats, stamp);
             let slot = &mut self.slots[at];
             slot.stats = merged;
             slot.stamp = stamp;
@@ -435,6 +523,95 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             op,
             summary: merged_summary(mixing, op, node, leaf, log_f),
         }
+    }
+
+    /// `ln f(c ∪ {x})` of node `c` and the single row with statistics `x`: from `c`'s join
+    /// terms where the model has them (made on first use and kept while `c`'s statistics
+    /// stay, or brought up to date when a row joins it), otherwise from the statistics. The
+    /// terms give the value the statistics give, bit for bit (checked in tests).
+    fn log_f_joined(&mut self, c: usize, x: &M::Stats) -> Result<f64> {
+        let slot = &self.slots[c];
+        if slot.row.is_none() {
+            if self.join.len() <= c {
+                self.join.resize_with(self.slots.len(), JoinTerms::default);
+            }
+            let entry = &mut self.join[c];
+            if entry.stamp != Some(slot.stamp) {
+                let made = self.model.join_terms(&slot.stats, &mut entry.terms);
+                entry.stamp = made.then_some(slot.stamp);
+            }
+            if entry.stamp.is_some() {
+                if let Some(log_f) = self.model.log_marginal_joined(&entry.terms, x) {
+                    #[cfg(test)]
+                    {
+                        let direct = self.model.log_marginal_merged(&slot.stats, x)?;
+                        assert_eq!(
+                            log_f.to_bits(),
+                            direct.to_bits(),
+                            "ln f from the join terms of node {c}: {log_f} against {direct}"
+                        );
+                        JOINED.with(|n| n.set(n.get() + 1));
+                    }
+                    return Ok(log_f);
+                }
+            }
+        }
+        self.model.log_marginal_merged(&slot.stats, x)
+    }
+
+    /// Brings the join terms of node `v`, if it has current ones, to its statistics `merged`
+    /// after the row `x` joined it (new stamp `stamp`); drops them where the model cannot.
+    fn update_join_terms(&mut self, v: usize, merged: &M::Stats, x: &M::Stats, stamp: u64) {
+        let old = self.slots[v].stamp;
+        if let Some(entry) = self.join.get_mut(v) {
+            if entry.stamp == Some(old) {
+                let updated = self.model.update_join_terms(&mut entry.terms, merged, x);
+                entry.stamp = updated.then_some(stamp);
+            }
+        }
+    }
+
+    /// Brings the [`ChildBlock`] of internal node `v` in step with its children: entries
+    /// are rewritten where the child at a position changed, appended where children were
+    /// added at the end, and all made again otherwise. Returns the words per packed row
+    /// (`0`: the model packs no rows, and the block is empty).
+    fn sync_block(&mut self, v: usize) -> usize {
+        if self.blocks.len() <= v {
+            self.blocks
+                .resize_with(self.slots.len(), ChildBlock::default);
+        }
+        let words = self.model.packed_row_words();
+        let block = &mut self.blocks[v];
+        let current = &self.slots[v].children;
+        let m = current.len();
+        let kept = block.children.len();
+        let from = if kept == m {
+            0
+        } else if kept < m && block.children[..] == current[..kept] {
+            kept
+        } else {
+            block.children.clear();
+            block.leaf_log_f.clear();
+            block.packed.clear();
+            0
+        };
+        block.children.resize(m, usize::MAX);
+        block.leaf_log_f.resize(m, None);
+        block.packed.resize(m * words, 0);
+        for (k, &c) in current.iter().enumerate().skip(from) {
+            if block.children[k] == c && k < kept {
+                continue;
+            }
+            block.children[k] = c;
+            let slot = &self.slots[c];
+            let packed = words > 0
+                && slot.row.is_some()
+                && self
+                    .model
+                    .pack_row(&slot.stats, &mut block.packed[k * words..(k + 1) * words]);
+            block.leaf_log_f[k] = packed.then_some(slot.summary.log_f);
+        }
+        words
     }
 
     /// A stamp no slot has had.
@@ -546,14 +723,38 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         // a node of m children costs O(m) merges, not O(m) per child); each swap is then
         // scored without building its statistics (those of the move taken are built when it
         // is applied).
+        // Where the model subtracts statistics exactly, u's statistics less child i's are
+        // those merges (one subtraction each: a node of a flat cluster has a thousand
+        // children, of which a few are tried).
         let mut tried = 0;
-        let mut others =
-            OtherChildren::new(self, &u_children, MAX_SWAPS.div_ceil(siblings.len().max(1)));
+        let subtracts = !siblings.is_empty()
+            && self
+                .model
+                .split_off(&self.slots[u].stats, &self.slots[u_children[0]].stats)
+                .is_some();
+        let mut others = OtherChildren::new(
+            self,
+            &u_children,
+            if subtracts {
+                0
+            } else {
+                MAX_SWAPS.div_ceil(siblings.len().max(1))
+            },
+        );
         'swaps: for (k, &i) in u_children.iter().enumerate() {
             if tried == MAX_SWAPS || siblings.is_empty() {
                 break;
             }
-            let rest_stats = others.without(self, k);
+            let split = if subtracts {
+                self.model
+                    .split_off(&self.slots[u].stats, &self.slots[i].stats)
+            } else {
+                None
+            };
+            let rest_stats = match split {
+                Some(rest) => rest,
+                None => others.without(self, k),
+            };
             for &w in &siblings {
                 if tried == MAX_SWAPS {
                     break 'swaps;
@@ -710,6 +911,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     /// those on the new row's path have changed, so most pairs, and the trees the greedy
     /// search merges from them, are scored again with the same statistics. A kept value is
     /// the value the model gives for those statistics, so the plan is the same either way.
+    /// The pair's [`best_merge`] is kept with it, for the two summaries it was scored with
+    /// (by a 128-bit key of all their values), and reused while both are unchanged.
     fn agglomerate(&self, units: &[usize]) -> Result<Plan<M::Stats>> {
         let mixing = &self.params.mixing;
         let binary = self.params.binary;
@@ -729,24 +932,25 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
         // Pair scores, recomputed for pairs involving a new tree.
         let mut score: Vec<Vec<Option<(Score, MergeOp, f64)>>> =
             vec![vec![None; live.len()]; live.len()];
-        let pair = |a: &Live<M::Stats>, b: &Live<M::Stats>| -> Result<(Score, MergeOp, f64)> {
+        // The key of each live tree's summary.
+        let mut summary_keys: Vec<u128> = live.iter().map(|t| summary_key(&t.1)).collect();
+        let pair = |a: &Live<M::Stats>,
+                    b: &Live<M::Stats>,
+                    summaries: u128|
+         -> Result<(Score, MergeOp, f64)> {
             let cached = self.pair_log_f.borrow().get(&(a.3, b.3)).copied();
-            let log_f = match cached {
-                Some(log_f) => log_f,
-                None => {
-                    let log_f = self.model.log_marginal_merged(
-                        live_stats(&self.slots, a),
-                        live_stats(&self.slots, b),
-                    )?;
-                    let mut cache = self.pair_log_f.borrow_mut();
-                    if cache.len() >= MAX_CACHED_PAIRS {
-                        cache.clear();
-                    }
-                    cache.insert((a.3, b.3), log_f);
-                    log_f
+            if let Some(kept) = cached {
+                if kept.summaries == summaries {
+                    return Ok((kept.score, kept.op, kept.log_f));
                 }
+            }
+            let log_f = match cached {
+                Some(kept) => kept.log_f,
+                None => self
+                    .model
+                    .log_marginal_merged(live_stats(&self.slots, a), live_stats(&self.slots, b))?,
             };
-            let (s, op) = best_merge(
+            let (score, op) = best_merge(
                 mixing,
                 binary,
                 MergeRule::LikelihoodRatio,
@@ -754,11 +958,23 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
                 &b.1,
                 log_f,
             );
-            Ok((s, op, log_f))
+            let mut cache = self.pair_log_f.borrow_mut();
+            if cache.len() >= MAX_CACHED_PAIRS {
+                cache.clear();
+            }
+            let kept = KeptPair {
+                log_f,
+                summaries,
+                score,
+                op,
+            };
+            cache.insert((a.3, b.3), kept);
+            Ok((score, op, log_f))
         };
         for i in 0..live.len() {
             for j in i + 1..live.len() {
-                score[i][j] = Some(pair(&live[i], &live[j])?);
+                let summaries = combine_keys(summary_keys[i], summary_keys[j]);
+                score[i][j] = Some(pair(&live[i], &live[j], summaries)?);
             }
         }
         let mut alive: Vec<bool> = vec![true; live.len()];
@@ -830,6 +1046,7 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             let new = (Ref::Plan(plan.nodes.len() - 1), summary, Some(stats), key);
             alive[i] = false;
             alive[j] = false;
+            summary_keys.push(summary_key(&new.1));
             live.push(new);
             alive.push(true);
             let m = live.len() - 1;
@@ -839,7 +1056,8 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
             score.push(vec![None; live.len()]);
             for k in 0..m {
                 if alive[k] {
-                    score[k][m] = Some(pair(&live[k], &live[m])?);
+                    let summaries = combine_keys(summary_keys[k], summary_keys[m]);
+                    score[k][m] = Some(pair(&live[k], &live[m], summaries)?);
                 }
             }
         }
@@ -958,11 +1176,18 @@ impl<'m, M: ClusterModel> GrowingTree<'m, M> {
     fn apply(&mut self, p: usize, u: usize, m: Move) {
         match m {
             Move::Swap { i, w, u_summary } => {
+                // u's statistics less i's and with w's, where the model subtracts exactly
+                // (the same counts as the merge of u's new children).
+                let swapped = self
+                    .model
+                    .split_off(&self.slots[u].stats, &self.slots[i].stats)
+                    .map(|rest| self.model.merge(&rest, &self.slots[w].stats));
                 self.replace_child(u, i, w);
                 self.replace_child(p, w, i);
                 self.slots[w].parent = Some(u);
                 self.slots[i].parent = Some(p);
-                self.slots[u].stats = self.merged_stats(&self.slots[u].children);
+                self.slots[u].stats =
+                    swapped.unwrap_or_else(|| self.merged_stats(&self.slots[u].children));
                 self.slots[u].stamp = self.new_stamp();
                 self.slots[u].summary = u_summary;
             }

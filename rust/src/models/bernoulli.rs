@@ -12,6 +12,7 @@
 //! dot product. Beyond the tables, each column is [`ln_beta_ratio`], exact at every scale.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use ndarray::ArrayView1;
 
@@ -187,11 +188,22 @@ impl PairTerms {
                 two,
                 nibbles,
             } => {
-                let either: Vec<u64> = a.iter().zip(b).map(|(x, y)| x ^ y).collect();
-                let both: Vec<u64> = a.iter().zip(b).map(|(x, y)| x & y).collect();
                 match nibbles {
-                    Some((n1, n2)) => base + n1.sum(&either) + n2.sum(&both),
-                    None => base + sum_set_bits(one, &either) + sum_set_bits(two, &both),
+                    // At most four words (256 features): on the stack.
+                    Some((n1, n2)) => {
+                        let (mut either, mut both) = ([0_u64; 4], [0_u64; 4]);
+                        for (k, (x, y)) in a.iter().zip(b).enumerate() {
+                            either[k] = x ^ y;
+                            both[k] = x & y;
+                        }
+                        let w = a.len();
+                        base + n1.sum(&either[..w]) + n2.sum(&both[..w])
+                    }
+                    None => {
+                        let either: Vec<u64> = a.iter().zip(b).map(|(x, y)| x ^ y).collect();
+                        let both: Vec<u64> = a.iter().zip(b).map(|(x, y)| x & y).collect();
+                        base + sum_set_bits(one, &either) + sum_set_bits(two, &both)
+                    }
                 }
             }
         }
@@ -219,8 +231,10 @@ struct RisingTable {
     /// Count-major `len × rows`: the entries of all features at one count are adjacent.
     /// A cluster's `ln f` reads every feature at its size (the `S[k + m]` terms) and, in a
     /// large cluster, each feature far from the others' counts; with one row per feature
-    /// the first alone cost one cache line per feature.
-    table: Vec<f64>,
+    /// the first alone cost one cache line per feature. Shared between clones of the model
+    /// (never written once filled): a fitted model is cloned with every `partial_fit`, and
+    /// the tables of a per-feature prior at 10⁵ rows hold 154 MB.
+    table: Arc<[f64]>,
 }
 
 impl RisingTable {
@@ -230,7 +244,7 @@ impl RisingTable {
             shared: same(base) && same(rest),
             len: 0,
             rows: 0,
-            table: Vec::new(),
+            table: Arc::from(Vec::new()),
         }
     }
 
@@ -243,7 +257,8 @@ impl RisingTable {
         let rows = self.rows(base.len());
         self.table = (0..len)
             .flat_map(|k| (0..rows).map(move |i| ln_rising_against(base[i], k as f64, rest[i])))
-            .collect();
+            .collect::<Vec<f64>>()
+            .into();
         self.len = len;
         self.rows = rows;
     }
@@ -364,6 +379,17 @@ impl Counts {
     fn observed(&self, i: usize) -> u32 {
         self.observed.as_ref().map_or(self.n, |o| o[i])
     }
+}
+
+/// The columns holding a one of a single row with `ones`, if they are at most a quarter of
+/// the columns (see [`Counts::support`]).
+fn sparse_support(ones: &[u32]) -> Option<Vec<u32>> {
+    let nnz = ones.iter().filter(|&&o| o == 1).count();
+    (4 * nnz <= ones.len()).then(|| {
+        (0..ones.len() as u32)
+            .filter(|&i| ones[i as usize] == 1)
+            .collect()
+    })
 }
 
 /// Entry `i` of a packed row.
@@ -680,6 +706,15 @@ impl BetaBernoulli {
         q.base + ones + missing
     }
 
+    /// Whether [`log_marginal_merged`](ClusterModel::log_marginal_merged) of a complete
+    /// cluster of `n` rows takes the shared-row path (a scalar prior, tables reaching `n`).
+    #[inline]
+    fn shared_tables(&self, n: usize) -> bool {
+        self.ones.shared_row(n).is_some()
+            && self.zeros.shared_row(n).is_some()
+            && self.total.shared_row(n).is_some()
+    }
+
     /// `ln f` of the union of two rows, from their bits if both are complete.
     #[inline]
     fn rows_log_f(&self, a: &BernoulliStats, b: &BernoulliStats) -> Option<f64> {
@@ -782,12 +817,7 @@ impl ClusterModel for BetaBernoulli {
         }
         // Index the ones of a sparse row: below a quarter of the columns, summing over them
         // beats the dense dot product.
-        let nnz = ones.iter().filter(|&&o| o == 1).count();
-        let support = (4 * nnz <= ones.len()).then(|| {
-            (0..ones.len() as u32)
-                .filter(|&i| ones[i as usize] == 1)
-                .collect()
-        });
+        let support = sparse_support(&ones);
         Ok(BernoulliStats(Repr::Counts(Box::new(Counts {
             n: 1,
             ones,
@@ -797,6 +827,25 @@ impl ClusterModel for BetaBernoulli {
     }
 
     fn merge(&self, a: &BernoulliStats, b: &BernoulliStats) -> BernoulliStats {
+        // A complete cluster and a packed row: the row's bits added without unpacking them.
+        let with_row = match (&a.0, &b.0) {
+            (Repr::Counts(c), Repr::Row { words, .. })
+            | (Repr::Row { words, .. }, Repr::Counts(c))
+                if c.observed.is_none() =>
+            {
+                Some((c, words))
+            }
+            _ => None,
+        };
+        if let Some((c, words)) = with_row {
+            let ones = c
+                .ones
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| k + bit(words, i))
+                .collect();
+            return BernoulliStats::from_counts(c.n + 1, ones, None);
+        }
         let (a, b) = (a.counts(), b.counts());
         let ones = a.ones.iter().zip(&b.ones).map(|(x, y)| x + y).collect();
         let observed = match (&a.observed, &b.observed) {
@@ -852,6 +901,194 @@ impl ClusterModel for BetaBernoulli {
         } else {
             self.log_f_partial(|i| a.ones[i] + b.ones[i], |i| a.observed(i) + b.observed(i))
         })
+    }
+
+    /// For a complete cluster whose size plus one is tabulated: for each column the five
+    /// table entries that `ln f(A ∪ {x})` reads for either value of `x_i`.
+    fn join_terms(&self, a: &BernoulliStats, terms: &mut Vec<f64>) -> bool {
+        match &a.0 {
+            Repr::Counts(c) if c.observed.is_none() => self.build_join_terms(c.n, &c.ones, terms),
+            _ => false,
+        }
+    }
+
+    /// One new entry per column: where `x_i = 1` the ones' pair moves up a count, where
+    /// `x_i = 0` the zeros' pair; `S` is read at the new size plus one.
+    fn update_join_terms(&self, terms: &mut [f64], a: &BernoulliStats, x: &BernoulliStats) -> bool {
+        let (Repr::Counts(c), Some(words)) = (&a.0, x.row_bits()) else {
+            return false;
+        };
+        let d = self.alpha.len();
+        let n = c.n;
+        if c.observed.is_some()
+            || n as usize + 1 >= self.table_len
+            || terms.len() != JOIN_HEADER + JOIN_STRIDE * d
+            || terms[1] != f64::from(n - 1)
+        {
+            return false;
+        }
+        terms[0] = f64::from(u8::from(self.shared_tables(n as usize + 1)));
+        terms[1] = f64::from(n);
+        terms[2] = self.total.get(0, n + 1);
+        for (i, t) in terms[JOIN_HEADER..]
+            .chunks_exact_mut(JOIN_STRIDE)
+            .enumerate()
+        {
+            let k = c.ones[i];
+            if bit(words, i) == 1 {
+                t[0] = t[1];
+                t[1] = self.ones.get(i, k + 1);
+            } else {
+                t[2] = t[3];
+                t[3] = self.zeros.get(i, n - k + 1);
+            }
+            t[4] = self.total.get(i, n + 1);
+        }
+        true
+    }
+
+    /// Counts subtract exactly; where no entry of the rest is missing, the observed counts
+    /// are dropped, as a merge of complete rows has none.
+    fn split_off(&self, a: &BernoulliStats, b: &BernoulliStats) -> Option<BernoulliStats> {
+        let Repr::Counts(a) = &a.0 else {
+            return None;
+        };
+        let n = a.n.checked_sub(b.n_rows()).filter(|&n| n > 0)?;
+        let mut ones = a.ones.clone();
+        match &b.0 {
+            Repr::Row { words, .. } => {
+                for (i, k) in ones.iter_mut().enumerate() {
+                    *k = k.checked_sub(bit(words, i))?;
+                }
+            }
+            Repr::Counts(c) => {
+                for (k, &kb) in ones.iter_mut().zip(&c.ones) {
+                    *k = k.checked_sub(kb)?;
+                }
+            }
+        }
+        let observed = match &a.observed {
+            None if b.is_complete() => None,
+            None => return None,
+            Some(o) => {
+                let rest = o
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &m)| m.checked_sub(b.observed(i)))
+                    .collect::<Option<Vec<u32>>>()?;
+                (!rest.iter().all(|&m| m == n)).then_some(rest)
+            }
+        };
+        if ones
+            .iter()
+            .enumerate()
+            .any(|(i, &k)| k > observed.as_ref().map_or(n, |o: &Vec<u32>| o[i]))
+        {
+            return None;
+        }
+        let mut rest = BernoulliStats::from_counts(n, ones, observed);
+        if let Repr::Counts(c) = &mut rest.0 {
+            if c.n == 1 {
+                // A single row with missing entries, indexed as `leaf_stats` indexes it.
+                c.support = sparse_support(&c.ones);
+            }
+        }
+        Some(rest)
+    }
+
+    fn packed_row_words(&self) -> usize {
+        self.alpha.len().div_ceil(64)
+    }
+
+    /// A single complete row: its bits.
+    fn pack_row(&self, a: &BernoulliStats, out: &mut [u64]) -> bool {
+        match a.row_bits() {
+            Some(words) if words.len() == out.len() => {
+                out.copy_from_slice(words);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A complete row `x`: the popcount (or nibble) formula of two rows, as
+    /// `log_marginal_merged` takes it.
+    fn log_marginal_packed(&self, a: &[u64], x: &BernoulliStats) -> Option<f64> {
+        let words = x.row_bits()?;
+        Some(self.pair.log_f(a, words, self.alpha.len()))
+    }
+
+    /// A single complete row only.
+    fn log_marginal_joined(&self, terms: &[f64], x: &BernoulliStats) -> Option<f64> {
+        let words = x.row_bits()?;
+        let columns = terms[JOIN_HEADER..].chunks_exact(JOIN_STRIDE);
+        if terms[0] == 1.0 {
+            // As the shared-row loop of `log_marginal_merged`.
+            let mut s = 0.0;
+            for (i, t) in columns.enumerate() {
+                s += if bit(words, i) == 1 {
+                    t[1] + t[2]
+                } else {
+                    t[0] + t[3]
+                };
+            }
+            return Some(s - self.alpha.len() as f64 * terms[2]);
+        }
+        // As `log_f_complete` column by column (`column`: `(A + B) − S`).
+        Some(
+            columns
+                .enumerate()
+                .map(|(i, t)| {
+                    if bit(words, i) == 1 {
+                        t[1] + t[2] - t[4]
+                    } else {
+                        t[0] + t[3] - t[4]
+                    }
+                })
+                .sum(),
+        )
+    }
+}
+
+/// The [`join terms`](ClusterModel::join_terms) of a complete cluster of `n` rows with `k_i`
+/// ones and `m_i = n − k_i` zeros: `[shared, n, S(n + 1)]` (`shared` is 1 where the tables
+/// are one row for all features), then for each column the five table entries that
+/// `ln f(A ∪ {x})` reads for either value of `x_i`: `A_i[k_i]`, `A_i[k_i + 1]`, `B_i[m_i]`,
+/// `B_i[m_i + 1]`, `S_i[n + 1]`. The row's `ln f` is then the sum over columns of one of two
+/// combinations, taken in the order and the form [`BetaBernoulli::column`] takes them (or
+/// the shared-row loop of `log_marginal_merged`), so it is the same double; and when a row
+/// joins the cluster, one new entry per column (and `S` at the new size) brings the terms up
+/// to date.
+const JOIN_HEADER: usize = 3;
+
+/// Entries per column of the join terms.
+const JOIN_STRIDE: usize = 5;
+
+impl BetaBernoulli {
+    /// The join terms of a complete cluster with `ones` (see [`JOIN_HEADER`]), if the tables
+    /// reach a cluster of one more row.
+    fn build_join_terms(&self, n: u32, ones: &[u32], terms: &mut Vec<f64>) -> bool {
+        let size = n as usize + 1;
+        if size >= self.table_len {
+            return false;
+        }
+        let d = self.alpha.len();
+        terms.clear();
+        terms.reserve(JOIN_HEADER + JOIN_STRIDE * d);
+        terms.push(f64::from(u8::from(self.shared_tables(size))));
+        terms.push(f64::from(n));
+        terms.push(self.total.get(0, n + 1));
+        for (i, &k) in ones.iter().enumerate() {
+            let m = n - k;
+            terms.extend([
+                self.ones.get(i, k),
+                self.ones.get(i, k + 1),
+                self.zeros.get(i, m),
+                self.zeros.get(i, m + 1),
+                self.total.get(i, n + 1),
+            ]);
+        }
+        true
     }
 }
 
@@ -1567,5 +1804,157 @@ mod tests {
         assert_eq!(row.row_bits(), Some(&[u64::MAX][..]));
         assert!(std::mem::size_of::<BernoulliStats>() <= 24);
         assert_eq!((row.n_rows(), row.ones_in(63), row.observed(63)), (1, 1, 1));
+    }
+
+    /// The join terms against independent computations: `ln f(C ∪ {x})` from them equals
+    /// `log_marginal_merged` bit for bit, and its difference from `ln f(C)` is the chain
+    /// rule's predictive `Σ_i ln P(x_i | C)` computed from the counts; after rows join the
+    /// cluster one at a time, the updated terms equal terms made afresh. Per-feature and
+    /// scalar priors, `d` a multiple of 64 or not, tables that end inside the sequence.
+    #[test]
+    fn join_terms_give_the_merged_ln_f_and_stay_current() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(717);
+        for trial in 0..60 {
+            let d = [1, 5, 64, 70][trial % 4];
+            let (alpha, beta): (Vec<f64>, Vec<f64>) = if trial % 3 == 0 {
+                (vec![0.8], vec![1.7])
+            } else {
+                (0..d)
+                    .map(|_| (rng.random_range(0.01..3.0), rng.random_range(0.01..3.0)))
+                    .unzip()
+            };
+            let mut m = BetaBernoulli::new(&alpha, &beta, d).unwrap();
+            let n = rng.random_range(2..40);
+            let bias: Vec<f64> = (0..d).map(|_| rng.random_range(0.0..1.0)).collect();
+            let x = Array2::from_shape_fn((n, d), |(_, j)| {
+                f64::from(u8::from(rng.random_bool(bias[j])))
+            });
+            // Tables for all rows, or ending part of the way.
+            let tabulated = if trial % 2 == 0 { n + 1 } else { n / 2 + 1 };
+            m.prepare(tabulated);
+            let rows = m.leaf_stats_all(x.view()).unwrap();
+            let mut terms = Vec::new();
+            assert!(!m.join_terms(&rows[0], &mut terms), "a single row has none");
+            let mut cluster = m.merge(&rows[0], &rows[1]);
+            let mut kept: Option<Vec<f64>> = None;
+            for t in 2..n {
+                let made = m.join_terms(&cluster, &mut terms);
+                assert_eq!(made, (cluster.n_rows() as usize + 1) < m.table_len);
+                if let Some(updated) = &kept {
+                    assert!(made, "updated terms outlived the tables");
+                    assert_eq!(updated, &terms, "updated terms differ from fresh ones");
+                }
+                if !made {
+                    kept = None;
+                    cluster = m.merge(&cluster, &rows[t]);
+                    continue;
+                }
+                for probe in &rows[t..] {
+                    let joined = m.log_marginal_joined(&terms, probe).unwrap();
+                    let direct = m.log_marginal_merged(&cluster, probe).unwrap();
+                    assert_eq!(joined.to_bits(), direct.to_bits(), "{joined} vs {direct}");
+                    // The chain rule: ln P(x_i = 1 | C) = ln((α_i + k_i) / (α_i + β_i + n)).
+                    let size = f64::from(cluster.n_rows());
+                    let predictive: f64 = (0..d)
+                        .map(|i| {
+                            let (a, b) = (m.alpha[i], m.beta[i]);
+                            let k = f64::from(cluster.ones_in(i));
+                            let p = if probe.ones_in(i) == 1 {
+                                a + k
+                            } else {
+                                b + size - k
+                            };
+                            (p / (a + b + size)).ln()
+                        })
+                        .sum();
+                    let got = joined - m.log_marginal(&cluster).unwrap();
+                    assert!(
+                        (got - predictive).abs() <= 1e-9 * predictive.abs().max(1.0),
+                        "{got} vs {predictive}"
+                    );
+                }
+                // Row t joins: the terms follow.
+                let next = m.merge(&cluster, &rows[t]);
+                let mut updated = terms.clone();
+                kept = m
+                    .update_join_terms(&mut updated, &next, &rows[t])
+                    .then_some(updated);
+                cluster = next;
+            }
+            // A row with a missing entry is not served; neither is a cluster with one.
+            let mut holey = x.row(0).to_owned();
+            holey[0] = f64::NAN;
+            let holey = m.leaf_stats(holey.view(), 0).unwrap();
+            if m.join_terms(&cluster, &mut terms) {
+                assert!(m.log_marginal_joined(&terms, &holey).is_none());
+            }
+            assert!(!m.join_terms(&m.merge(&cluster, &holey), &mut terms));
+        }
+    }
+
+    /// `split_off` against merging the rest: for random rows (some with missing entries),
+    /// a cluster less a random part of it equals the merge of the other rows, statistics
+    /// for statistics (packed row, counts, observed counts); what is not a part is refused.
+    #[test]
+    fn split_off_equals_the_merge_of_the_rest() {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(99);
+        let m = BetaBernoulli::new(&[0.5], &[1.5], 7).unwrap();
+        for trial in 0..300 {
+            let n = rng.random_range(2..12);
+            let missing = if trial % 3 == 0 { 0.2 } else { 0.0 };
+            let x = Array2::from_shape_fn((n, 7), |_| {
+                if rng.random_bool(missing) {
+                    NAN
+                } else {
+                    f64::from(u8::from(rng.random_bool(0.4)))
+                }
+            });
+            let rows = m.leaf_stats_all(x.view()).unwrap();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.shuffle(&mut rng);
+            let merged = |ids: &[usize]| {
+                ids[1..]
+                    .iter()
+                    .fold(rows[ids[0]].clone(), |acc, &i| m.merge(&acc, &rows[i]))
+            };
+            let all = merged(&order);
+            let cut = rng.random_range(1..n);
+            let (part, rest) = order.split_at(cut);
+            let got = m.split_off(&all, &merged(part));
+            if all.n_rows() > 1 {
+                assert_eq!(got, Some(merged(rest)), "trial {trial}");
+            }
+            assert_eq!(m.split_off(&all, &all), None, "nothing is left");
+            assert_eq!(
+                m.split_off(&rows[0], &rows[0]),
+                None,
+                "a single row has no part"
+            );
+        }
+        // Not a part: more ones than the cluster has.
+        let ones = m.leaf_stats(Array1::<f64>::ones(7).view(), 0).unwrap();
+        let zeros = m.leaf_stats(Array1::<f64>::zeros(7).view(), 1).unwrap();
+        let two_zeros = m.merge(&zeros, &zeros);
+        assert_eq!(m.split_off(&two_zeros, &ones), None);
+    }
+
+    /// A packed row merged into a complete cluster (either order) gives the statistics of
+    /// the same row merged as counts.
+    #[test]
+    fn merging_a_packed_row_equals_merging_its_counts() {
+        let m = BetaBernoulli::new(&[0.5], &[1.5], 70).unwrap();
+        let x = random_rows(70, 12, 0, 5);
+        let rows = m.leaf_stats_all(x.view()).unwrap();
+        let mut cluster = m.merge(&as_counts(&rows[0]), &as_counts(&rows[1]));
+        for row in &rows[2..] {
+            assert!(row.row_bits().is_some());
+            let slow = m.merge(&cluster, &as_counts(row));
+            assert_eq!(m.merge(&cluster, row), slow);
+            assert_eq!(m.merge(row, &cluster), slow);
+            cluster = slow;
+        }
     }
 }

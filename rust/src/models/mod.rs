@@ -66,6 +66,66 @@ pub trait ClusterModel: Sync {
         self.log_marginal(&self.merge(a, b))
     }
 
+    /// The statistics of `A \ B` for a cluster `a` and a sub-cluster `b` of it, where the
+    /// model can take them exactly: equal to what merging the rows of `A` that are not in
+    /// `B` gives, in any order (integer counts). `None` (the default) where it cannot, for
+    /// example where statistics are rounded sums.
+    fn split_off(&self, a: &Self::Stats, b: &Self::Stats) -> Option<Self::Stats> {
+        let _ = (a, b);
+        None
+    }
+
+    /// Writes into `terms` what [`log_marginal_joined`](ClusterModel::log_marginal_joined)
+    /// needs to give `ln f(A ∪ {x})` of the cluster `a` and any single row `x` cheaply, for
+    /// a cluster scored against many rows in turn (the descent of
+    /// [`GrowingTree::insert`](crate::brt::GrowingTree::insert)). Returns `false`, leaving
+    /// `terms` unspecified, where the model has no such terms for `a` (the default).
+    fn join_terms(&self, a: &Self::Stats, terms: &mut Vec<f64>) -> bool {
+        let _ = (a, terms);
+        false
+    }
+
+    /// Turns the [`join_terms`](ClusterModel::join_terms) of a cluster `A` into those of
+    /// `a = A ∪ {x}`, the cluster after the single row `x` joined it, more cheaply than
+    /// building them again. Returns `false` where it cannot (the default); `terms` must then
+    /// be dropped.
+    fn update_join_terms(&self, terms: &mut [f64], a: &Self::Stats, x: &Self::Stats) -> bool {
+        let _ = (terms, a, x);
+        false
+    }
+
+    /// `ln f(A ∪ {x})` from the [`join_terms`](ClusterModel::join_terms) of `A`, equal bit
+    /// for bit to [`log_marginal_merged`](ClusterModel::log_marginal_merged)`(a, x)`; `None`
+    /// where `x` is not a row that the terms serve (the default: never).
+    fn log_marginal_joined(&self, terms: &[f64], x: &Self::Stats) -> Option<f64> {
+        let _ = (terms, x);
+        None
+    }
+
+    /// The number of words of a single row packed by [`pack_row`](ClusterModel::pack_row);
+    /// `0` (the default) where the model packs none.
+    fn packed_row_words(&self) -> usize {
+        0
+    }
+
+    /// Writes the single row with statistics `a` into `out`
+    /// ([`packed_row_words`](ClusterModel::packed_row_words) words), a compact copy for
+    /// scanning many rows against one new row with
+    /// [`log_marginal_packed`](ClusterModel::log_marginal_packed). Returns `false` where `a`
+    /// has no packed form (the default: never).
+    fn pack_row(&self, a: &Self::Stats, out: &mut [u64]) -> bool {
+        let _ = (a, out);
+        false
+    }
+
+    /// `ln f(A ∪ {x})` of the single row packed as `a` and the row `x`, equal bit for bit to
+    /// [`log_marginal_merged`](ClusterModel::log_marginal_merged) of their statistics;
+    /// `None` where `x` has no packed form (the default: never).
+    fn log_marginal_packed(&self, a: &[u64], x: &Self::Stats) -> Option<f64> {
+        let _ = (a, x);
+        None
+    }
+
     /// Statistics of one row given sparsely: value `values[k]` in column `columns[k]`, zero
     /// elsewhere. The default fills a dense row; models may build their statistics directly.
     ///

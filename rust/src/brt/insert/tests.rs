@@ -415,3 +415,43 @@ fn rebuilds_with_kept_pair_scores_equal_rebuilds_without() {
     let checked = CHECKED_WITH_CACHE.with(std::cell::Cell::get) - before;
     assert!(checked > 0, "no rebuild ran with kept pair scores");
 }
+
+/// The descent scores a node's internal children against the new row from join terms kept
+/// per node (made once, then brought up to date as rows join the node), and its leaf
+/// children from their rows packed side by side; every such score is checked (in `insert`
+/// and `log_f_joined`, under `cfg(test)`) against `ln f` of the statistics, bit for bit.
+/// This grows trees under tabulated beta–Bernoulli models, with a prior per feature (the
+/// data-driven default) and a scalar one, tables for all rows or for the first fit's only
+/// (as the bindings prepare them: the largest clusters then leave the tables), checks every
+/// tree against `evaluate`, and requires that join terms were used.
+#[test]
+fn descent_scores_from_join_terms_equal_scores_from_statistics() {
+    let before = JOINED.with(std::cell::Cell::get);
+    let packed_before = PACKED.with(std::cell::Cell::get);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(4242);
+    let d = 70;
+    let alpha: Vec<f64> = (0..d).map(|i| 0.2 + 0.03 * i as f64).collect();
+    let beta: Vec<f64> = alpha.iter().rev().copied().collect();
+    for trial in 0..6 {
+        let x = binary_rows(&mut rng, 90, d, 4);
+        let n0 = 30;
+        let mut model = if trial % 2 == 0 {
+            BetaBernoulli::new(&alpha, &beta, d).unwrap()
+        } else {
+            BetaBernoulli::new(&[0.6], &[0.9], d).unwrap()
+        };
+        model.prepare(if trial < 4 { n0 + 1 } else { x.nrows() + 1 });
+        let mixing = mixings()[trial % 3];
+        check_growth(&model, &x, n0, mixing, trial % 4 == 1, &|a, b| a == b);
+    }
+    let joined = JOINED.with(std::cell::Cell::get) - before;
+    assert!(
+        joined > 1000,
+        "only {joined} descent scores came from join terms"
+    );
+    let packed = PACKED.with(std::cell::Cell::get) - packed_before;
+    assert!(
+        packed > 1000,
+        "only {packed} descent scores came from packed rows"
+    );
+}
