@@ -88,20 +88,7 @@ fn the_time_gradient_is_the_finite_difference_of_the_objective() {
             .iter()
             .map(|v| v + 0.5 * r.sample::<f64, _>(StandardNormal))
             .collect();
-        let mut g = vec![0.0; s.len()];
-        problem.eval(&s, Some(&mut g));
-        for i in 0..s.len() {
-            let h = 1e-5;
-            let (mut up, mut dn) = (s.clone(), s.clone());
-            up[i] += h;
-            dn[i] -= h;
-            let fd = (problem.eval(&up, None) - problem.eval(&dn, None)) / (2.0 * h);
-            assert!(
-                (fd - g[i]).abs() < 1e-6 * (1.0 + g[i].abs()),
-                "coordinate {i}: gradient {} vs finite difference {fd}",
-                g[i]
-            );
-        }
+        assert_gradient(|s, g| problem.eval(s, g), &s);
     }
 }
 
@@ -829,20 +816,7 @@ fn the_local_time_gradient_is_the_finite_difference_of_its_objective() {
             .iter()
             .map(|v| v + 0.5 * r.sample::<f64, _>(StandardNormal))
             .collect();
-        let mut g = vec![0.0; s.len()];
-        problem.eval(&s, Some(&mut g));
-        for i in 0..s.len() {
-            let h = 1e-5;
-            let (mut up, mut dn) = (s.clone(), s.clone());
-            up[i] += h;
-            dn[i] -= h;
-            let fd = (problem.eval(&up, None) - problem.eval(&dn, None)) / (2.0 * h);
-            assert!(
-                (fd - g[i]).abs() < 1e-6 * (1.0 + g[i].abs()),
-                "coordinate {i}: gradient {} vs finite difference {fd}",
-                g[i]
-            );
-        }
+        assert_gradient(|s, g| problem.eval(s, g), &s);
     }
 }
 
@@ -934,4 +908,22 @@ fn the_search_is_a_function_of_the_seed_and_its_passes_never_lower_the_objective
     let best = &a.best[0];
     let want = exact(&x, &best.tree, &best.params, best.sigma2);
     assert!((best.log_joint - want).abs() < 1e-8 * want.abs().max(1.0));
+}
+
+/// `eval`'s gradient at `s` against central finite differences.
+fn assert_gradient(eval: impl Fn(&[f64], Option<&mut [f64]>) -> f64, s: &[f64]) {
+    let mut g = vec![0.0; s.len()];
+    eval(s, Some(&mut g));
+    for i in 0..s.len() {
+        let h = 1e-5;
+        let (mut up, mut dn) = (s.to_vec(), s.to_vec());
+        up[i] += h;
+        dn[i] -= h;
+        let fd = (eval(&up, None) - eval(&dn, None)) / (2.0 * h);
+        assert!(
+            (fd - g[i]).abs() < 1e-6 * (1.0 + g[i].abs()),
+            "coordinate {i}: gradient {} vs finite difference {fd}",
+            g[i]
+        );
+    }
 }
