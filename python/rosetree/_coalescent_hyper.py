@@ -28,9 +28,9 @@ a full matrix.
 :math:`\mathrm{Gamma}(a, b)` prior (shape ``a``, rate ``b``; default ``a = 2``,
 ``b = 1/\lambda_0``, so the mode is the given rate) and is set to the maximiser of
 :math:`\ln p(x_j \mid \pi, \lambda_j) + \ln p(\lambda_j)` by golden-section search on
-:math:`\ln\lambda_j` (all features at once, one upward pass per feature and trial); a
-feature keeps its current rate where the search finds nothing better, so the objective
-never decreases.
+:math:`\ln\lambda_j` in the core (``rosetree::coalescent::hyper::rate_map``: features in
+parallel, one upward pass per feature and trial); a feature keeps its current rate where the
+search finds nothing better, so the objective never decreases.
 """
 
 from __future__ import annotations
@@ -43,12 +43,6 @@ from scipy import stats
 from . import _core
 from ._validation import is_real
 from .exceptions import InvalidParameterError
-
-#: Golden-section search: the half-width of the bracket on ln(rate) around the current rate,
-#: and the bracket width at which it stops.
-_LOG_RATE_SPAN = 12.0
-_LOG_RATE_TOL = 1e-5
-_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 
 
 def _bad(reason: str) -> InvalidParameterError:
@@ -140,38 +134,22 @@ def rate_log_prior(lam: np.ndarray, a: float, b: np.ndarray) -> float:
 def rate_map(
     X: np.ndarray, structure: Any, lam: np.ndarray, a: float, b: np.ndarray, n_jobs: int | None
 ) -> np.ndarray:
-    """The rates' posterior mode given the tree, by golden-section search on the log rate.
+    """The rates' posterior mode given the tree (``rosetree::coalescent::hyper::rate_map``).
 
     Per feature, or for one shared rate (``lam`` a number) the summed log likelihood, plus
-    the log prior.
+    the log prior; a golden-section search on the log rate in the core.
     """
     d = X.shape[1]
     shared = lam.ndim == 0
-
-    def objective(log_rate: np.ndarray) -> np.ndarray:
-        rates = np.exp(log_rate)
-        full = np.broadcast_to(rates, (d,)).copy()
-        ll = np.asarray(
-            _core.coalescent_feature_log_likelihoods(X, structure, rates=full, n_jobs=n_jobs)
+    out = np.asarray(
+        _core.coalescent_rate_map(
+            X,
+            structure,
+            rates=np.broadcast_to(lam, (d,)).astype(np.float64),
+            shared=shared,
+            prior_shape=float(a),
+            prior_rates=np.broadcast_to(b, (d,)).astype(np.float64).tolist(),
+            n_jobs=n_jobs,
         )
-        lp = stats.gamma.logpdf(rates, a, scale=1.0 / b)
-        return np.atleast_1d(ll.sum() + lp if shared else ll + lp)
-
-    current = np.log(np.atleast_1d(lam).astype(np.float64))
-    lo, hi = current - _LOG_RATE_SPAN, current + _LOG_RATE_SPAN
-    x1 = hi - _GOLDEN * (hi - lo)
-    x2 = lo + _GOLDEN * (hi - lo)
-    f1, f2 = objective(x1), objective(x2)
-    while np.max(hi - lo) > _LOG_RATE_TOL:
-        left = f1 >= f2  # the maximum lies in [lo, x2]
-        hi = np.where(left, x2, hi)
-        lo = np.where(left, lo, x1)
-        x2_new = np.where(left, x1, lo + _GOLDEN * (hi - lo))
-        x1_new = np.where(left, hi - _GOLDEN * (hi - lo), x2)
-        x1, x2 = x1_new, x2_new
-        f = objective(np.where(left, x1, x2))
-        f1, f2 = np.where(left, f, f2), np.where(left, f1, f)
-    best = np.where(f1 >= f2, x1, x2)
-    keep = objective(current) >= np.maximum(f1, f2)
-    out = np.exp(np.where(keep, current, best))
+    )
     return np.asarray(out[0]) if shared else out

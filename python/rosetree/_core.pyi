@@ -22,11 +22,11 @@ __all__ = [
     "brt_stitch",
     "brt_top_clusters",
     "coalescent_contrasts",
-    "coalescent_feature_log_likelihoods",
     "coalescent_fit_part",
     "coalescent_insert",
     "coalescent_log_joint",
     "coalescent_predictor",
+    "coalescent_rate_map",
     "coalescent_route",
     "coalescent_router",
     "coalescent_smc",
@@ -335,11 +335,14 @@ def coalescent_insert(
 def coalescent_contrasts(
     x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], int]: ...
-def coalescent_feature_log_likelihoods(
+def coalescent_rate_map(
     x: npt.NDArray[np.float64],
     tree: Tree,
     *,
     rates: npt.NDArray[np.float64],
+    shared: bool,
+    prior_shape: float,
+    prior_rates: list[float],
     n_jobs: int | None,
 ) -> list[float]: ...
 

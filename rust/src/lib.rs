@@ -46,6 +46,7 @@ pub mod coalescent;
 pub mod error;
 pub mod math;
 pub mod models;
+pub mod optimize;
 pub mod parallel;
 pub mod progress;
 pub mod pydt;

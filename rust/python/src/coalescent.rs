@@ -458,14 +458,20 @@ fn coalescent_contrasts<'py>(
     Ok((scatter.into_pyarray(py), m))
 }
 
-/// `ln p(x_d | π, λ_d)` of every feature of the multinomial model at the trial `rates`.
+/// The mutation rates' posterior mode given the tree, by golden-section search per feature
+/// (or for one shared rate) in the core (`coalescent::hyper::rate_map`). `rates` and
+/// `prior_rates` hold one value per feature.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, rates, n_jobs))]
-fn coalescent_feature_log_likelihoods(
+#[pyo3(signature = (x, tree, *, rates, shared, prior_shape, prior_rates, n_jobs))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_rate_map(
     py: Python<'_>,
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     rates: PyReadonlyArrayDyn<'_, f64>,
+    shared: bool,
+    prior_shape: f64,
+    prior_rates: Vec<f64>,
     n_jobs: Option<usize>,
 ) -> PyResult<Vec<f64>> {
     let x = x.as_array();
@@ -477,7 +483,16 @@ fn coalescent_feature_log_likelihoods(
     let tree = tree.get().inner.clone();
     let x = x.to_owned();
     run_interruptible(py, move |_| {
-        coalescent::hyper::feature_log_likelihoods(&model, x.view(), &tree, &rates, &threads)
+        coalescent::hyper::rate_map(
+            &model,
+            x.view(),
+            &tree,
+            &rates,
+            shared,
+            prior_shape,
+            &prior_rates,
+            &threads,
+        )
     })
 }
 
@@ -896,7 +911,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coalescent_contrasts, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_predictor, m)?)?;
     m.add_class::<PyCoalescentPredictor>()?;
-    m.add_function(wrap_pyfunction!(coalescent_feature_log_likelihoods, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_rate_map, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_fit_part, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_router, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_route, m)?)?;

@@ -53,13 +53,11 @@
 //! Nothing here is random: the tree after a sequence of rows depends only on the tree, the
 //! model, the rows and their order.
 
-use argmin::core::{CostFunction, Executor, State as _};
-use argmin::solver::brent::BrentOpt;
-
 use super::kingman::{check_timed_tree, log_joint_from_leaves};
 use super::merges::CoalescentFit;
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
+use crate::optimize::brent_max;
 use crate::tree::{Topology, Tree};
 
 mod grow;
@@ -172,39 +170,6 @@ fn best_time(density: &dyn Fn(f64) -> f64, span: (f64, f64), times: &[f64]) -> f
         }
     }
     best.1
-}
-
-/// A one-dimensional function maximised with argmin (which minimises).
-struct Negated<'a>(&'a dyn Fn(f64) -> f64);
-
-impl CostFunction for Negated<'_> {
-    type Param = f64;
-    type Output = f64;
-
-    fn cost(&self, t: &f64) -> std::result::Result<f64, argmin::core::Error> {
-        let value = (self.0)(*t);
-        // NaN (outside double precision) ranks last.
-        Ok(if value.is_nan() {
-            f64::INFINITY
-        } else {
-            -value
-        })
-    }
-}
-
-/// A local maximiser of `f` on `[lo, hi]` by Brent's method, to a tolerance of `10⁻⁹` of
-/// the interval; `None` if the solver fails.
-fn brent_max(f: &dyn Fn(f64) -> f64, lo: f64, hi: f64) -> Option<f64> {
-    let solver = BrentOpt::new(lo, hi).set_tolerance(f64::EPSILON.sqrt(), 1e-9 * (hi - lo));
-    let result = Executor::new(Negated(f), solver)
-        .configure(|state| state.max_iters(200))
-        .run()
-        .ok()?;
-    result
-        .state()
-        .get_best_param()
-        .copied()
-        .filter(|t| t.is_finite())
 }
 
 /// The tree with a new leaf joined to the branch above `node` at time `time`: leaves keep

@@ -207,7 +207,6 @@
 use std::cmp::Ordering;
 
 use argmin::core::{CostFunction, Executor, Gradient, State as _};
-use argmin::solver::goldensectionsearch::GoldenSectionSearch;
 use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
 use ndarray::{Array2, ArrayView2};
@@ -220,6 +219,7 @@ use super::probit::{EpConfig, EpResult, Likelihood, check_binary, expectation_pr
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
+use crate::optimize::golden_max;
 use crate::progress;
 use crate::tree::arena::{Arena, Attachment, NodeId};
 use crate::tree::{Topology, Tree};
@@ -612,31 +612,6 @@ impl<P: TimeObjective> Gradient for Negated<'_, P> {
 }
 
 /// A one-dimensional function for argmin's golden-section search (minimised).
-struct OneDim<F: Fn(f64) -> f64>(F);
-
-impl<F: Fn(f64) -> f64> CostFunction for OneDim<F> {
-    type Param = f64;
-    type Output = f64;
-
-    fn cost(&self, u: &f64) -> std::result::Result<f64, argmin::core::Error> {
-        Ok(-(self.0)(*u))
-    }
-}
-
-/// The maximiser of `f` on `[lo, hi]` by golden-section search, started at `u0`; `None`
-/// when the search fails.
-fn golden_max(f: impl Fn(f64) -> f64, lo: f64, hi: f64, u0: f64) -> Option<f64> {
-    let solver = GoldenSectionSearch::new(lo, hi)
-        .ok()?
-        .with_tolerance(1e-7)
-        .ok()?;
-    let res = Executor::new(OneDim(f), solver)
-        .configure(|st| st.param(u0.clamp(lo, hi)).max_iters(200))
-        .run()
-        .ok()?;
-    res.state().get_best_param().copied()
-}
-
 fn numerical(what: &str, e: impl std::fmt::Display) -> RoseTreeError {
     RoseTreeError::Numerical(format!("{what}: {e}"))
 }
@@ -1318,7 +1293,7 @@ impl<'a> State<'a> {
                 Err(_) => f64::NEG_INFINITY,
             };
             let u0 = params.alpha().ln();
-            if let Some(u) = golden_max(f, (u0 - 5.0).max(-20.0), (u0 + 5.0).min(10.0), u0) {
+            if let Some(u) = golden_max(f, (u0 - 5.0).max(-20.0), (u0 + 5.0).min(10.0), u0, 1e-7) {
                 params = PydtParams::new(u.exp(), beta, c)?;
             }
         }
@@ -1332,7 +1307,7 @@ impl<'a> State<'a> {
             };
             let b0 = params.beta();
             let u0 = (b0 / (1.0 - b0)).ln();
-            if let Some(u) = golden_max(f, (u0 - 5.0).max(-20.0), (u0 + 5.0).min(20.0), u0) {
+            if let Some(u) = golden_max(f, (u0 - 5.0).max(-20.0), (u0 + 5.0).min(20.0), u0, 1e-7) {
                 params = PydtParams::new(alpha, logistic(u), c)?;
             }
         }

@@ -496,7 +496,7 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         let objective = |t: f64| self.time_log_joint(v, t);
         let base = objective(t_v);
         let mut best = (base, t_v);
-        let found = super::brent_max(&objective, lo, hi);
+        let found = crate::optimize::brent_max(objective, lo, hi);
         for t in found.into_iter().chain([lo, hi]) {
             let value = objective(t);
             if value > best.0 {
