@@ -124,6 +124,29 @@ fn check_growth<M: RowQueries>(
     }
 }
 
+/// Fits the first `n0` rows of `x` and grows the tree by the others.
+fn fit_and_grow<M: RowQueries>(
+    model: &M,
+    x: &Array2<f64>,
+    n0: usize,
+    mixing: Mixing,
+    binary: bool,
+) {
+    let all = model.leaf_stats_all(x.view()).unwrap();
+    let params = BrtParams::new(mixing).binary(binary).check().unwrap();
+    let tree = fit_stats(model, &params, all[..n0].to_vec(), &|| false).unwrap();
+    let grow_params = GrowParams::new(mixing).binary(binary);
+    grow(
+        model,
+        grow_params,
+        &tree,
+        all[..n0].to_vec(),
+        all[n0..].to_vec(),
+        &|| false,
+    )
+    .unwrap();
+}
+
 #[test]
 fn bernoulli_growth_matches_evaluation_and_exact_statistics() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(28);
@@ -387,30 +410,8 @@ fn rebuilds_with_kept_pair_scores_equal_rebuilds_without() {
     let gauss = gaussian_rows(&mut rng, 120, 3, 5);
     let niw = NormalInverseWishart::new_diagonal(vec![0.0; 3], 0.05, 5.0, vec![2.0; 3]).unwrap();
     for binary in [false, true] {
-        let all = bernoulli.leaf_stats_all(bits.view()).unwrap();
-        let params = BrtParams::new(mixing).binary(binary).check().unwrap();
-        let tree = fit_stats(&bernoulli, &params, all[..20].to_vec(), &|| false).unwrap();
-        let grow_params = GrowParams::new(mixing).binary(binary);
-        grow(
-            &bernoulli,
-            grow_params,
-            &tree,
-            all[..20].to_vec(),
-            all[20..].to_vec(),
-            &|| false,
-        )
-        .unwrap();
-        let all = niw.leaf_stats_all(gauss.view()).unwrap();
-        let tree = fit_stats(&niw, &params, all[..20].to_vec(), &|| false).unwrap();
-        grow(
-            &niw,
-            grow_params,
-            &tree,
-            all[..20].to_vec(),
-            all[20..].to_vec(),
-            &|| false,
-        )
-        .unwrap();
+        fit_and_grow(&bernoulli, &bits, 20, mixing, binary);
+        fit_and_grow(&niw, &gauss, 20, mixing, binary);
     }
     let checked = CHECKED_WITH_CACHE.with(std::cell::Cell::get) - before;
     assert!(checked > 0, "no rebuild ran with kept pair scores");
