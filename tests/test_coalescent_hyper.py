@@ -7,9 +7,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rosetree as rt
-from rosetree import _coalescent_hyper as hyper
 from rosetree import _core
 from scipy import optimize, stats
+
+
+def lambda_map(X, tree, lam, prior=None, likelihood="brownian", root=None, noise=0.0):
+    """The core's M-step: Lambda's posterior mode given the tree."""
+    if prior is not None:
+        prior = (float(prior[0]), np.asarray(prior[1], dtype=float))
+    return _core.coalescent_lambda_map(
+        X,
+        tree._structure,
+        likelihood=likelihood,
+        lambda_=np.asarray(lam, dtype=float),
+        root=root,
+        noise=noise,
+        prior=prior,
+    )
 
 
 def kingman_brownian(n, d, lam, rng, with_tree=False):
@@ -48,13 +62,12 @@ def test_brownian_map_maximises_the_objective_for_each_shape(root):
     X = rng.normal(size=(12, 2)) * [1.0, 3.0] + rng.normal(size=(12, 1))
     tree = rt.KingmanCoalescent(noise=0.0, Lambda=[1.0, 4.0], root=root).fit(X).tree_
     s0 = None if root == "flat" else root
-    scatter, m = _core.coalescent_contrasts(X, tree._structure, root=s0)
-    assert m == (11 if root == "flat" else 12)
     d = 2
-    # Isotropic: InvGamma(d nu / 2, psi / 2) on lambda.
+    # Isotropic: InvGamma(d nu / 2, psi / 2) on lambda; the default nu = 2, psi = (2d + 2)
+    # lambda_0 has its mode at lambda_0.
     lam0 = np.asarray(1.5)
-    nu, psi = hyper.brownian_prior(None, lam0, d)
-    got = float(hyper.brownian_map(np.asarray(scatter), m, lam0, nu, psi))
+    nu, psi = 2.0, (2 * d + 2) * 1.5
+    got = float(lambda_map(X, tree, lam0, root=s0))
     prior = lambda v: stats.invgamma.logpdf(v, d * nu / 2, scale=float(psi) / 2)  # noqa: E731
     best = optimize.minimize_scalar(
         lambda u: -objective(X, tree, np.exp(u), prior, root),
@@ -65,8 +78,8 @@ def test_brownian_map_maximises_the_objective_for_each_shape(root):
     assert got == pytest.approx(np.exp(best.x), rel=1e-6)
     # Diagonal: InvGamma(nu / 2, psi_j / 2) per feature.
     lam0 = np.array([1.0, 2.0])
-    nu, psi = hyper.brownian_prior((3.0, np.array([2.0, 5.0])), lam0, d)
-    got = hyper.brownian_map(np.asarray(scatter), m, lam0, nu, psi)
+    nu, psi = 3.0, np.array([2.0, 5.0])
+    got = lambda_map(X, tree, lam0, (nu, psi), root=s0)
     prior = lambda v: stats.invgamma.logpdf(v, nu / 2, scale=psi / 2).sum()  # noqa: E731
     best = optimize.minimize(
         lambda u: -objective(X, tree, np.exp(u), prior, root),
@@ -77,8 +90,8 @@ def test_brownian_map_maximises_the_objective_for_each_shape(root):
     np.testing.assert_allclose(got, np.exp(best.x), rtol=1e-5)
     # Full: IW(nu, Psi), over the Cholesky factor.
     lam0 = np.array([[1.0, 0.3], [0.3, 2.0]])
-    nu, psi = hyper.brownian_prior(None, lam0, d)
-    got = hyper.brownian_map(np.asarray(scatter), m, lam0, nu, psi)
+    nu, psi = d + 1.0, (2 * d + 2) * lam0  # the default
+    got = lambda_map(X, tree, lam0, root=s0)
 
     def full(p):
         low = np.array([[np.exp(p[0]), 0.0], [p[1], np.exp(p[2])]])
@@ -101,8 +114,8 @@ def test_rate_map_beats_a_grid_of_rates_for_every_feature():
     X[2, 1] = np.nan
     tree = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(X).tree_
     lam0 = np.array([1.0, 0.5, 2.0])
-    a, b = hyper.rate_prior(None, lam0)
-    got = hyper.rate_map(X, tree._structure, lam0, a, b, None)
+    a, b = 2.0, 1.0 / lam0  # the default, whose mode is lam0
+    got = lambda_map(X, tree, lam0, likelihood="multinomial")
 
     def j(rates):
         lp = stats.gamma.logpdf(rates, a, scale=1.0 / b).sum()
@@ -124,8 +137,7 @@ def test_shared_rate_maximises_the_summed_objective():
     rng = np.random.default_rng(2)
     X = rng.integers(0, 2, size=(10, 4)).astype(float)
     tree = rt.KingmanCoalescent(noise=0.0, likelihood="multinomial").fit(X).tree_
-    a, b = hyper.rate_prior((3.0, 2.0), np.asarray(1.0))
-    got = float(hyper.rate_map(X, tree._structure, np.asarray(1.0), a, b, None))
+    got = float(lambda_map(X, tree, 1.0, (3.0, 2.0), likelihood="multinomial"))
     best = optimize.minimize_scalar(
         lambda u: (
             -(
@@ -174,12 +186,15 @@ def test_the_objective_never_decreases_and_matches_the_tree(seed, likelihood, la
     assert est.log_joint_ == pytest.approx(joint, rel=1e-12)
     if inference == "greedy-rate1":  # the last accepted point is the fitted one
         lam_ = np.asarray(est.Lambda_)
-        if likelihood == "brownian":
-            nu, psi = hyper.brownian_prior(None, np.asarray(lam, dtype=float), 3)
-            prior = hyper.brownian_log_prior(lam_, nu, psi, 3)
+        # The default priors (d = 3), whose modes are the starting values (all ones).
+        if likelihood == "multinomial":
+            prior = stats.gamma.logpdf(lam_, 2.0, scale=1.0).sum()
+        elif lam_.ndim == 0:
+            prior = stats.invgamma.logpdf(lam_, 3 * 2.0 / 2, scale=8.0 / 2)
+        elif lam_.ndim == 1:
+            prior = stats.invgamma.logpdf(lam_, 2.0 / 2, scale=4.0 / 2).sum()
         else:
-            a, b = hyper.rate_prior(None, np.asarray(lam, dtype=float))
-            prior = hyper.rate_log_prior(lam_, a, b)
+            prior = stats.invwishart.logpdf(lam_, df=4.0, scale=8.0 * np.eye(3))
         assert trace[-1] == pytest.approx(joint + prior, rel=1e-12)
 
 
@@ -187,10 +202,8 @@ def test_the_m_step_recovers_a_known_rate_from_the_true_tree():
     # 199 contrasts in 5 dimensions: the estimate's relative sd is about (2 / 995)^(1/2).
     X, nested = kingman_brownian(200, 5, 4.0, np.random.default_rng(3), with_tree=True)
     tree = rt.coalescent.tree_from_nested(nested, 200)
-    scatter, m = _core.coalescent_contrasts(X, tree._structure, root=None)
     for lam0 in (np.asarray(1.0), np.ones(5), np.eye(5)):
-        nu, psi = hyper.brownian_prior(None, lam0, 5)
-        got = hyper.brownian_map(np.asarray(scatter), m, lam0, nu, psi)
+        got = lambda_map(X, tree, lam0)
         diagonal = np.diag(got) if got.ndim == 2 else np.atleast_1d(got)
         assert np.all(np.abs(diagonal / 4.0 - 1) < 0.2), diagonal
     X = kingman_brownian(60, 2, 4.0, np.random.default_rng(3))

@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 import rosetree as rt
-from rosetree import _coalescent_hyper as _hyper
 from rosetree import _core
 from rosetree._validation import unit_variances
 from scipy import integrate, optimize, stats
@@ -197,9 +196,15 @@ def test_lambda_learning_with_noise_reaches_the_conditional_optimum():
     assert np.all(np.diff(est.hyper_trace_) >= -1e-9)
     # The M-step's closed form (independent contrasts with each leaf's branch longer by
     # the noise) for the fitted tree ...
-    scatter, m = _core.coalescent_contrasts(X, est.tree_._structure, root=None, noise=0.1)
-    nu, psi = _hyper.brownian_prior((2.0, [0.5, 0.5]), np.ones(2), 2)
-    closed = _hyper.brownian_map(np.asarray(scatter), m, np.ones(2), nu, psi)
+    closed = _core.coalescent_lambda_map(
+        X,
+        est.tree_._structure,
+        likelihood="brownian",
+        lambda_=np.ones(2),
+        root=None,
+        noise=0.1,
+        prior=(2.0, np.array([0.5, 0.5])),
+    )
 
     # ... maximises ln p(x, tree | Lambda) + ln p(Lambda) for the final tree
     # (inverse-gamma(nu/2, psi/2) per feature), found here by numerical search.

@@ -21,12 +21,12 @@ __all__ = [
     "brt_node_stats",
     "brt_stitch",
     "brt_top_clusters",
-    "coalescent_contrasts",
     "coalescent_fit_part",
     "coalescent_insert",
+    "coalescent_lambda_map",
+    "coalescent_learn",
     "coalescent_log_joint",
     "coalescent_predictor",
-    "coalescent_rate_map",
     "coalescent_route",
     "coalescent_router",
     "coalescent_smc",
@@ -332,19 +332,37 @@ def coalescent_insert(
     retime: bool = False,
     rotate: bool = False,
 ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
-def coalescent_contrasts(
-    x: npt.NDArray[np.float64], tree: Tree, *, root: float | None, noise: float = 0.0
-) -> tuple[npt.NDArray[np.float64], int]: ...
-def coalescent_rate_map(
+def coalescent_lambda_map(
     x: npt.NDArray[np.float64],
     tree: Tree,
     *,
-    rates: npt.NDArray[np.float64],
-    shared: bool,
-    prior_shape: float,
-    prior_rates: list[float],
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    noise: float = 0.0,
+    prior: tuple[float, npt.NDArray[np.float64]] | None = None,
+    n_jobs: int | None = None,
+) -> npt.NDArray[np.float64]: ...
+def coalescent_learn(
+    x: npt.NDArray[np.float64],
+    *,
+    likelihood: str,
+    lambda_: npt.NDArray[np.float64],
+    root: float | None,
+    inference: str,
     n_jobs: int | None,
-) -> list[float]: ...
+    rounds: int,
+    prior: tuple[float, npt.NDArray[np.float64]] | None = None,
+    noise: float = 0.0,
+    approx: tuple[int, int, int] | None = None,
+    n_particles: int = 1,
+    seed: int = 0,
+    verbose: float | None = None,
+) -> tuple[
+    tuple[Tree, float] | tuple[list[Tree], list[float], float, list[float], int, float],
+    npt.NDArray[np.float64],
+    list[float],
+]: ...
 
 @final
 class CoalescentPredictor:

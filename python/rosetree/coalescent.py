@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from . import _coalescent_hyper as _hyper
 from . import _core
 from ._base import ClusterEstimator
 from ._choices import COALESCENT_FLAT_CLUSTERS as _FLAT_CLUSTERS
@@ -463,13 +461,12 @@ class KingmanCoalescent(ClusterEstimator):
         self.hyper_trace_: np.ndarray | None = None
         # Progress from this many seconds into the fit (None: none).
         self._progress = (check_verbose(self.verbose), time.monotonic())
-        if learn:  # a bad prior fails before the first tree is fitted
-            self._hyperprior(options, X.shape[1])
-        fitted = self._infer(X, options)
         if learn:
-            fitted, lam, trace = self._learn(X, options, fitted, hyper_iter)
+            fitted, lam, trace = self._learn(X, options, hyper_iter)
             options["lambda_"] = lam
             self.hyper_trace_ = np.asarray(trace)
+        else:
+            fitted = self._infer(X, options)
         self.Lambda_ = lam.copy() if lam.ndim else float(lam)
         self.noise_ = noise
         self.tree_, self.log_joint_ = fitted.tree, fitted.log_joint
@@ -684,117 +681,46 @@ class KingmanCoalescent(ClusterEstimator):
         if self.inference in _SMC:
             if options["likelihood"] == "brownian" and options["noise"] == 0.0:
                 _refuse_equal_rows(X)
-            trees, log_w, log_marginal, ess, best, log_joint = _core.coalescent_smc(
+            return _smc_fitted(
+                _core.coalescent_smc(
+                    X,
+                    proposal=self.inference.removeprefix("smc-"),
+                    n_particles=check_count(self.n_particles, "n_particles"),
+                    seed=check_seed(self.random_state),
+                    verbose=self._progress[0],
+                    **options,
+                )
+            )
+        return _greedy_fitted(
+            *_core.fit_coalescent(
                 X,
-                proposal=self.inference.removeprefix("smc-"),
-                n_particles=check_count(self.n_particles, "n_particles"),
-                seed=check_seed(self.random_state),
+                inference=self.inference,
                 verbose=self._progress[0],
+                approx=self._approx,
                 **options,
             )
-            particles = [_wrap(t) for t in trees]
-            return _Fitted(
-                particles[best],
-                float(log_joint),
-                float(log_marginal),
-                particles,
-                np.asarray(log_w),
-                np.asarray(ess),
-            )
-        structure, log_joint = _core.fit_coalescent(
-            X,
-            inference=self.inference,
-            verbose=self._progress[0],
-            approx=self._approx,
-            **options,
         )
-        tree = _wrap(structure)
-        if log_joint == np.inf:
-            _refuse_zero_time_merge(tree)
-        if log_joint == -np.inf:
-            raise NumericalError(
-                "the fitted tree's log joint is -inf in double precision: two different rows "
-                "merged after no time (their distance is below double precision relative to "
-                "Lambda; give the model observation noise, noise > 0, or rescale the data)"
-            )
-        return _Fitted(tree, float(log_joint))
-
-    def _hyperprior(self, options: dict[str, Any], d: int) -> tuple[float, np.ndarray]:
-        """The parameters of ``Lambda_prior`` (checked) for the likelihood in ``options``."""
-        lam = options["lambda_"]
-        if options["likelihood"] == "brownian":
-            return _hyper.brownian_prior(self.Lambda_prior, lam, d)
-        return _hyper.rate_prior(self.Lambda_prior, lam)
 
     def _learn(
-        self, X: np.ndarray, options: dict[str, Any], fitted: _Fitted, hyper_iter: int
+        self, X: np.ndarray, options: dict[str, Any], hyper_iter: int
     ) -> tuple[_Fitted, np.ndarray, list[float]]:
-        """Alternate tree and hyperparameters (§4.4); see ``learn_hyperparameters``."""
-        lam: np.ndarray = options["lambda_"]
-        d = X.shape[1]
-        if options["likelihood"] == "brownian":
-            nu, psi = self._hyperprior(options, d)
-
-            def log_prior(value: np.ndarray) -> float:
-                return _hyper.brownian_log_prior(value, nu, psi, d)
-
-            def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
-                scatter, m = _core.coalescent_contrasts(
-                    X, tree._structure, root=options["root"], noise=options["noise"]
-                )
-                return _hyper.brownian_map(np.asarray(scatter), m, current, nu, psi)
-        else:
-            a, b = self._hyperprior(options, d)
-
-            def log_prior(value: np.ndarray) -> float:
-                return _hyper.rate_log_prior(value, a, b)
-
-            def m_step(tree: Tree, current: np.ndarray) -> np.ndarray:
-                return _hyper.rate_map(X, tree._structure, current, a, b, options["n_jobs"])
-
-        def log_joint(tree: Tree, value: np.ndarray) -> float:
-            model = {**_model_options(options), "lambda_": value}
-            return float(_core.coalescent_log_joint(X, tree._structure, **model))
-
-        objective = fitted.log_joint + log_prior(lam)
-        if not np.isfinite(objective):
-            raise NumericalError(
-                "ln p(x, tree) + ln p(Lambda) is not finite at the start of learning (Lambda "
-                "or Lambda_prior too extreme for double precision)"
-            )
-        trace = [objective]
-        fitted_under = lam
-        after, started = self._progress
-        for it in range(hyper_iter):
-            if after is not None and time.monotonic() - started >= after:
-                print(
-                    f"learning Lambda: round {it + 1}/{hyper_iter}, "
-                    f"ln p(x, tree) + ln p(Lambda) = {objective:.6g}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            # Hyperparameters given the tree: the posterior mode, never worse than before.
-            new = m_step(fitted.tree, lam)
-            tree_joint = log_joint(fitted.tree, new)
-            # (written so that a NaN, from hyperparameters beyond double precision, stops too)
-            if not tree_joint + log_prior(new) >= objective:
-                break
-            lam = new
-            fitted = fitted._replace(log_joint=tree_joint)
-            trace.append(tree_joint + log_prior(lam))
-            # The tree given the hyperparameters, kept only if it improves the objective.
-            candidate = self._infer(X, {**options, "lambda_": lam})
-            improved = candidate.log_joint + log_prior(lam) > trace[-1]
-            if improved:
-                fitted, fitted_under = candidate, lam
-                trace.append(candidate.log_joint + log_prior(lam))
-            gain, objective = trace[-1] - objective, trace[-1]
-            if not improved or gain <= _HYPER_TOL * (1.0 + abs(objective)):
-                break
-        if fitted.particles is not None and fitted_under is not lam:
-            # SMC: the particles and the estimate of p(x) belong to the final hyperparameters.
-            fitted = self._infer(X, {**options, "lambda_": lam})
-        return fitted, lam, trace
+        """The inference and ``Lambda`` learnt with it (§4.4; ``rosetree::coalescent::learn``)."""
+        smc = self.inference in _SMC
+        if smc and options["likelihood"] == "brownian" and options["noise"] == 0.0:
+            _refuse_equal_rows(X)
+        run, lam, trace = _core.coalescent_learn(
+            X,
+            inference=self.inference,
+            rounds=hyper_iter,
+            prior=_lambda_prior(self.Lambda_prior),
+            approx=self._approx,
+            n_particles=check_count(self.n_particles, "n_particles") if smc else 1,
+            seed=check_seed(self.random_state),
+            verbose=self._progress[0],
+            **options,
+        )
+        fitted = _smc_fitted(run) if smc else _greedy_fitted(*run)
+        return fitted, np.asarray(lam), list(trace)
 
     def cluster_labels(self, llr_threshold: float | None = None) -> np.ndarray:
         """Flat clusters of ``tree_`` by the log-likelihood-ratio rule (Teh et al. §5).
@@ -1040,9 +966,53 @@ class _Fitted(NamedTuple):
     ess: np.ndarray | None = None
 
 
-#: Hyperparameter learning stops when a round improves the objective by less than this
-#: (relative to 1 + |objective|).
-_HYPER_TOL = 1e-9
+def _greedy_fitted(structure: Any, log_joint: float) -> _Fitted:
+    """A greedy search's tree, refused where its log joint is infinite."""
+    tree = _wrap(structure)
+    if log_joint == np.inf:
+        _refuse_zero_time_merge(tree)
+    if log_joint == -np.inf:
+        raise NumericalError(
+            "the fitted tree's log joint is -inf in double precision: two different rows "
+            "merged after no time (their distance is below double precision relative to "
+            "Lambda; give the model observation noise, noise > 0, or rescale the data)"
+        )
+    return _Fitted(tree, float(log_joint))
+
+
+def _smc_fitted(run: Any) -> _Fitted:
+    """An SMC run's particles, the heaviest as the tree."""
+    trees, log_w, log_marginal, ess, best, log_joint = run
+    particles = [_wrap(t) for t in trees]
+    return _Fitted(
+        particles[best],
+        float(log_joint),
+        float(log_marginal),
+        particles,
+        np.asarray(log_w),
+        np.asarray(ess),
+    )
+
+
+def _lambda_prior(prior: Any) -> tuple[float, np.ndarray] | None:
+    """``Lambda_prior`` as the pair ``(nu or shape, Psi or rate)`` the core checks."""
+    if prior is None:
+        return None
+
+    def bad(reason: str) -> InvalidParameterError:
+        return InvalidParameterError(f"Lambda_prior {reason}", "Lambda_prior")
+
+    try:
+        a, b = prior
+    except (TypeError, ValueError):
+        raise bad(f"must be a pair (nu, Psi) or (shape, rate), got {prior!r}") from None
+    if not is_real(a) or not np.isfinite(a):
+        raise bad(f"must be a pair with a finite number first, got {a!r}")
+    try:
+        second = np.asarray(b, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad(f"must be a pair with numbers second, got {b!r}") from None
+    return float(a), second
 
 
 def _logsumexp_rows(a: np.ndarray) -> np.ndarray:

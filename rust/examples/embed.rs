@@ -1,6 +1,7 @@
 //! The native-tool use case: the crate alone (no Python). Binary rows clustered by a rose
 //! tree and by BHC; real-valued rows by Kingman's coalescent and by a Pitman–Yor diffusion
-//! tree, each then asked for the predictive density of new rows.
+//! tree, each then asked for the predictive density of new rows; the coalescent's rate `Λ`
+//! is then learnt with its tree.
 //!
 //! ```text
 //! cargo run --release --example embed
@@ -8,6 +9,7 @@
 
 use ndarray::{Array2, array};
 use rosetree::brt::{self, BrtParams, Mixing};
+use rosetree::coalescent::learn::{Lambda, Learnable};
 use rosetree::coalescent::{CoalescentParams, Fitted};
 use rosetree::models::BetaBernoulli;
 use rosetree::models::messages::BrownianDiffusion;
@@ -54,9 +56,8 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
     let threads = Threads::new(Some(1))?;
 
     let model = BrownianDiffusion::isotropic(1.0, 2)?.with_noise(0.1)?;
-    let coalescent = Fitted::fit(model, &CoalescentParams::new().check()?, y.view(), &|| {
-        false
-    })?;
+    let params = CoalescentParams::new().check()?;
+    let coalescent = Fitted::fit(model, &params, y.view(), &|| false)?;
     let density = coalescent.log_density(new.view(), &threads)?;
     say(format_args!(
         "coalescent: {}\n  ln p(x, pi) = {:.3}, ln p(new rows) = {:.3}, {:.3}\n",
@@ -64,6 +65,16 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
         coalescent.log_joint(),
         density[0],
         density[1]
+    ));
+    // Λ = λI learnt with the tree, under the weak prior whose mode is the starting λ = 1.
+    let start = Lambda::Shared(1.0);
+    let prior = BrownianDiffusion::default_prior(&start, 2);
+    let learned = coalescent.learn(start, &prior, &params, 10, &|| false)?;
+    say(format_args!(
+        "  learnt Lambda = {:?}, ln p(x, pi) + ln p(Lambda) from {:.3} to {:.3}\n",
+        learned.lambda.values(),
+        learned.trace[0],
+        learned.trace[learned.trace.len() - 1]
     ));
 
     let start = Start {

@@ -6,13 +6,18 @@ use ndarray::{ArrayView2, Ix1, Ix2};
 use std::sync::Arc;
 
 use ndarray::{Array2, Array3};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray2, PyReadonlyArrayDyn};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayDyn, PyReadonlyArray2, PyReadonlyArrayDyn,
+};
 use pyo3::prelude::*;
 
 use crate::errors::PyResult;
 
 use super::tree::PyTree;
-use super::{Watch, run_interruptible, run_watched};
+use super::{Watch, progress_line, run_interruptible, run_watched};
+use rosetree::coalescent::learn::{
+    Lambda, LambdaPrior, LearnOptions, Learnable, SearchResult, learn,
+};
 use rosetree::coalescent::predict::Predictor;
 use rosetree::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
 use rosetree::coalescent::stitch::{Part, PartSummary, part_evidence, part_summary, stitch};
@@ -23,6 +28,8 @@ use rosetree::models::messages::{
     subtree_log_evidence_from_leaves,
 };
 use rosetree::parallel::Threads;
+use rosetree::tree::Tree;
+use std::time::{Duration, Instant};
 
 /// The message models the bindings can build.
 enum AnyMessageModel {
@@ -179,6 +186,37 @@ fn brownian_model(
     Ok(AnyMessageModel::Brownian(model))
 }
 
+/// The options of a greedy search named `inference`.
+fn greedy_params(
+    inference: &str,
+    n_jobs: Option<usize>,
+    approx: Option<(usize, usize, u64)>,
+) -> Result<coalescent::ValidCoalescentParams> {
+    let inference = match inference {
+        "greedy-rate1" => Inference::GreedyRate1,
+        "greedy-maxprob" => Inference::GreedyMaxProb,
+        "greedy-minduration" => Inference::GreedyMinDuration,
+        other => {
+            return Err(RoseTreeError::param(
+                "inference",
+                format!(
+                    "{other:?} is unknown; available: \"greedy-rate1\", \"greedy-maxprob\", \
+                     \"greedy-minduration\""
+                ),
+            ));
+        }
+    };
+    CoalescentParams::new()
+        .inference(inference)
+        .n_threads(n_jobs)
+        .approx(approx.map(|(exact_below, sample, seed)| ApproxParams {
+            exact_below,
+            sample,
+            seed,
+        }))
+        .check()
+}
+
 fn fit_with<M: MessageModel + Clone + Send + 'static>(
     py: Python<'_>,
     model: M,
@@ -216,30 +254,7 @@ fn fit_coalescent(
     noise: f64,
     approx: Option<(usize, usize, u64)>,
 ) -> PyResult<(PyTree, f64)> {
-    let inference = match inference {
-        "greedy-rate1" => Inference::GreedyRate1,
-        "greedy-maxprob" => Inference::GreedyMaxProb,
-        "greedy-minduration" => Inference::GreedyMinDuration,
-        other => {
-            return Err(RoseTreeError::param(
-                "inference",
-                format!(
-                    "{other:?} is unknown; available: \"greedy-rate1\", \"greedy-maxprob\", \
-                     \"greedy-minduration\""
-                ),
-            )
-            .into());
-        }
-    };
-    let params = CoalescentParams::new()
-        .inference(inference)
-        .n_threads(n_jobs)
-        .approx(approx.map(|(exact_below, sample, seed)| ApproxParams {
-            exact_below,
-            sample,
-            seed,
-        }))
-        .check()?;
+    let params = greedy_params(inference, n_jobs, approx)?;
     let x = x.as_array();
     let label = Watch::after(verbose, "coalescent")?;
     with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => fit_with(py, m, x, params, label))
@@ -249,6 +264,57 @@ fn fit_coalescent(
 /// estimate of `ln p(x)`, the effective sample size per step, and the index and `ln p(x, π)`
 /// of the heaviest particle.
 type SmcOutput = (Vec<PyTree>, Vec<f64>, f64, Vec<f64>, usize, f64);
+
+/// An SMC run and its heaviest particle.
+struct SmcRun {
+    trees: Vec<Tree>,
+    log_weights: Vec<f64>,
+    log_marginal: f64,
+    ess: Vec<f64>,
+    best: usize,
+    log_joint: f64,
+}
+
+impl From<SmcRun> for SmcOutput {
+    fn from(run: SmcRun) -> Self {
+        (
+            run.trees.into_iter().map(PyTree::from).collect(),
+            run.log_weights,
+            run.log_marginal,
+            run.ess,
+            run.best,
+            run.log_joint,
+        )
+    }
+}
+
+fn smc_run<M: DurationPosterior>(
+    model: &M,
+    leaves: &[(M::Message, f64)],
+    x: ArrayView2<'_, f64>,
+    params: &SmcParams,
+    threads: &Threads,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<SmcRun> {
+    let result = smc::run_from_leaves(model, leaves, params, threads, interrupt)?;
+    // The heaviest particle, the first on a tie.
+    let best = (0..result.trees.len())
+        .max_by(|&a, &b| {
+            result.log_weights[a]
+                .total_cmp(&result.log_weights[b])
+                .then(b.cmp(&a))
+        })
+        .expect("at least one particle");
+    let log_joint = coalescent::log_joint(model, x, &result.trees[best])?;
+    Ok(SmcRun {
+        trees: result.trees,
+        log_weights: result.log_weights,
+        log_marginal: result.log_marginal,
+        ess: result.ess,
+        best,
+        log_joint,
+    })
+}
 
 fn smc_with<M: DurationPosterior + Send + 'static>(
     py: Python<'_>,
@@ -264,25 +330,27 @@ where
     let leaves = model.leaf_messages(x)?;
     let x = x.to_owned();
     run_watched(py, label, move |interrupt| {
-        let result = smc::run_from_leaves(&model, &leaves, &params, &threads, interrupt)?;
-        // The heaviest particle, the first on a tie.
-        let best = (0..result.trees.len())
-            .max_by(|&a, &b| {
-                result.log_weights[a]
-                    .total_cmp(&result.log_weights[b])
-                    .then(b.cmp(&a))
-            })
-            .expect("at least one particle");
-        let log_joint = coalescent::log_joint(&model, x.view(), &result.trees[best])?;
-        Ok((
-            result.trees.into_iter().map(PyTree::from).collect(),
-            result.log_weights,
-            result.log_marginal,
-            result.ess,
-            best,
-            log_joint,
-        ))
+        smc_run(&model, &leaves, x.view(), &params, &threads, interrupt).map(SmcOutput::from)
     })
+}
+
+/// The options of SMC with `proposal` (`"priorprior"`, `"priorpost"` or `"postpost"`).
+fn smc_params(proposal: &str, n_particles: usize, seed: u64) -> Result<SmcParams> {
+    let proposal = match proposal {
+        "priorprior" => Proposal::PriorPrior,
+        "priorpost" => Proposal::PriorPost,
+        "postpost" => Proposal::PostPost,
+        other => {
+            return Err(RoseTreeError::param(
+                "inference",
+                format!("unknown SMC proposal {other:?}"),
+            ));
+        }
+    };
+    if n_particles == 0 {
+        return Err(RoseTreeError::param("n_particles", "must be at least 1"));
+    }
+    Ok(SmcParams::new(proposal, n_particles, seed))
 }
 
 /// Sequential Monte Carlo over coalescent trees of the rows of `x` (Teh et al. §4.1) with
@@ -306,22 +374,7 @@ fn coalescent_smc(
     verbose: Option<f64>,
     noise: f64,
 ) -> PyResult<SmcOutput> {
-    let proposal = match proposal {
-        "priorprior" => Proposal::PriorPrior,
-        "priorpost" => Proposal::PriorPost,
-        "postpost" => Proposal::PostPost,
-        other => {
-            return Err(RoseTreeError::param(
-                "inference",
-                format!("unknown SMC proposal {other:?}"),
-            )
-            .into());
-        }
-    };
-    if n_particles == 0 {
-        return Err(RoseTreeError::param("n_particles", "must be at least 1").into());
-    }
-    let params = SmcParams::new(proposal, n_particles, seed);
+    let params = smc_params(proposal, n_particles, seed)?;
     let threads = Threads::new(n_jobs)?;
     let x = x.as_array();
     let label = Watch::after(verbose, "coalescent SMC")?;
@@ -438,62 +491,291 @@ fn coalescent_subtree_evidence(
     ))
 }
 
-/// The independent contrasts of the rows of `x` on a timed tree: the scatter `S` and the
-/// number of contrasts (see [`coalescent::hyper::brownian_contrasts`]).
+/// `Λ` from the array given for it: a number, one per feature or a matrix.
+fn lambda_of(array: ndarray::ArrayViewD<'_, f64>, what: &str) -> Result<Lambda> {
+    match array.ndim() {
+        0 => Ok(Lambda::Shared(
+            array.iter().copied().next().unwrap_or(f64::NAN),
+        )),
+        1 => Ok(Lambda::PerFeature(array.iter().copied().collect())),
+        2 => Ok(Lambda::Full(
+            array.into_dimensionality::<Ix2>().expect("2-D").to_owned(),
+        )),
+        _ => Err(RoseTreeError::param(
+            what,
+            format!("must have 0, 1 or 2 dimensions, got {}", array.ndim()),
+        )),
+    }
+}
+
+/// `Λ` back as an array of its own shape.
+fn lambda_array<'py>(py: Python<'py>, lambda: &Lambda) -> Bound<'py, PyArrayDyn<f64>> {
+    ndarray::ArrayD::from_shape_vec(lambda.shape(), lambda.values())
+        .expect("values fit the shape")
+        .into_pyarray(py)
+}
+
+/// A prior given as `(nu, Psi)` or `(shape, rate)`, or `None` for the default, checked
+/// for `lambda` under the model `model`.
+fn lambda_prior<M: Learnable>(
+    prior: Option<&(f64, PyReadonlyArrayDyn<'_, f64>)>,
+    lambda: &Lambda,
+    d: usize,
+    gamma: bool,
+) -> Result<LambdaPrior> {
+    let Some((a, b)) = prior else {
+        return Ok(M::default_prior(lambda, d));
+    };
+    let b = lambda_of(b.as_array(), "Lambda_prior")?;
+    if gamma {
+        LambdaPrior::gamma(*a, &b, lambda, d)
+    } else {
+        LambdaPrior::inverse_wishart(*a, b, lambda, d)
+    }
+}
+
+/// The posterior mode of `Λ` given a timed tree of the rows of `x`
+/// ([`coalescent::learn::Learnable::lambda_map`]), in the shape of `lambda_`, under
+/// `prior` (`(nu, Psi)` for Brownian diffusion, `(shape, rate)` for the mutation model;
+/// `None`: the default whose mode is `lambda_`).
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, root, noise=0.0))]
-fn coalescent_contrasts<'py>(
+#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, prior=None, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_lambda_map<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
     root: Option<f64>,
     noise: f64,
-) -> PyResult<(Bound<'py, PyArray2<f64>>, usize)> {
-    let root = match root {
-        None => Root::Flat,
-        Some(s0) => Root::Gaussian { s0 },
+    prior: Option<(f64, PyReadonlyArrayDyn<'_, f64>)>,
+    n_jobs: Option<usize>,
+) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+    let x = x.as_array();
+    let d = x.ncols();
+    let lambda = lambda_of(lambda_.as_array(), "Lambda")?;
+    let tree = tree.get().inner.clone();
+    let threads = Threads::new(n_jobs)?;
+    let found = match build_model(likelihood, &lambda_, root, noise, x)? {
+        AnyMessageModel::Brownian(m) => {
+            let prior = lambda_prior::<BrownianDiffusion>(prior.as_ref(), &lambda, d, false)?;
+            m.lambda_map(x, &tree, &lambda, &prior, &threads)?
+        }
+        AnyMessageModel::Mutation(m) => {
+            let prior = lambda_prior::<MultinomialMutation>(prior.as_ref(), &lambda, d, true)?;
+            let x = x.to_owned();
+            run_interruptible(py, move |_| {
+                m.lambda_map(x.view(), &tree, &lambda, &prior, &threads)
+            })?
+        }
+        AnyMessageModel::Masked(_) => return Err(no_learning_with_missing().into()),
     };
-    let (scatter, m) =
-        coalescent::hyper::brownian_contrasts(x.as_array(), &tree.get().inner, root, noise)?;
-    Ok((scatter.into_pyarray(py), m))
+    Ok(lambda_array(py, &found))
 }
 
-/// The mutation rates' posterior mode given the tree, by golden-section search per feature
-/// (or for one shared rate) in the core (`coalescent::hyper::rate_map`). `rates` and
-/// `prior_rates` hold one value per feature.
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, rates, shared, prior_shape, prior_rates, n_jobs))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_rate_map(
+fn no_learning_with_missing() -> RoseTreeError {
+    RoseTreeError::param(
+        "learn_hyperparameters",
+        "Lambda cannot be learnt from data with missing entries under Brownian diffusion",
+    )
+}
+
+/// What one run of an inference gives: a greedy tree, or SMC's weighted particles.
+enum Run {
+    Greedy(coalescent::CoalescentFit),
+    Smc(SmcRun),
+}
+
+impl SearchResult for Run {
+    fn tree(&self) -> &Tree {
+        match self {
+            Run::Greedy(f) => &f.tree,
+            Run::Smc(s) => &s.trees[s.best],
+        }
+    }
+    fn log_joint(&self) -> f64 {
+        match self {
+            Run::Greedy(f) => f.log_joint,
+            Run::Smc(s) => s.log_joint,
+        }
+    }
+    fn set_log_joint(&mut self, value: f64) {
+        match self {
+            Run::Greedy(f) => f.log_joint = value,
+            Run::Smc(s) => s.log_joint = value,
+        }
+    }
+}
+
+/// A greedy fit or an SMC fit, as `fit_coalescent` and `coalescent_smc` return them.
+#[derive(IntoPyObject)]
+enum RunOutput {
+    Greedy((PyTree, f64)),
+    Smc(SmcOutput),
+}
+
+impl From<Run> for RunOutput {
+    fn from(run: Run) -> Self {
+        match run {
+            Run::Greedy(f) => RunOutput::Greedy((f.tree.into(), f.log_joint)),
+            Run::Smc(s) => RunOutput::Smc(s.into()),
+        }
+    }
+}
+
+/// The inference a learning run repeats: a greedy search or SMC.
+enum Search {
+    Greedy(coalescent::ValidCoalescentParams),
+    Smc(SmcParams),
+}
+
+impl Search {
+    fn run<M: DurationPosterior + Clone>(
+        &self,
+        model: &M,
+        x: ArrayView2<'_, f64>,
+        threads: &Threads,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<Run> {
+        let leaves = model.leaf_messages(x)?;
+        match self {
+            Search::Greedy(params) => Ok(Run::Greedy(coalescent::fit_leaves(
+                model, params, leaves, interrupt,
+            )?)),
+            Search::Smc(params) => Ok(Run::Smc(smc_run(
+                model, &leaves, x, params, threads, interrupt,
+            )?)),
+        }
+    }
+}
+
+/// How a learning run goes: its inference, the most rounds, the threads and when progress
+/// starts (seconds).
+struct Schedule {
+    search: Search,
+    rounds: usize,
+    threads: Threads,
+    verbose: Option<f64>,
+}
+
+fn learn_with<M: Learnable + DurationPosterior + Send + 'static>(
     py: Python<'_>,
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    rates: PyReadonlyArrayDyn<'_, f64>,
-    shared: bool,
-    prior_shape: f64,
-    prior_rates: Vec<f64>,
-    n_jobs: Option<usize>,
-) -> PyResult<Vec<f64>> {
-    let x = x.as_array();
-    let AnyMessageModel::Mutation(model) = build_model("multinomial", &rates, None, 0.0, x)? else {
-        unreachable!("a multinomial model was asked for")
-    };
-    let rates: Vec<f64> = rates.as_array().iter().copied().collect();
-    let threads = Threads::new(n_jobs)?;
-    let tree = tree.get().inner.clone();
+    model: M,
+    lambda: Lambda,
+    prior: LambdaPrior,
+    x: ArrayView2<'_, f64>,
+    schedule: Schedule,
+) -> PyResult<(RunOutput, Lambda, Vec<f64>)>
+where
+    M::Message: 'static,
+{
+    let Schedule {
+        search,
+        rounds,
+        threads,
+        verbose,
+    } = schedule;
     let x = x.to_owned();
-    run_interruptible(py, move |_| {
-        coalescent::hyper::rate_map(
+    let label = Watch::after(verbose, "coalescent")?;
+    let started = Instant::now();
+    let after = verbose.map(Duration::from_secs_f64);
+    let resample = matches!(search, Search::Smc(..));
+    let learned = run_watched(py, label, move |interrupt| {
+        let first = search.run(&model, x.view(), &threads, interrupt)?;
+        let mut on_round = |round: usize, objective: f64| {
+            if after.is_some_and(|a| started.elapsed() >= a) {
+                progress_line(&format!(
+                    "learning Lambda: round {}/{rounds}, ln p(x, tree) + ln p(Lambda) = {}",
+                    round + 1,
+                    format_g(objective)
+                ));
+            }
+        };
+        learn(
             &model,
+            lambda,
+            &prior,
             x.view(),
-            &tree,
-            &rates,
-            shared,
-            prior_shape,
-            &prior_rates,
+            first,
+            &mut |m| search.run(m, x.view(), &threads, interrupt),
+            LearnOptions { rounds, resample },
             &threads,
+            interrupt,
+            &mut on_round,
         )
-    })
+    })?;
+    Ok((learned.fit.into(), learned.lambda, learned.trace))
+}
+
+/// Six significant digits, as Python's `{:.6g}`.
+fn format_g(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && (v.abs() >= 1e6 || v.abs() < 1e-4) {
+        format!("{v:.5e}")
+    } else {
+        let digits = if v == 0.0 || !v.is_finite() {
+            0
+        } else {
+            (5 - v.abs().log10().floor() as i32).max(0) as usize
+        };
+        format!("{v:.digits$}")
+    }
+}
+
+/// Fits a tree and learns `Λ` with it (Teh et al. §4.4, [`coalescent::learn::learn`]): the
+/// inference (`"greedy-rate1"`, `"greedy-maxprob"`, `"greedy-minduration"` or
+/// `"smc-<proposal>"` with `n_particles` and `seed`) under `lambda_`, then at most `rounds`
+/// rounds of coordinate ascent under `prior` (as for [`coalescent_lambda_map`]). Returns
+/// the fit as `fit_coalescent` or `coalescent_smc` gives it, the learnt `Λ` and the trace
+/// of `ln p(x, π) + ln p(Λ)`. With `verbose` (seconds), lines of progress and one per round
+/// once the run has taken that long.
+#[pyfunction]
+#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, rounds, prior=None,
+                    noise=0.0, approx=None, n_particles=1, seed=0, verbose=None))]
+#[allow(clippy::too_many_arguments)]
+fn coalescent_learn<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'_, f64>,
+    likelihood: &str,
+    lambda_: PyReadonlyArrayDyn<'_, f64>,
+    root: Option<f64>,
+    inference: &str,
+    n_jobs: Option<usize>,
+    rounds: usize,
+    prior: Option<(f64, PyReadonlyArrayDyn<'_, f64>)>,
+    noise: f64,
+    approx: Option<(usize, usize, u64)>,
+    n_particles: usize,
+    seed: u64,
+    verbose: Option<f64>,
+) -> PyResult<(RunOutput, Bound<'py, PyArrayDyn<f64>>, Vec<f64>)> {
+    let x = x.as_array();
+    let d = x.ncols();
+    let lambda = lambda_of(lambda_.as_array(), "Lambda")?;
+    let threads = Threads::new(n_jobs)?;
+    let search = match inference.strip_prefix("smc-") {
+        Some(proposal) => Search::Smc(smc_params(proposal, n_particles, seed)?),
+        None => Search::Greedy(greedy_params(inference, n_jobs, approx)?),
+    };
+    let model = build_model(likelihood, &lambda_, root, noise, x)?;
+    let schedule = Schedule {
+        search,
+        rounds,
+        threads,
+        verbose,
+    };
+    let (run, lambda, trace) = match model {
+        AnyMessageModel::Brownian(m) => {
+            let prior = lambda_prior::<BrownianDiffusion>(prior.as_ref(), &lambda, d, false)?;
+            learn_with(py, m, lambda, prior, x, schedule)?
+        }
+        AnyMessageModel::Mutation(m) => {
+            let prior = lambda_prior::<MultinomialMutation>(prior.as_ref(), &lambda, d, true)?;
+            learn_with(py, m, lambda, prior, x, schedule)?
+        }
+        AnyMessageModel::Masked(_) => return Err(no_learning_with_missing().into()),
+    };
+    Ok((run, lambda_array(py, &lambda), trace))
 }
 
 /// A fitted tree's messages for prediction ([`Predictor`]).
@@ -908,10 +1190,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coalescent_insert, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_subtree_evidence, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_contrasts, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_lambda_map, m)?)?;
+    m.add_function(wrap_pyfunction!(coalescent_learn, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_predictor, m)?)?;
     m.add_class::<PyCoalescentPredictor>()?;
-    m.add_function(wrap_pyfunction!(coalescent_rate_map, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_fit_part, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_router, m)?)?;
     m.add_function(wrap_pyfunction!(coalescent_route, m)?)?;

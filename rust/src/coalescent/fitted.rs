@@ -4,8 +4,9 @@ use std::sync::OnceLock;
 
 use ndarray::{Array2, ArrayView2};
 
+use super::learn::{Lambda, LambdaPrior, LearnOptions, Learnable, Learned, learn};
 use super::predict::Predictor;
-use super::{CoalescentFit, ValidCoalescentParams, fit_leaves};
+use super::{CoalescentFit, ValidCoalescentParams, fit_leaves, log_joint};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
@@ -139,6 +140,53 @@ impl<M: MessageModel + Clone> Fitted<M> {
     }
 }
 
+impl<M: Learnable> Fitted<M> {
+    /// Learns `Λ` with the tree ([`learn`]): coordinate ascent from this fit, with the model
+    /// under `lambda` and the inference of `params` for every new tree; at most `rounds`
+    /// rounds. The result holds the fit under the learnt `Λ` (its tree the last one that
+    /// raised `ln p(x, π) + ln p(Λ)`), `Λ` itself and the objective's trace.
+    ///
+    /// # Errors
+    /// As [`learn`]; [`RoseTreeError::InvalidParameter`] for a `lambda` the model cannot take.
+    pub fn learn(
+        self,
+        lambda: Lambda,
+        prior: &LambdaPrior,
+        params: &ValidCoalescentParams,
+        rounds: usize,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<Learned<Self>> {
+        let model = self.model.with_lambda(&lambda)?;
+        let x = self.x;
+        let tree = self.fit.tree;
+        let first = CoalescentFit {
+            log_joint: log_joint(&model, x.view(), &tree)?,
+            tree,
+        };
+        let threads = Threads::new(params.n_threads)?;
+        let learned = learn(
+            &model,
+            lambda,
+            prior,
+            x.view(),
+            first,
+            &mut |m| fit_leaves(m, params, m.leaf_messages(x.view())?, interrupt),
+            LearnOptions {
+                rounds,
+                resample: false,
+            },
+            &threads,
+            interrupt,
+            &mut |_, _| {},
+        )?;
+        Ok(Learned {
+            fit: Self::from_fit(model.with_lambda(&learned.lambda)?, x.view(), learned.fit)?,
+            lambda: learned.lambda,
+            trace: learned.trace,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ndarray::array;
@@ -172,6 +220,30 @@ mod tests {
             fitted.log_density(bad.view(), &Threads::new(Some(1)).unwrap()),
             Err(RoseTreeError::InvalidData { row: 0, .. })
         ));
+    }
+
+    #[test]
+    fn learning_from_a_fit_keeps_the_model_the_tree_and_the_rows_together() {
+        use crate::coalescent::learn::{Lambda, Learnable};
+        let x = array![[0.0, 0.1], [0.1, 0.0], [3.0, 3.1], [3.1, 3.0], [1.5, 1.4]];
+        let model = BrownianDiffusion::isotropic(1.0, 2)
+            .unwrap()
+            .with_noise(0.1)
+            .unwrap();
+        let params = CoalescentParams::new().check().unwrap();
+        let fitted = Fitted::fit(model.clone(), &params, x.view(), &|| false).unwrap();
+        let start = Lambda::Shared(1.0);
+        let prior = BrownianDiffusion::default_prior(&start, 2);
+        let learned = fitted.learn(start, &prior, &params, 5, &|| false).unwrap();
+        let Lambda::Shared(l) = learned.lambda else {
+            panic!("the shape is kept")
+        };
+        assert!(l != 1.0);
+        // The fit's model is the learnt one: its log joint is the tree's under that Λ.
+        let under = model.with_lambda(&learned.lambda).unwrap();
+        let want = crate::coalescent::log_joint(&under, x.view(), learned.fit.tree()).unwrap();
+        assert_eq!(learned.fit.log_joint(), want);
+        assert!(learned.trace.windows(2).all(|w| w[1] >= w[0]));
     }
 
     #[test]

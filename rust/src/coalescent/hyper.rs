@@ -19,7 +19,7 @@
 //! so `S` and `m` ([`brownian_contrasts`]) are all that `Λ`'s posterior needs of the data and
 //! the tree; with an inverse-Wishart prior `IW(ν, Ψ)` (density `∝ |Λ|^{−(ν+d+1)/2}
 //! exp(−½ tr(ΨΛ⁻¹))`) the posterior is `IW(ν + m, Ψ + S)`, whose mode is
-//! `(Ψ + S)/(ν + m + d + 1)`. The Python layer forms the MAP for the shape of `Λ` in use.
+//! `(Ψ + S)/(ν + m + d + 1)`; [`super::learn`] forms the mode for the shape of `Λ` in use.
 //!
 //! # Mutation: one feature at a time
 //! Given the tree the features are independent, so `ln p(x | π, λ) = Σ_d ln p(x_d | π, λ_d)`.
@@ -164,7 +164,7 @@ pub fn feature_log_likelihoods(
 }
 
 /// `ln Gamma(λ; a, b)`, shape `a`, rate `b`.
-fn gamma_log_density(rate: f64, a: f64, b: f64) -> f64 {
+pub(super) fn gamma_log_density(rate: f64, a: f64, b: f64) -> f64 {
     a * b.ln() - ln_gamma(a) + (a - 1.0) * rate.ln() - b * rate
 }
 

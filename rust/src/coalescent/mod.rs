@@ -35,6 +35,7 @@ pub mod greedy;
 pub mod hyper;
 pub mod insert;
 pub mod kingman;
+pub mod learn;
 mod merges;
 pub mod params;
 pub mod predict;

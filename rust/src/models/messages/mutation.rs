@@ -177,6 +177,17 @@ impl MultinomialMutation {
         Self::new(&equilibrium, rates)
     }
 
+    /// The same model with the rates `rates` (one value broadcasts to every feature).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `rates` as [`new`](Self::new).
+    pub fn with_rates(&self, rates: &[f64]) -> Result<Self> {
+        Ok(Self {
+            rates: per_feature("rates", rates, self.rates.len())?,
+            ..self.clone()
+        })
+    }
+
     /// `K_d`, the number of states of feature `d`.
     pub fn n_states(&self, d: usize) -> usize {
         self.offsets[d + 1] - self.offsets[d]
