@@ -686,9 +686,9 @@ where
         let mut on_round = |round: usize, objective: f64| {
             if after.is_some_and(|a| started.elapsed() >= a) {
                 progress_line(&format!(
-                    "learning Lambda: round {}/{rounds}, ln p(x, tree) + ln p(Lambda) = {}",
+                    "learning Lambda: round {}/{rounds}, ln p(x, tree) + ln p(Lambda) = {:.3}",
                     round + 1,
-                    format_g(objective)
+                    objective
                 ));
             }
         };
@@ -706,20 +706,6 @@ where
         )
     })?;
     Ok((learned.fit.into(), learned.lambda, learned.trace))
-}
-
-/// Six significant digits, as Python's `{:.6g}`.
-fn format_g(v: f64) -> String {
-    if v != 0.0 && v.is_finite() && (v.abs() >= 1e6 || v.abs() < 1e-4) {
-        format!("{v:.5e}")
-    } else {
-        let digits = if v == 0.0 || !v.is_finite() {
-            0
-        } else {
-            (5 - v.abs().log10().floor() as i32).max(0) as usize
-        };
-        format!("{v:.digits$}")
-    }
 }
 
 /// Fits a tree and learns `Λ` with it (Teh et al. §4.4, [`coalescent::learn::learn`]): the
