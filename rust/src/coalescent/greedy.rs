@@ -65,6 +65,26 @@ pub fn greedy_rate1<M: MessageModel>(
     search.0.finish()
 }
 
+/// The merges Greedy-Rate1 makes from clusters formed at their own times (each a message
+/// at its time `t_c ≤ 0`: subtrees built elsewhere), in order: the `j`-th merges the pair
+/// `merges[j]` into cluster `k + j` (the clusters are `0..k`). The keys are those of
+/// [`greedy_rate1`] (each pair's best time given its own subtrees), which need nothing but
+/// the clusters' messages and times.
+///
+/// # Errors
+/// As [`greedy_rate1`].
+pub(crate) fn greedy_rate1_merges<M: MessageModel>(
+    model: &M,
+    clusters: Vec<(M::Message, f64)>,
+    threads: &Threads,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<Vec<[usize; 2]>> {
+    let mut search = Rate1(Merges::from_clusters(model, clusters)?);
+    let k = search.0.n_leaves();
+    agglomerate(&mut search, k, threads, interrupt)?;
+    Ok(search.0.into_merges())
+}
+
 impl<M: MessageModel> Rate1<'_, M> {
     /// `t*`, the most probable merge time of clusters `i` and `j` under rate 1 given their
     /// own subtrees (module docs).

@@ -58,6 +58,40 @@ impl<'a, M: MessageModel> Merges<'a, M> {
         })
     }
 
+    /// Clusters formed at their own times (each message at its time `t_c ≤ 0`), none merged
+    /// yet: the start of a search over subtrees built elsewhere. Their `ln Z`s are not known
+    /// here, so [`finish`](Self::finish)'s value covers the merges only; see
+    /// [`into_merges`](Self::into_merges).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] on `X` for no clusters.
+    pub(crate) fn from_clusters(model: &'a M, clusters: Vec<(M::Message, f64)>) -> Result<Self> {
+        let n = clusters.len();
+        if n == 0 {
+            return Err(RoseTreeError::param("X", "needs at least 1 row"));
+        }
+        let mut messages = Vec::with_capacity(2 * n - 1);
+        let mut times = Vec::with_capacity(2 * n - 1);
+        for (m, t) in clusters {
+            messages.push(Some(m));
+            times.push(t);
+        }
+        Ok(Self {
+            model,
+            messages,
+            times,
+            children: Vec::with_capacity(n - 1),
+            now: 0.0,
+            log_likelihood: 0.0,
+            log_prior: 0.0,
+        })
+    }
+
+    /// The merges made, in order: the `j`-th merged `children[j]` into cluster `n + j`.
+    pub(crate) fn into_merges(self) -> Vec<[usize; 2]> {
+        self.children
+    }
+
     /// The number of leaves `n`.
     pub(crate) fn n_leaves(&self) -> usize {
         self.times.len() - self.children.len()

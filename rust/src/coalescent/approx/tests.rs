@@ -243,3 +243,67 @@ fn merges_at_the_leaves_time_are_never_cut() {
         }
     }
 }
+
+#[test]
+fn regrouping_joins_the_fragments_of_a_cluster_that_the_parts_kept_apart() {
+    // Two tight clusters a and b, each split into two fragments, and a tree that joins
+    // each a-fragment with a b-fragment first: (a1, b1), (a2, b2), then the two.
+    let mut rows = Vec::new();
+    for (centre, jitter) in [(0.0, 0.01), (0.0, -0.01), (10.0, 0.01), (10.0, -0.01)] {
+        for k in 0..3 {
+            rows.push([centre + jitter * f64::from(k), centre - jitter]);
+        }
+    }
+    let x = Array2::from_shape_fn((12, 2), |(i, j)| rows[i][j]);
+    let model = BrownianDiffusion::isotropic(1.0, 2)
+        .unwrap()
+        .with_noise(0.01)
+        .unwrap();
+    let leaves = model.leaf_messages(x.view()).unwrap();
+    let threads = Threads::new(Some(1)).unwrap();
+    // Each fragment (rows 3f..3f+3) by the exact search, then the bad joins.
+    let fragment = |f: usize| {
+        let part: Vec<_> = leaves[3 * f..3 * f + 3].to_vec();
+        Shape::Part {
+            rows: (3 * f..3 * f + 3).collect(),
+            tree: greedy_rate1(&model, part, &threads, &|| false)
+                .unwrap()
+                .tree,
+        }
+    };
+    let bad = join(
+        join(fragment(0), fragment(2)),
+        join(fragment(1), fragment(3)),
+    );
+    let tree = timed_tree(&model, &leaves, bad).unwrap();
+    let before = log_joint_from_leaves(&model, &leaves, &tree).unwrap();
+    // The four fragments' subtrees are the 4 oldest lineages.
+    let regrouped = regroup(&model, &leaves, &tree, 4, &threads, &|| false)
+        .unwrap()
+        .unwrap();
+    check_fit(&model, &x, &regrouped);
+    assert!(
+        regrouped.log_joint > before + 10.0,
+        "{} vs {before}",
+        regrouped.log_joint
+    );
+    // The regrouped tree's root splits the two clusters.
+    let root = regrouped.tree.root();
+    let mut sides: Vec<Vec<usize>> = regrouped.tree.nodes()[root]
+        .children
+        .iter()
+        .map(|&c| {
+            let mut l = regrouped.tree.leaves_of(c);
+            l.sort_unstable();
+            l
+        })
+        .collect();
+    sides.sort();
+    assert_eq!(sides, vec![(0..6).collect::<Vec<_>>(), (6..12).collect()]);
+    // Too few lineages to choose among: nothing to regroup.
+    assert!(
+        regroup(&model, &leaves, &tree, 2, &threads, &|| false)
+            .unwrap()
+            .is_none()
+    );
+}
