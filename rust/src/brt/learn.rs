@@ -202,7 +202,9 @@ pub struct Learned<M> {
     /// `ln p(D | T)` at the start and after each step (the hyperparameters, then the
     /// tree, in turn) of the most likely start; it never decreases.
     pub trace: Vec<f64>,
-    /// The final `ln p(D | T)` of each start, the first being the given hyperparameters.
+    /// The final `ln p(D | T)` of each start, the first being the given hyperparameters;
+    /// `−∞` for a random start that is not a prior in double precision (around an extreme
+    /// given prior) or whose search fails numerically.
     pub start_log_evidences: Vec<f64>,
 }
 
@@ -331,12 +333,24 @@ pub fn learn_with<M: Learnable>(
         if interrupt() {
             return Err(RoseTreeError::Interrupted);
         }
-        let first = if start == 0 {
-            first_point(&ctx, u, first_tie)?
+        let (first, tree) = if start == 0 {
+            let first = first_point(&ctx, u, first_tie)?;
+            let tree = search(&first.model, &first.mixing)?;
+            (first, tree)
         } else {
-            decode(&ctx, u, first_tie)?
+            // A random start around an extreme prior can leave double precision (a rate
+            // of 5e-324 halved is 0): such a start ends at once, at −∞.
+            match decode(&ctx, u, first_tie)
+                .and_then(|first| Ok((search(&first.model, &first.mixing)?, first)))
+            {
+                Ok((tree, first)) => (first, tree),
+                Err(RoseTreeError::InvalidParameter { .. } | RoseTreeError::Numerical(_)) => {
+                    finals.push(f64::NEG_INFINITY);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
         };
-        let tree = search(&first.model, &first.mixing)?;
         let mut trace = vec![tree.log_evidence()];
         let mut iteration = 0;
         let (mut point, mut tree) = ascend(
