@@ -38,8 +38,10 @@ def explicit_model(fit: Any) -> ClusterModel:
 
 
 def model_from_hyperparameters(family: str, r: dict[str, Any]) -> ClusterModel:
-    """The built-in model of ``family`` (a core fit's ``family``) with the hyperparameters
-    ``r`` (as its ``resolved_model()`` gives them)."""
+    """The built-in model of ``family`` (a core fit's) with the hyperparameters ``r``.
+
+    ``r`` names them as a core fit's ``resolved_model()`` does.
+    """
     if family == "bernoulli":
         return BetaBernoulli(alpha=np.asarray(r["alpha"]), beta=np.asarray(r["beta"]))
     if family == "dirichlet_multinomial":

@@ -128,8 +128,11 @@ class ClusterModel:
 
 
 class _PositivePerFeature(ClusterModel):
-    """Models with positive per-feature hyperparameters ``_per_feature`` (in the core's
-    gradient order), which learning ties into one value each with ``tie``."""
+    """Models with positive per-feature hyperparameters.
+
+    ``_per_feature`` names them in the core's gradient order; learning with ``tie`` gives
+    each one value shared by all features.
+    """
 
     _per_feature: tuple[str, ...] = ()
     _learnable = True

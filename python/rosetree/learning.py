@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
+from ._streaming import explicit_model, model_from_hyperparameters
 from ._validation import check_array, check_flag, check_int, check_seed, mixing_args
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, NumericalError
-from ._streaming import explicit_model, model_from_hyperparameters
 from .tree import RoseTree, nested_to_internal
 
 __all__ = ["EvidenceGradient", "LearningResult", "evidence_gradient", "learn_hyperparameters"]
@@ -231,9 +231,11 @@ def _learn(
     fit_tree: Callable[[np.ndarray, ClusterModel, float, float], RoseTree] | None,
     verbose: bool,
 ) -> tuple[LearningResult, Any]:
-    """:func:`learn_hyperparameters` with the core search's options ``search`` (those of
-    ``_core.BrtParams`` other than the mixing rule); also returns the core's fit of the
-    learnt model and tree."""
+    """:func:`learn_hyperparameters` with the core search's options ``search``.
+
+    ``search`` holds the options of ``_core.BrtParams`` other than the mixing rule. Also
+    returns the core's fit of the learnt model and tree.
+    """
     X = check_array(X)
     model = resolve_model(model)
     _check_learnable(model)
@@ -283,7 +285,5 @@ def _learn(
         learnt = learnt._tied()
     tree = RoseTree(fit.tree())
     g, a = with_value(float(value))
-    result = LearningResult(
-        learnt, g, a, tree, tree.log_evidence, list(trace), list(finals)
-    )
+    result = LearningResult(learnt, g, a, tree, tree.log_evidence, list(trace), list(finals))
     return result, fit
