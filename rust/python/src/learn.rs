@@ -147,9 +147,9 @@ fn search_tree<M: Learnable + RowQueries + Explicit>(
         let returned = fit_tree
             .call1(py, (M::FAMILY, hyperparameters, mixing_value(mixing)))
             .map_err(callback)?;
-        let tree = returned.extract::<PyRef<'_, PyRoseTree>>(py).map_err(|_| {
-            RoseTreeError::param("fit_tree", "must return a rosetree.RoseTree")
-        })?;
+        let tree = returned
+            .extract::<PyRef<'_, PyRoseTree>>(py)
+            .map_err(|_| RoseTreeError::param("fit_tree", "must return a rosetree.RoseTree"))?;
         Ok((*tree.inner).clone())
     })
 }
@@ -178,7 +178,14 @@ fn learn_model<M: Learnable + RowQueries + Explicit + Send + 'static>(
     let label = Watch::when(verbose, "rose tree");
     let (learned, x) = run_watched(py, label, move |interrupt| {
         let mut search = |model: &M, mixing: &Mixing| {
-            search_tree(model, mixing, x.view(), &params, fit_tree.as_ref(), interrupt)
+            search_tree(
+                model,
+                mixing,
+                x.view(),
+                &params,
+                fit_tree.as_ref(),
+                interrupt,
+            )
         };
         let mut on_iteration = |it: Iteration| {
             if verbose {
@@ -192,8 +199,14 @@ fn learn_model<M: Learnable + RowQueries + Explicit + Send + 'static>(
                 ));
             }
         };
-        let learned =
-            brt::learn_with(&m, &params, x.view(), &mut search, interrupt, &mut on_iteration)?;
+        let learned = brt::learn_with(
+            &m,
+            &params,
+            x.view(),
+            &mut search,
+            interrupt,
+            &mut on_iteration,
+        )?;
         Ok((learned, x))
     })?;
     let value = mixing_value(&learned.mixing);
