@@ -42,6 +42,7 @@ def data(case: str, rows: int) -> tuple[np.ndarray, object]:
 
 
 def worker(case: str, rows: int) -> None:
+    """Fit ``case`` once and print its time and evidence as JSON."""
     import rosetree as rt
 
     X, model = data(case, rows)
@@ -59,6 +60,7 @@ def worker(case: str, rows: int) -> None:
 
 
 def run(path: str, case: str, rows: int) -> dict[str, float]:
+    """:func:`worker` in a fresh interpreter that imports ``rosetree`` from ``path``."""
     env = {**os.environ, "PYTHONPATH": path}
     cmd = [sys.executable, __file__, "--worker", case, "--rows", str(rows)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -66,6 +68,7 @@ def run(path: str, case: str, rows: int) -> dict[str, float]:
 
 
 def main() -> None:
+    """Run every case under every build, alternating, and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=300)

@@ -398,9 +398,10 @@ class BayesianRoseTree(ClusterEstimator):
             self.evidence_trace_ = result.trace
             self.restart_log_evidences_ = result.start_log_evidences
         else:
-            self._fit = chosen_fits.get(id(model))
-            if self._fit is None:
-                self._fit = self._fit_core(X, model, gamma, dp_alpha, **options, verbose=verbose)
+            chosen = chosen_fits.get(id(model))
+            if chosen is None:
+                chosen = self._fit_core(X, model, gamma, dp_alpha, **options, verbose=verbose)
+            self._fit = chosen
             self.tree_ = RoseTree(self._fit.tree())
             self.model_ = model
             self.gamma_, self.dp_alpha_ = gamma, dp_alpha

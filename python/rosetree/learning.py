@@ -230,7 +230,7 @@ def _learn(
     random_state: int | None,
     fit_tree: Callable[[np.ndarray, ClusterModel, float, float], RoseTree] | None,
     verbose: bool,
-) -> tuple[LearningResult, Any]:
+) -> tuple[LearningResult, _core.BrtFit]:
     """:func:`learn_hyperparameters` with the core search's options ``search``.
 
     ``search`` holds the options of ``_core.BrtParams`` other than the mixing rule. Also
@@ -268,7 +268,7 @@ def _learn(
                 )
             return tree._core
 
-    fit, value, trace, finals = _core.learn_brt(
+    fit, learnt_value, trace, finals = _core.learn_brt(
         X,
         model._spec(),
         params,
@@ -284,6 +284,6 @@ def _learn(
     if tie:
         learnt = learnt._tied()
     tree = RoseTree(fit.tree())
-    g, a = with_value(float(value))
+    g, a = with_value(float(learnt_value))
     result = LearningResult(learnt, g, a, tree, tree.log_evidence, list(trace), list(finals))
     return result, fit

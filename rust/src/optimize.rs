@@ -102,9 +102,12 @@ pub struct BoxMax {
     pub evaluations: usize,
 }
 
+/// An objective of [`lbfgsb_max`]: its value and gradient at a point.
+pub type Objective<'a> = dyn Fn(&[f64]) -> Result<(f64, Vec<f64>)> + 'a;
+
 /// `−f` and `−∇f` for `basin`, the box `[lo, hi]ⁿ`, and the best point seen so far.
 struct BoxProblem<'a> {
-    f: &'a dyn Fn(&[f64]) -> Result<(f64, Vec<f64>)>,
+    f: &'a Objective<'a>,
     lower: Vec<f64>,
     upper: Vec<f64>,
     best: &'a RefCell<Option<BoxMax>>,
@@ -185,7 +188,7 @@ impl basin::Gradient for BoxProblem<'_> {
 /// # Ok::<(), rosetree::RoseTreeError>(())
 /// ```
 pub fn lbfgsb_max(
-    f: &dyn Fn(&[f64]) -> Result<(f64, Vec<f64>)>,
+    f: &Objective<'_>,
     lo: f64,
     hi: f64,
     start: &[f64],
@@ -217,12 +220,9 @@ pub fn lbfgsb_max(
     let run = basin::Executor::new(problem, solver, basin::FirstOrderState::new(x0))
         .max_iter(options.max_iter)
         .run();
-    match run {
-        Err(basin::ConstraintSolveError::Evaluation(RoseTreeError::Interrupted)) => {
-            return Err(RoseTreeError::Interrupted);
-        }
-        // Any other failure ends the search where it got to.
-        Ok(_) | Err(_) => {}
+    // Any other failure ends the search where it got to.
+    if let Err(basin::ConstraintSolveError::Evaluation(RoseTreeError::Interrupted)) = run {
+        return Err(RoseTreeError::Interrupted);
     }
     let evaluations = evaluations.get();
     Ok(best.into_inner().map(|b| BoxMax { evaluations, ..b }))

@@ -171,7 +171,8 @@ impl NormalGamma {
     }
 }
 
-/// Per feature: `m₀ⱼ` as the shift from the base in units of [`NormalGamma::m0_unit`], then
+/// Per feature: `m₀ⱼ` as the shift from the base in units of the feature's prior standard
+/// deviation at the base, `√(b₀ⱼ / a₀)`, then
 /// `ln κ₀`, `ln a₀`, then `ln(b₀ⱼ / b₀ⱼ,base)`, so that no coordinate depends on the scale of
 /// the data. With `tie`: `(ln κ₀, ln a₀, ln s)` with `m₀` at the base and every `b₀ⱼ`
 /// scaled by one factor `s`.
