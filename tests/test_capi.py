@@ -137,6 +137,11 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
     model = rt.BetaBernoulli() if binary else rt.NormalGamma()
     if family == "brt":
         est = rt.BayesianRoseTree(model=model, mixing="brt", gamma=0.5).fit(X)
+    elif family == "brt-learn":
+        est = rt.BayesianRoseTree(
+            model=model, mixing="brt", gamma=0.5, learn_hyperparameters=True, n_restarts=2,
+            random_state=seed,
+        ).fit(X)  # fmt: skip
     elif family == "bhc":
         est = rt.BayesianRoseTree(model=model, mixing="dp", dp_alpha=1.0, binary=True).fit(X)
     elif family == "coalescent":
@@ -148,13 +153,13 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
             random_state=seed,
         ).fit(X)  # fmt: skip
     out: dict[str, object] = {"newick": est.tree_.to_newick(), "nodes": est.tree_.n_nodes}
-    if family in ("brt", "bhc"):
+    if family in ("brt", "brt-learn", "bhc"):
         out["score"] = est.log_evidence_
         out["labels"] = est.labels_.tolist()
         out["log_predictive"] = est.score_samples(X).tolist()
     else:
         out["score"] = est.log_joint_
-    if family not in ("brt", "bhc"):
+    if family not in ("brt", "brt-learn", "bhc"):
         out["log_predictive"] = est.score_samples(X).tolist()
     return out
 
@@ -166,6 +171,8 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
         ("bhc", _animals),
         ("brt", _iris),
         ("bhc", _iris),
+        ("brt-learn", _animals),
+        ("brt-learn", _iris),
         ("coalescent", _iris),
         ("pydt", _iris),
     ],

@@ -1,4 +1,4 @@
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 import numpy as np
@@ -37,6 +37,7 @@ __all__ = [
     "excess_bits",
     "fit_brt",
     "fit_coalescent",
+    "learn_brt",
     "log_marginal",
     "optimal_tree",
     "pydt_greedy_em",
@@ -235,6 +236,23 @@ def evidence_gradient(
 # (dirichlet_multinomial), "mu0"/"kappa0"/"nu0"/"psi0" (normal_inverse_wishart) or
 # "m0"/"kappa0"/"a0"/"b0" (normal_gamma), plus the flat "hyperparameters" of the gradient.
 def resolved_model(x: npt.NDArray[np.float64], model: ModelSpec) -> dict[str, Any]: ...
+
+# Hyperparameter learning with the tree: (fit of the learnt model and tree, the learnt gamma
+# or DP concentration, the trace, each start's final ln p(D | T)). ``fit_tree(family,
+# hyperparameters, value)`` returns a RoseTree; ``hyperparameters`` as BrtFit.resolved_model.
+def learn_brt(
+    x: npt.NDArray[np.float64],
+    model: ModelSpec,
+    params: BrtParams,
+    *,
+    tie: bool,
+    n_restarts: int,
+    max_iter: int,
+    tol: float,
+    seed: int,
+    fit_tree: Callable[[str, dict[str, Any], float], RoseTree] | None = None,
+    verbose: bool = False,
+) -> tuple[BrtFit, float, list[float], list[float]]: ...
 def fit_coalescent(
     x: npt.NDArray[np.float64],
     *,

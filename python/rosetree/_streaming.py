@@ -15,7 +15,7 @@ from .config import (
 )
 from .exceptions import InvalidParameterError
 
-__all__ = ["explicit_model"]
+__all__ = ["explicit_model", "model_from_hyperparameters"]
 
 
 def explicit_model(fit: Any) -> ClusterModel:
@@ -34,7 +34,14 @@ def explicit_model(fit: Any) -> ClusterModel:
             "NormalGamma or DirichletMultinomial); a Python model has no statistics to update",
             "model",
         )
-    r = fit.resolved_model()
+    return model_from_hyperparameters(family, fit.resolved_model())
+
+
+def model_from_hyperparameters(family: str, r: dict[str, Any]) -> ClusterModel:
+    """The built-in model of ``family`` (a core fit's) with the hyperparameters ``r``.
+
+    ``r`` names them as a core fit's ``resolved_model()`` does.
+    """
     if family == "bernoulli":
         return BetaBernoulli(alpha=np.asarray(r["alpha"]), beta=np.asarray(r["beta"]))
     if family == "dirichlet_multinomial":

@@ -6,10 +6,9 @@ error names the hyperparameter at fault.
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -87,36 +86,16 @@ class ClusterModel:
     #: Whether the hyperparameters can be learned (the core has the gradient of the model).
     _learnable = False
 
-    # Hyperparameter learning (rosetree.learning) asks the model for its own coordinates:
-    # an unconstrained vector ``eta`` (per feature, or with ``tie`` shared by all features)
-    # that every value of which is a valid prior. ``resolved`` holds the hyperparameters with
-    # the data-driven defaults filled in (``_core.resolved_model``).
+    # Hyperparameter learning (rosetree.learning) runs in the core (rosetree::brt::learn),
+    # which holds each model's coordinates; the classes only name the gradient's parts.
 
     def _gradient_parts(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """The core's flat gradient of ln f, by hyperparameter name."""
         raise NotImplementedError
 
-    def _learning_start(self, resolved: dict[str, Any], tie: bool) -> np.ndarray:
-        """The coordinates of the resolved hyperparameters."""
-        raise NotImplementedError
-
-    def _shared_start(self, resolved: dict[str, Any]) -> bool:
-        """Whether per-feature values all start equal (so tied learning can go first)."""
-        return False
-
-    def _untie(self, resolved: dict[str, Any], eta: np.ndarray) -> np.ndarray:
-        """Tied coordinates as per-feature ones."""
-        raise NotImplementedError
-
-    def _at_coordinates(self, resolved: dict[str, Any], eta: np.ndarray, tie: bool) -> Any:
-        """The model with the hyperparameters at ``eta``."""
-        raise NotImplementedError
-
-    def _coordinate_gradient(
-        self, resolved: dict[str, Any], eta: np.ndarray, flat: np.ndarray, tie: bool
-    ) -> np.ndarray:
-        """The gradient with respect to ``eta``, from the core's flat gradient."""
-        raise NotImplementedError
+    def _tied(self) -> ClusterModel:
+        """The model learnt with ``tie``, each shared hyperparameter given as one value."""
+        return self
 
     def _check_data(self, X: Any, stacklevel: int = 2) -> None:
         """Warn about data the model cannot describe well.
@@ -149,11 +128,10 @@ class ClusterModel:
 
 
 class _PositivePerFeature(ClusterModel):
-    """Learning coordinates of models with positive per-feature hyperparameters.
+    """Models with positive per-feature hyperparameters.
 
-    The hyperparameters ``_per_feature`` (in the core's gradient order) are learned as
-    their logarithms, or with ``tie`` as the logarithm of each one's mean, shared by all
-    features.
+    ``_per_feature`` names them in the core's gradient order; learning with ``tie`` gives
+    each one value shared by all features.
     """
 
     _per_feature: tuple[str, ...] = ()
@@ -162,33 +140,10 @@ class _PositivePerFeature(ClusterModel):
     def _gradient_parts(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         return dict(zip(self._per_feature, np.split(flat, len(self._per_feature)), strict=True))
 
-    def _learning_start(self, resolved: dict[str, Any], tie: bool) -> np.ndarray:
-        values = [np.asarray(resolved[n], dtype=float) for n in self._per_feature]
-        if tie:
-            values = [v.mean(keepdims=True) for v in values]
-        return cast("np.ndarray", np.log(np.concatenate(values)))
-
-    def _shared_start(self, resolved: dict[str, Any]) -> bool:
-        values = [np.asarray(resolved[n]) for n in self._per_feature]
-        return values[0].size > 1 and all(np.all(v == v[0]) for v in values)
-
-    def _untie(self, resolved: dict[str, Any], eta: np.ndarray) -> np.ndarray:
-        return np.repeat(eta, np.asarray(resolved[self._per_feature[0]]).size)
-
-    def _values_at(self, eta: np.ndarray) -> dict[str, np.ndarray]:
-        return dict(
-            zip(self._per_feature, np.split(np.exp(eta), len(self._per_feature)), strict=True)
-        )
-
-    def _coordinate_gradient(
-        self, resolved: dict[str, Any], eta: np.ndarray, flat: np.ndarray, tie: bool
-    ) -> np.ndarray:
-        values = np.exp(eta)
-        if tie:
-            # Each shared value's derivative is the sum over the features it stands for.
-            parts = np.split(flat, values.size)
-            return cast("np.ndarray", np.array([p.sum() for p in parts]) * values)
-        return cast("np.ndarray", flat * values)
+    def _tied(self) -> ClusterModel:
+        # Learnt tied, every feature holds the shared value.
+        shared = {n: np.atleast_1d(np.asarray(getattr(self, n)))[:1] for n in self._per_feature}
+        return replace(self, **shared)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
@@ -228,9 +183,6 @@ class BetaBernoulli(_PositivePerFeature):
 
     _per_feature = ("alpha", "beta")
     _reads_sparse = True
-
-    def _at_coordinates(self, resolved: dict[str, Any], eta: np.ndarray, tie: bool) -> Any:
-        return BetaBernoulli(**self._values_at(eta))
 
     def _spec(self) -> _core.ModelSpec:
         return _core.ModelSpec.beta_bernoulli(
@@ -292,31 +244,11 @@ class NormalInverseWishart(ClusterModel):
     psi0: ArrayLike | None = None
 
     _accepts_missing = False
-    # Learning coordinates: ln κ0, ln(ν0 − d + 1) and ln c of Ψ0 → c Ψ0.
+    # Learnt (in the core) as ln κ0, ln(ν0 − d + 1) and ln c of Ψ0 → c Ψ0.
     _learnable = True
 
     def _gradient_parts(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         return {"kappa0": flat[:1], "nu0": flat[1:2], "psi0_scale": flat[2:3]}
-
-    def _learning_start(self, resolved: dict[str, Any], tie: bool) -> np.ndarray:
-        dim = len(resolved["mu0"])
-        return np.log([resolved["kappa0"], resolved["nu0"] - dim + 1.0, 1.0])
-
-    def _at_coordinates(self, resolved: dict[str, Any], eta: np.ndarray, tie: bool) -> Any:
-        dim = len(resolved["mu0"])
-        psi0 = np.asarray(resolved["psi0"]).reshape(dim, dim) * math.exp(eta[2])
-        return NormalInverseWishart(
-            mu0=np.asarray(resolved["mu0"]),
-            kappa0=math.exp(eta[0]),
-            nu0=math.exp(eta[1]) + dim - 1.0,
-            psi0=psi0,
-        )
-
-    def _coordinate_gradient(
-        self, resolved: dict[str, Any], eta: np.ndarray, flat: np.ndarray, tie: bool
-    ) -> np.ndarray:
-        # κ0 = e^η0, ν0 = e^η1 + d − 1; the core's third entry is already ∂/∂ln c.
-        return np.array([flat[0] * math.exp(eta[0]), flat[1] * math.exp(eta[1]), flat[2]])
 
     def _check_data(self, X: Any, stacklevel: int = 2) -> None:
         n, d = X.shape
@@ -402,11 +334,10 @@ class NormalGamma(ClusterModel):
     b0: float | ArrayLike | None = None
 
     _reads_sparse = True
-    # Learning coordinates: ``b0`` relative to its start, ln(b0 / b0_start), and ``m0`` as
-    # the shift from its start in units of the prior standard deviation
-    # sqrt(b0_start / a0_start), so that neither depends on the scale of the data; with
-    # ``tie``, ``m0`` stays at its start and one factor scales every ``b0``. κ0 and a0 on a
-    # log scale.
+    # Learnt (in the core) with ``b0`` relative to its start and ``m0`` as the shift from
+    # its start in units of the prior standard deviation, so that neither depends on the
+    # scale of the data; with ``tie``, ``m0`` stays at its start and one factor scales
+    # every ``b0``. κ0 and a0 on a log scale.
     _learnable = True
 
     def _gradient_parts(self, flat: np.ndarray) -> dict[str, np.ndarray]:
@@ -417,45 +348,6 @@ class NormalGamma(ClusterModel):
             "a0": flat[d + 1 : d + 2],
             "b0": flat[d + 2 :],
         }
-
-    def _learning_start(self, resolved: dict[str, Any], tie: bool) -> np.ndarray:
-        shared = np.log([resolved["kappa0"], resolved["a0"]])
-        d = len(resolved["m0"])
-        parts: list[Any] = [shared, [0.0]] if tie else [np.zeros(d), shared, np.zeros(d)]
-        return np.concatenate(parts)
-
-    @staticmethod
-    def _m0_unit(resolved: dict[str, Any]) -> np.ndarray:
-        """The prior standard deviation of each feature at the start: ``m0``'s unit."""
-        return cast("np.ndarray", np.sqrt(np.asarray(resolved["b0"]) / resolved["a0"]))
-
-    def _values(
-        self, resolved: dict[str, Any], eta: np.ndarray, tie: bool
-    ) -> tuple[np.ndarray, float, float, np.ndarray]:
-        """(m0, kappa0, a0, b0) at the coordinates ``eta``."""
-        m0 = np.asarray(resolved["m0"], dtype=float)
-        b0 = np.asarray(resolved["b0"], dtype=float)
-        if tie:
-            return m0, math.exp(eta[0]), math.exp(eta[1]), b0 * math.exp(eta[2])
-        d = m0.size
-        m0 = m0 + eta[:d] * self._m0_unit(resolved)
-        return m0, math.exp(eta[d]), math.exp(eta[d + 1]), b0 * np.exp(eta[d + 2 :])
-
-    def _at_coordinates(self, resolved: dict[str, Any], eta: np.ndarray, tie: bool) -> Any:
-        m0, kappa0, a0, b0 = self._values(resolved, eta, tie)
-        return NormalGamma(m0=m0, kappa0=kappa0, a0=a0, b0=b0)
-
-    def _coordinate_gradient(
-        self, resolved: dict[str, Any], eta: np.ndarray, flat: np.ndarray, tie: bool
-    ) -> np.ndarray:
-        # The core's order is (m0, κ0, a0, b0); b0 = b0_start · e^η, so ∂/∂η = b0 ∂/∂b0.
-        d = (flat.size - 2) // 2
-        _, kappa0, a0, b0 = self._values(resolved, eta, tie)
-        g_shared = [flat[d] * kappa0, flat[d + 1] * a0]
-        g_b0 = flat[d + 2 :] * b0
-        if tie:
-            return np.array([*g_shared, g_b0.sum()])
-        return np.concatenate([flat[:d] * self._m0_unit(resolved), g_shared, g_b0])
 
     def _spec(self) -> _core.ModelSpec:
         return _core.ModelSpec.normal_gamma(
@@ -490,11 +382,6 @@ class DirichletMultinomial(_PositivePerFeature):
 
     _per_feature = ("alpha",)
     _reads_sparse = True
-
-    def _at_coordinates(self, resolved: dict[str, Any], eta: np.ndarray, tie: bool) -> Any:
-        return DirichletMultinomial(
-            **self._values_at(eta), multinomial_coefficient=self.multinomial_coefficient
-        )
 
     def _spec(self) -> _core.ModelSpec:
         return _core.ModelSpec.dirichlet_multinomial(

@@ -31,7 +31,7 @@ from ._validation import (
 )
 from .config import AutoModel, ClusterModel, NormalGamma, resolve_model
 from .exceptions import InvalidDataError, InvalidParameterError
-from .learning import learn_hyperparameters
+from .learning import _learn
 from .tree import RoseTree
 
 __all__ = ["BayesianRoseTree"]
@@ -377,34 +377,31 @@ class BayesianRoseTree(ClusterEstimator):
             model = spec
         model._check_data(X, stacklevel=3)
 
-        def fit_brt(model: ClusterModel, g: float, a: float) -> Any:
-            if (g, a) == (gamma, dp_alpha) and id(model) in chosen_fits:
-                return chosen_fits[id(model)]
-            return self._fit_core(X, model, g, a, **options, verbose=verbose)
-
-        def fit_tree(data: Any, model: ClusterModel, gamma: float, dp_alpha: float) -> RoseTree:
-            return RoseTree(fit_brt(model, gamma, dp_alpha).tree())
-
         if learn:
-            result = learn_hyperparameters(
+            result, self._fit = _learn(
                 X,
                 model=model,
                 mixing=self.mixing,
                 gamma=self.gamma,
                 dp_alpha=self.dp_alpha,
-                fit_tree=fit_tree,
+                search=options,
                 tie=check_flag(self.tie_hyperparameters, "tie_hyperparameters"),
                 n_restarts=self.n_restarts,
+                max_iter=20,
+                tol=1e-6,
                 random_state=self._seed(),
+                fit_tree=None,
                 verbose=verbose,
             )
             self.tree_ = result.tree
             self.model_, self.gamma_, self.dp_alpha_ = result.model, result.gamma, result.dp_alpha
             self.evidence_trace_ = result.trace
             self.restart_log_evidences_ = result.start_log_evidences
-            self._fit = _core.brt_fit_for_tree(_core_data(X), self.model_._spec(), self.tree_._core)
         else:
-            self._fit = fit_brt(model, gamma, dp_alpha)
+            chosen = chosen_fits.get(id(model))
+            if chosen is None:
+                chosen = self._fit_core(X, model, gamma, dp_alpha, **options, verbose=verbose)
+            self._fit = chosen
             self.tree_ = RoseTree(self._fit.tree())
             self.model_ = model
             self.gamma_, self.dp_alpha_ = gamma, dp_alpha

@@ -6,8 +6,6 @@ hyperparameters.
 
 from __future__ import annotations
 
-import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -15,19 +13,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _core
+from ._streaming import explicit_model, model_from_hyperparameters
 from ._validation import check_array, check_flag, check_int, check_seed, mixing_args
 from .config import ClusterModel, resolve_model
 from .exceptions import InvalidParameterError, NumericalError
 from .tree import RoseTree, nested_to_internal
 
 __all__ = ["EvidenceGradient", "LearningResult", "evidence_gradient", "learn_hyperparameters"]
-
-#: Bounds of the unconstrained (log or logit) coordinates, wide enough for any sensible
-#: prior and tight enough that no step overflows: exp(±12) ≈ 6e-6 … 1.6e5.
-_LOG_BOUND = 12.0
-#: L-BFGS-B's relative tolerance on ln p(D | T): 1e-4 nats on an evidence of 1e4, far below
-#: anything reported, and a third of the evaluations of SciPy's default.
-_FTOL = 1e-8
 
 
 class EvidenceGradient(NamedTuple):
@@ -104,55 +96,6 @@ def evidence_gradient(
     return EvidenceGradient(float(log_ev), parts, float(g_mix))
 
 
-# --------------------------------------------------------------------------- coordinates
-@dataclass
-class _Coordinates:
-    r"""Maps the model's and the mixing rule's hyperparameters to an unconstrained vector.
-
-    The model's part is the model class's own (``_learning_start``, ``_at_coordinates``,
-    ``_coordinate_gradient``; see :class:`~rosetree.ClusterModel`); the mixing parameter
-    is optimised on a logit scale (:math:`\gamma`) or a log scale (the DP concentration).
-    Every vector within the bounds is a valid prior.
-    """
-
-    model: ClusterModel
-    resolved: dict[str, Any]
-    mixing: str
-    tie: bool
-
-    def initial(self, gamma: float, dp_alpha: float) -> np.ndarray:
-        eta = self.model._learning_start(self.resolved, self.tie)
-        theta = math.log(dp_alpha) if self.mixing == "dp" else math.log(gamma) - math.log1p(-gamma)
-        return np.append(eta, theta)
-
-    def shared_start(self) -> bool:
-        """Whether the model has per-feature values and they all start equal."""
-        return self.model._shared_start(self.resolved)
-
-    def untie(self, u: np.ndarray) -> np.ndarray:
-        """Tied coordinates ``u`` as per-feature ones: each shared value repeated."""
-        return np.append(self.model._untie(self.resolved, u[:-1]), u[-1])
-
-    def decode(self, u: np.ndarray) -> tuple[ClusterModel, float, float]:
-        """(model, gamma, dp_alpha) at the unconstrained point ``u``."""
-        eta, theta = u[:-1], float(u[-1])
-        model = self.model._at_coordinates(self.resolved, eta, self.tie)
-        if self.mixing == "dp":
-            return model, 0.5, math.exp(theta)
-        return model, _expit(theta), 1.0
-
-    def chain(self, u: np.ndarray, flat: np.ndarray, g_mix: float) -> np.ndarray:
-        """The gradient with respect to ``u``, from the one with respect to the values."""
-        eta, theta = u[:-1], float(u[-1])
-        g_eta = self.model._coordinate_gradient(self.resolved, eta, flat, self.tie)
-        if self.mixing == "dp":
-            g_theta = g_mix * math.exp(theta)
-        else:
-            gamma = _expit(theta)
-            g_theta = g_mix * gamma * (1.0 - gamma)
-        return np.append(g_eta, g_theta)
-
-
 @dataclass(frozen=True)
 class LearningResult:
     r"""The outcome of :func:`learn_hyperparameters`.
@@ -173,7 +116,9 @@ class LearningResult:
         The best start's evidence after every step, alternating the greedy tree and the
         hyperparameter optimisation; it never decreases.
     start_log_evidences : list of float
-        The final evidence reached from each start (the first is the given hyperparameters).
+        The final evidence reached from each start (the first is the given hyperparameters);
+        ``-inf`` for a random start that is no prior in double precision (drawn around an
+        extreme given prior) or whose search fails numerically.
     """
 
     model: ClusterModel
@@ -213,7 +158,9 @@ def learn_hyperparameters(
     clipped) until a value inside it gives a more likely tree. With ``n_restarts`` the
     ascent is repeated from random starts around the given hyperparameters (each log-scale
     coordinate moved by a standard normal draw), and the most likely result is returned, as
-    in the BRT chapter (which used 10).
+    in the BRT chapter (which used 10). The whole ascent runs in the compiled core
+    (``rosetree::brt::learn`` in Rust): the optimiser is the L-BFGS-B of Nocedal and
+    Morales's version 3.0, the algorithm and stopping rules of SciPy's.
 
     Parameters
     ----------
@@ -238,9 +185,10 @@ def learn_hyperparameters(
     random_state : int, default=None
         Seed of the restarts (``None`` means 0).
     fit_tree : callable, optional
-        ``fit_tree(X, model, gamma, dp_alpha) -> RoseTree``: the tree search. Default: the
-        exact greedy search (with ``binary``). :class:`BayesianRoseTree` passes its own, with
-        all of its search options.
+        ``fit_tree(X, model, gamma, dp_alpha) -> RoseTree``: the tree search, called with
+        the interpreter held (the core waits for it). Default: the exact greedy search
+        (with ``binary``), in the core. :class:`BayesianRoseTree` uses the core's search
+        with all of its search options.
     verbose : bool, default=False
         Write a line to standard error after each iteration: the start, the iteration and
         :math:`\ln p(D \mid T)`. Ctrl-C stops the learning with ``KeyboardInterrupt``.
@@ -249,130 +197,93 @@ def learn_hyperparameters(
     -------
     LearningResult
     """
-    from scipy.optimize import minimize
+    result, _ = _learn(
+        X,
+        model=model,
+        mixing=mixing,
+        gamma=gamma,
+        dp_alpha=dp_alpha,
+        search={"binary": check_flag(binary, "binary")},
+        tie=tie,
+        n_restarts=n_restarts,
+        max_iter=max_iter,
+        tol=tol,
+        random_state=random_state,
+        fit_tree=fit_tree,
+        verbose=verbose,
+    )
+    return result
 
+
+def _learn(
+    X: Any,
+    *,
+    model: ClusterModel | None,
+    mixing: str,
+    gamma: float,
+    dp_alpha: float,
+    search: dict[str, Any],
+    tie: bool,
+    n_restarts: int,
+    max_iter: int,
+    tol: float,
+    random_state: int | None,
+    fit_tree: Callable[[np.ndarray, ClusterModel, float, float], RoseTree] | None,
+    verbose: bool,
+) -> tuple[LearningResult, _core.BrtFit]:
+    """:func:`learn_hyperparameters` with the core search's options ``search``.
+
+    ``search`` holds the options of ``_core.BrtParams`` other than the mixing rule. Also
+    returns the core's fit of the learnt model and tree.
+    """
     X = check_array(X)
     model = resolve_model(model)
     _check_learnable(model)
-    mixing_args(mixing, gamma, dp_alpha)
-    # The starting value of the learnt mixing parameter must be a valid one.
-    if mixing == "dp" and not (0 < dp_alpha < math.inf):
-        raise InvalidParameterError(
-            f"dp_alpha (the starting value when learnt) must be finite and > 0, got {dp_alpha!r}",
-            "dp_alpha",
-        )
-    if mixing != "dp" and not 0 < gamma < 1:
-        raise InvalidParameterError(
-            f"gamma (the starting value when learnt) must lie strictly between 0 and 1, "
-            f"got {gamma!r}",
-            "gamma",
-        )
+    kw = mixing_args(mixing, gamma, dp_alpha)
     for name, value, low in (("n_restarts", n_restarts, 0), ("max_iter", max_iter, 1)):
         check_int(value, name, low=low)
     if not (isinstance(tol, (int, float)) and tol >= 0):
         raise InvalidParameterError(f"tol must be a number >= 0, got {tol!r}", "tol")
-    binary, tie = check_flag(binary, "binary"), check_flag(tie, "tie")
-    if fit_tree is None:
+    tie, verbose = check_flag(tie, "tie"), check_flag(verbose, "verbose")
+    seed = check_seed(random_state)
+    # Checks the starting value of the learnt mixing parameter too.
+    params = _core.BrtParams(**kw, **search)
+    learnt_dp = kw["mixing"] == "dp"
 
-        def fit_tree(X: np.ndarray, m: ClusterModel, g: float, a: float) -> RoseTree:
-            params = _core.BrtParams(mixing=mixing, gamma=g, dp_alpha=a, binary=binary)
-            return RoseTree(_core.fit_brt(X, m._spec(), params).tree())
+    def with_value(value: float) -> tuple[float, float]:
+        """(gamma, dp_alpha) with the learnt one at ``value``."""
+        return (kw["gamma"], value) if learnt_dp else (value, kw["dp_alpha"])
 
-    resolved = _core.resolved_model(X, model._spec())
-    coords = _Coordinates(model, resolved, mixing, tie)
-    # Per-feature values are learned from the optimum of shared ones when the start is
-    # shared: from Beta(1, 1), the direct per-feature ascent can end at γ → 0 and a nearly
-    # flat tree on sparse data (newsgroups, docs/experiments.md), a far worse optimum.
-    staged = not tie and coords.shared_start()
-    first = _Coordinates(model, resolved, mixing, True) if staged else coords
-    u0 = first.initial(gamma, dp_alpha)
-    rng = np.random.default_rng(check_seed(random_state))
-    starts = [u0] + [
-        np.clip(u0 + rng.standard_normal(u0.size), -_LOG_BOUND, _LOG_BOUND)
-        for _ in range(int(n_restarts))
-    ]
+    callback = None
+    if fit_tree is not None:
+        user_fit_tree = fit_tree
 
-    def ascend(
-        c: _Coordinates, u: np.ndarray, tree: RoseTree, trace: list[float], start: int
-    ) -> tuple[np.ndarray, RoseTree]:
-        def negative(u: np.ndarray, internal: list[list[int]]) -> tuple[float, np.ndarray]:
-            m, g, a = c.decode(u)
-            log_ev, flat, g_mix = _core.evidence_gradient(
-                X, m._spec(), internal, mixing=mixing, gamma=g, dp_alpha=a
-            )
-            return -float(log_ev), -c.chain(u, np.asarray(flat), float(g_mix))
-
-        for it in range(int(max_iter)):
-            internal = [list(ch) for ch in tree.children[tree.n_leaves :]]
-            res = minimize(
-                negative,
-                # A given start outside the box is kept until a point in the box beats it.
-                np.clip(u, -_LOG_BOUND, _LOG_BOUND),
-                args=(internal,),
-                jac=True,
-                method="L-BFGS-B",
-                options={"ftol": _FTOL},
-                bounds=[(-_LOG_BOUND, _LOG_BOUND)] * u.size,
-            )
-            if -res.fun > tree.log_evidence:
-                # The optimiser's value comes from the gradient code; keep the point only if
-                # the tree's own evaluation agrees that it is better (on extreme priors the
-                # two can differ in the last digits).
-                moved = _evaluate(X, internal, mixing, *c.decode(res.x))
-                if moved.log_evidence >= tree.log_evidence:
-                    u, tree = res.x, moved
-            trace.append(tree.log_evidence)
-            candidate = fit_tree(X, *c.decode(u))
-            if candidate.log_evidence > tree.log_evidence:
-                tree = candidate
-            trace.append(tree.log_evidence)
-            if verbose:
-                print(
-                    f"learning: start {start + 1}/{len(starts)}, iteration {it + 1}: "
-                    f"ln p(D|T) = {tree.log_evidence:.6g}",
-                    file=sys.stderr,
-                    flush=True,
+        def callback(family: str, hyperparameters: dict[str, Any], value: float) -> Any:
+            at = model_from_hyperparameters(family, hyperparameters)
+            tree = user_fit_tree(X, at, *with_value(value))
+            if not isinstance(tree, RoseTree):
+                raise InvalidParameterError(
+                    f"fit_tree must return a rosetree.RoseTree, got {type(tree).__name__}",
+                    "fit_tree",
                 )
-            if trace[-1] - trace[-3] <= tol * max(1.0, abs(trace[-1])):
-                break
-        return u, tree
+            return tree._core
 
-    best: LearningResult | None = None
-    finals = []
-    for start, u in enumerate(starts):
-        tree = fit_tree(X, *first.decode(u))
-        trace = [tree.log_evidence]
-        u, tree = ascend(first, u, tree, trace, start)
-        if staged:
-            # The same prior in per-feature coordinates, so the evidence carries over.
-            u, tree = ascend(coords, first.untie(u), tree, trace, start)
-        finals.append(tree.log_evidence)
-        if best is None or tree.log_evidence > best.log_evidence:
-            m, g, a = coords.decode(u)
-            best = LearningResult(m, g, a, tree, tree.log_evidence, trace, [])
-    assert best is not None
-    return LearningResult(
-        best.model, best.gamma, best.dp_alpha, best.tree, best.log_evidence, best.trace, finals
+    fit, learnt_value, trace, finals = _core.learn_brt(
+        X,
+        model._spec(),
+        params,
+        tie=tie,
+        n_restarts=int(n_restarts),
+        max_iter=int(max_iter),
+        tol=float(tol),
+        seed=seed,
+        fit_tree=callback,
+        verbose=verbose,
     )
-
-
-def _expit(theta: float) -> float:
-    """``1 / (1 + exp(-theta))`` without overflow for starts as far out as ``gamma=5e-324``."""
-    if theta >= -700.0:
-        return 1.0 / (1.0 + math.exp(-theta))
-    e = math.exp(theta)
-    return e / (1.0 + e)
-
-
-def _evaluate(
-    X: np.ndarray,
-    internal: list[list[int]],
-    mixing: str,
-    model: ClusterModel,
-    gamma: float,
-    dp_alpha: float,
-) -> RoseTree:
-    spec = model._spec()
-    return RoseTree(
-        _core.evaluate_tree(X, spec, internal, mixing=mixing, gamma=gamma, dp_alpha=dp_alpha)
-    )
+    learnt = explicit_model(fit)
+    if tie:
+        learnt = learnt._tied()
+    tree = RoseTree(fit.tree())
+    g, a = with_value(float(learnt_value))
+    result = LearningResult(learnt, g, a, tree, tree.log_evidence, list(trace), list(finals))
+    return result, fit

@@ -1,14 +1,14 @@
 //! The native-tool use case: the crate alone (no Python). Binary rows clustered by a rose
 //! tree and by BHC; real-valued rows by Kingman's coalescent and by a Pitman–Yor diffusion
-//! tree, each then asked for the predictive density of new rows; the coalescent's rate `Λ`
-//! is then learnt with its tree.
+//! tree, each then asked for the predictive density of new rows; the rose tree's
+//! hyperparameters and the coalescent's rate `Λ` are then learnt with their trees.
 //!
 //! ```text
 //! cargo run --release --example embed
 //! ```
 
 use ndarray::{Array2, array};
-use rosetree::brt::{self, BrtParams, Mixing};
+use rosetree::brt::{self, BrtParams, LearnParams, Mixing};
 use rosetree::coalescent::learn::{Lambda, Learnable};
 use rosetree::coalescent::{CoalescentParams, Fitted};
 use rosetree::models::BetaBernoulli;
@@ -46,6 +46,25 @@ fn main() -> Result<(), rosetree::RoseTreeError> {
             tree.n_partitions_log10()
         ));
     }
+
+    // The rose tree's hyperparameters (α and β per feature, γ) learnt with its tree (BRT
+    // §1.4.2): coordinate ascent between the greedy tree and L-BFGS-B on the evidence.
+    let search = BrtParams::new(Mixing::Brt { gamma: 0.5 });
+    let learned = brt::learn(
+        &model,
+        &LearnParams::new(search).check()?,
+        x.view(),
+        &|| false,
+    )?;
+    let Mixing::Brt { gamma } = learned.mixing else {
+        unreachable!("the rule is kept")
+    };
+    say(format_args!(
+        "BRT, learnt: ln p(D|T) from {:.3} to {:.3}, gamma = {gamma:.3}, alpha[0] = {:.3}\n",
+        learned.trace[0],
+        learned.log_evidence(),
+        learned.model.alpha()[0]
+    ));
 
     // Two groups of real-valued rows, and two new rows: one in a group, one far away.
     let y = Array2::from_shape_fn((10, 2), |(i, j)| {

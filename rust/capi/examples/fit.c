@@ -2,10 +2,11 @@
  * format and its score (and, for rose trees, the flat clusters the Python package reports as
  * labels_ by default and the log predictive density of each row).
  *
- *   fit brt|bhc|coalescent|pydt FILE.csv [SEED]
+ *   fit brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]
  *
  * brt and bhc use the beta-Bernoulli model for 0/1 data and the Normal-Gamma model
- * otherwise, with their data-driven defaults; coalescent is Brownian diffusion with rate 1
+ * otherwise, with their data-driven defaults; brt-learn is brt with the model's
+ * hyperparameters and gamma learnt with the tree (restarts seeded by SEED); coalescent is Brownian diffusion with rate 1
  * and observation noise 0.1, by Greedy-Rate1; pydt is the diffusion tree with alpha = 1,
  * beta = 0, c = 1, sigma2 = 1 by 100 sweeps of MCMC from a draw of the prior.
  *
@@ -103,10 +104,12 @@ int main(int argc, char **argv) {
     rt_coalescent_params *coalescent = NULL;
     rt_pydt_params *pydt = NULL;
     rt_fit *fit = NULL;
-    int rose = !strcmp(family, "brt") || !strcmp(family, "bhc");
+    int learn = !strcmp(family, "brt-learn");
+    int rose = learn || !strcmp(family, "brt") || !strcmp(family, "bhc");
 
     if (argc < 3 || !(rose || !strcmp(family, "coalescent") || !strcmp(family, "pydt"))) {
-        fprintf(stderr, "usage: %s brt|bhc|coalescent|pydt FILE.csv [SEED]\n", argv[0]);
+        fprintf(stderr, "usage: %s brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]\n",
+                argv[0]);
         return 2;
     }
     if (!(x = read_csv(argv[2], &n_rows, &n_cols))) return 1;
@@ -122,6 +125,8 @@ int main(int argc, char **argv) {
             CHECK(rt_brt_params_set_binary(brt, true));
             CHECK(rt_brt_params_set_mixing(brt, RT_MIXING_DP, 1.0));
         }
+        /* Per-feature hyperparameters and gamma, two restarts. */
+        if (learn) CHECK(rt_brt_params_set_learning(brt, true, false, 2, seed));
         CHECK(rt_brt_fit(model, brt, data, &fit));
     } else if (!strcmp(family, "coalescent")) {
         CHECK(rt_coalescent_params_new(1.0, &coalescent));

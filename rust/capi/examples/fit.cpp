@@ -2,7 +2,7 @@
 // thrown as exceptions carrying the library's message. Does what fit.c does, with the same
 // arguments and output:
 //
-//   fit_cpp brt|bhc|coalescent|pydt FILE.csv [SEED]
+//   fit_cpp brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]
 //
 // Build, e.g. from the repository root after `cargo build --release -p rosetree-capi`:
 //   c++ -std=c++17 -Wall -Werror -I rust/capi/include rust/capi/examples/fit.cpp
@@ -131,9 +131,11 @@ static std::vector<double> read_csv(const std::string &path, size_t &rows, size_
 int main(int argc, char **argv) try {
     using namespace rosetree;
     const std::string family = argc > 1 ? argv[1] : "";
-    const bool rose = family == "brt" || family == "bhc";
+    const bool learn = family == "brt-learn";
+    const bool rose = learn || family == "brt" || family == "bhc";
     if (argc < 3 || !(rose || family == "coalescent" || family == "pydt")) {
-        std::cerr << "usage: " << argv[0] << " brt|bhc|coalescent|pydt FILE.csv [SEED]\n";
+        std::cerr << "usage: " << argv[0]
+                  << " brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]\n";
         return 2;
     }
     const uint64_t seed = argc > 3 ? std::stoull(argv[3]) : 0;
@@ -156,6 +158,9 @@ int main(int argc, char **argv) try {
             check(rt_brt_params_set_mixing(params.get(), RT_MIXING_DP, 1.0),
                   "rt_brt_params_set_mixing");
         }
+        if (learn)
+            check(rt_brt_params_set_learning(params.get(), true, false, 2, seed),
+                  "rt_brt_params_set_learning");
         check(rt_brt_fit(model.get(), params.get(), data.get(), &raw), "rt_brt_fit");
     } else if (family == "coalescent") {
         const CoalescentParams params =

@@ -258,6 +258,19 @@ enum rt_status rt_brt_params_set_binary(struct rt_brt_params *params, bool binar
 // Worker threads; 0 (the default) uses every core. The result does not depend on it.
 enum rt_status rt_brt_params_set_n_threads(struct rt_brt_params *params, size_t n_threads);
 
+// Nonzero `learn` learns the model's hyperparameters and the mixing rule's value with the
+// tree (BRT §1.4.2; `learn_hyperparameters=True` of the Python estimator): coordinate
+// ascent between the tree search and L-BFGS-B on the evidence, from the model's
+// hyperparameters and the value set by `rt_brt_params_set_mixing` (which must then lie
+// strictly inside its domain). Nonzero `tie` learns one value per hyperparameter shared by
+// all features; `n_restarts` more starts are drawn around the first from `seed`. The fit's
+// tree, score and predictions are then those of the learnt hyperparameters. Off by default.
+enum rt_status rt_brt_params_set_learning(struct rt_brt_params *params,
+                                          bool learn,
+                                          bool tie,
+                                          size_t n_restarts,
+                                          uint64_t seed);
+
 // Releases `params`.
 enum rt_status rt_brt_params_free(struct rt_brt_params *params);
 

@@ -4,10 +4,10 @@
 use std::ffi::c_char;
 
 use ndarray::ArrayView2;
-use rosetree::brt::{self, Mixing, Predictor};
+use rosetree::brt::{self, BrtParams, LearnParams, Learnable, Mixing, Predictor};
 use rosetree::coalescent::{self, CoalescentFit};
-use rosetree::models::ClusterModel;
 use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian};
+use rosetree::models::{ClusterModel, RowQueries};
 use rosetree::parallel::Threads;
 use rosetree::pydt::{
     self,
@@ -37,6 +37,13 @@ macro_rules! brt_fit {
                 let interrupt = || Interrupt::poll(options.interrupt);
                 Ok(match model {
                     $(rosetree::models::Conjugate::$variant(mut m) => {
+                        if let Some((tie, n_restarts, seed)) = options.learn {
+                            let learned = learn(m, options, tie, n_restarts, seed, x, &interrupt)?;
+                            let mut m = learned.model;
+                            m.prepare(x.nrows() + 1);
+                            let leaves = m.leaf_stats_all(x)?;
+                            return Ok(Self::$variant(Predictor::new(m, learned.tree, leaves)?));
+                        }
                         m.prepare(x.nrows() + 1);
                         let leaves = m.leaf_stats_all(x)?;
                         let tree = brt::fit_stats(&m, &params, leaves.clone(), &interrupt)?;
@@ -70,6 +77,44 @@ macro_rules! brt_fit {
     };
 }
 rosetree::conjugate_families!(brt_fit,);
+
+/// The hyperparameters of `model` and the mixing value of `options` learnt with the tree
+/// ([`brt::learn_with`]), every search readied as `rt_brt_fit`'s own (and the Python
+/// estimator's), so that the three give the same trees.
+fn learn<M: Learnable + RowQueries>(
+    model: M,
+    options: &RtBrtParams,
+    tie: bool,
+    n_restarts: usize,
+    seed: u64,
+    x: ArrayView2<'_, f64>,
+    interrupt: &dyn Fn() -> bool,
+) -> Result<brt::Learned<M>> {
+    let learn = LearnParams::new(options.params)
+        .tie(tie)
+        .n_restarts(n_restarts)
+        .seed(seed)
+        .check()?;
+    let mut search = |m: &M, mixing: &Mixing| {
+        let mut m = m.clone();
+        m.prepare(x.nrows() + 1);
+        let leaves = m.leaf_stats_all(x)?;
+        let params = BrtParams {
+            mixing: *mixing,
+            ..options.params
+        }
+        .check()?;
+        brt::fit_stats(&m, &params, leaves, interrupt)
+    };
+    Ok(brt::learn_with(
+        &model,
+        &learn,
+        x,
+        &mut search,
+        interrupt,
+        &mut |_| {},
+    )?)
+}
 
 /// A fitted model of one of the three families.
 pub struct RtFit(Fitted);

@@ -26,6 +26,8 @@ pub enum RtMixing {
 pub struct RtBrtParams {
     pub(crate) params: BrtParams,
     pub(crate) interrupt: Option<Interrupt>,
+    /// Learn the hyperparameters with the tree: `(tie, n_restarts, seed)`.
+    pub(crate) learn: Option<(bool, usize, u64)>,
 }
 
 impl Handle for RtBrtParams {
@@ -39,7 +41,16 @@ pub extern "C" fn rt_brt_params_new(out: *mut *mut RtBrtParams) -> RtStatus {
     guard(|| {
         let params = BrtParams::new(Mixing::Brt { gamma: 0.5 });
         let interrupt = None;
-        handle::emit(out, "out", RtBrtParams { params, interrupt })
+        let learn = None;
+        handle::emit(
+            out,
+            "out",
+            RtBrtParams {
+                params,
+                interrupt,
+                learn,
+            },
+        )
     })
 }
 
@@ -84,6 +95,27 @@ pub extern "C" fn rt_brt_params_set_n_threads(
 ) -> RtStatus {
     guard(|| {
         handle::get_mut(params, "params")?.params.n_threads = (n_threads > 0).then_some(n_threads);
+        Ok(())
+    })
+}
+
+/// Nonzero `learn` learns the model's hyperparameters and the mixing rule's value with the
+/// tree (BRT §1.4.2; `learn_hyperparameters=True` of the Python estimator): coordinate
+/// ascent between the tree search and L-BFGS-B on the evidence, from the model's
+/// hyperparameters and the value set by `rt_brt_params_set_mixing` (which must then lie
+/// strictly inside its domain). Nonzero `tie` learns one value per hyperparameter shared by
+/// all features; `n_restarts` more starts are drawn around the first from `seed`. The fit's
+/// tree, score and predictions are then those of the learnt hyperparameters. Off by default.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_brt_params_set_learning(
+    params: *mut RtBrtParams,
+    learn: bool,
+    tie: bool,
+    n_restarts: usize,
+    seed: u64,
+) -> RtStatus {
+    guard(|| {
+        handle::get_mut(params, "params")?.learn = learn.then_some((tie, n_restarts, seed));
         Ok(())
     })
 }

@@ -20,7 +20,10 @@ use super::run_interruptible;
 use super::tree::PyRoseTree;
 use rosetree::brt::{self, GrowParams, Predictor, RoseTree};
 use rosetree::error::RoseTreeError;
-use rosetree::models::{ClusterModel, RowQueries};
+use rosetree::models::{
+    BetaBernoulli, ClusterModel, DirichletMultinomial, NormalGamma, NormalInverseWishart,
+    RowQueries,
+};
 use rosetree::parallel::Threads;
 
 /// Training data as Python passes it: a dense array (`float64`, or binary data as `bool` or
@@ -336,6 +339,68 @@ impl TrainingData {
                 out
             }
         }
+    }
+}
+
+/// A built-in model's hyperparameters by name, every one given (`psi0_diagonal` for a
+/// diagonal Normal–inverse-Wishart scale, `psi0` row-major otherwise): what
+/// `rosetree._streaming.model_from_hyperparameters` turns back into a model.
+pub(crate) trait Explicit {
+    /// The family's name, as `BrtFit.family` gives it.
+    const FAMILY: &'static str;
+
+    /// The hyperparameters as a dict.
+    fn explicit<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
+}
+
+impl Explicit for BetaBernoulli {
+    const FAMILY: &'static str = "bernoulli";
+
+    fn explicit<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("alpha", self.alpha().to_vec())?;
+        out.set_item("beta", self.beta().to_vec())?;
+        Ok(out)
+    }
+}
+
+impl Explicit for NormalInverseWishart {
+    const FAMILY: &'static str = "normal_inverse_wishart";
+
+    fn explicit<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("mu0", self.mu0().to_vec())?;
+        out.set_item("kappa0", self.kappa0())?;
+        out.set_item("nu0", self.nu0())?;
+        match self.psi0_diagonal() {
+            Some(diagonal) => out.set_item("psi0_diagonal", diagonal.to_vec())?,
+            None => out.set_item("psi0", self.psi0())?,
+        }
+        Ok(out)
+    }
+}
+
+impl Explicit for DirichletMultinomial {
+    const FAMILY: &'static str = "dirichlet_multinomial";
+
+    fn explicit<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("alpha", self.alpha().to_vec())?;
+        out.set_item("multinomial_coefficient", self.multinomial_coefficient())?;
+        Ok(out)
+    }
+}
+
+impl Explicit for NormalGamma {
+    const FAMILY: &'static str = "normal_gamma";
+
+    fn explicit<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("m0", self.m0().to_vec())?;
+        out.set_item("kappa0", self.kappa0())?;
+        out.set_item("a0", self.a0())?;
+        out.set_item("b0", self.b0().to_vec())?;
+        Ok(out)
     }
 }
 
@@ -703,45 +768,17 @@ impl PyBrtFit {
     /// name (`psi0_diagonal` for a diagonal Normal–inverse-Wishart scale, `psi0` row-major
     /// otherwise), so that the same model can be specified again whatever the data.
     fn resolved_model<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new(py);
         match &*self.predictor {
-            AnyPredictor::Bernoulli(p) => {
-                out.set_item("alpha", p.model().alpha().to_vec())?;
-                out.set_item("beta", p.model().beta().to_vec())?;
-            }
-            AnyPredictor::Gaussian(p) => {
-                let m = p.model();
-                out.set_item("mu0", m.mu0().to_vec())?;
-                out.set_item("kappa0", m.kappa0())?;
-                out.set_item("nu0", m.nu0())?;
-                match m.psi0_diagonal() {
-                    Some(diagonal) => out.set_item("psi0_diagonal", diagonal.to_vec())?,
-                    None => out.set_item("psi0", m.psi0())?,
-                }
-            }
-            AnyPredictor::Counts(p) => {
-                out.set_item("alpha", p.model().alpha().to_vec())?;
-                out.set_item(
-                    "multinomial_coefficient",
-                    p.model().multinomial_coefficient(),
-                )?;
-            }
-            AnyPredictor::NormalGamma(p) => {
-                let m = p.model();
-                out.set_item("m0", m.m0().to_vec())?;
-                out.set_item("kappa0", m.kappa0())?;
-                out.set_item("a0", m.a0())?;
-                out.set_item("b0", m.b0().to_vec())?;
-            }
-            AnyPredictor::Callback(..) => {
-                return Err(RoseTreeError::param(
-                    "model",
-                    "a Python cluster model has no hyperparameters to resolve",
-                )
-                .into());
-            }
+            AnyPredictor::Bernoulli(p) => p.model().explicit(py),
+            AnyPredictor::Gaussian(p) => p.model().explicit(py),
+            AnyPredictor::Counts(p) => p.model().explicit(py),
+            AnyPredictor::NormalGamma(p) => p.model().explicit(py),
+            AnyPredictor::Callback(..) => Err(RoseTreeError::param(
+                "model",
+                "a Python cluster model has no hyperparameters to resolve",
+            )
+            .into()),
         }
-        Ok(out)
     }
 
     /// Training rows `start..stop` as a dense array (NaN where missing).

@@ -415,6 +415,7 @@ fn _core(m: &Bound<'_, PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(excess_bits, m)?)?;
     m.add_function(wrap_pyfunction!(learn::evidence_gradient, m)?)?;
     m.add_function(wrap_pyfunction!(learn::resolved_model, m)?)?;
+    m.add_function(wrap_pyfunction!(learn::learn_brt, m)?)?;
     fit::register(m)?;
     distributed::register(m)?;
     coalescent::register(m)?;

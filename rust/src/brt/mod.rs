@@ -20,6 +20,7 @@ mod exhaustive;
 mod gradient;
 mod greedy;
 mod insert;
+pub mod learn;
 mod merge;
 mod mixing;
 mod params;
@@ -35,6 +36,10 @@ pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
 pub use gradient::{EvidenceGradient, evidence_gradient};
 pub use greedy::greedy;
 pub use insert::{DEFAULT_MAX_MOVES, GrowParams, GrowingTree, Insertion, grow};
+pub use learn::{
+    FTOL, Iteration, LOG_BOUND, LearnParams, Learnable, Learned, ValidLearnParams, learn,
+    learn_with,
+};
 pub use merge::{MergeOp, MergeRule, best_merge, merged_summary};
 pub use mixing::{Mixing, NodePrior, Summary, node_log_p};
 pub use params::{BrtParams, ValidBrtParams};

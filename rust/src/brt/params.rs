@@ -92,6 +92,15 @@ impl BrtParams {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ValidBrtParams(BrtParams);
 
+impl ValidBrtParams {
+    /// The same options with another mixing rule, one that is valid by construction (the
+    /// hyperparameter learner's, whose coordinates keep it in its domain).
+    pub(crate) fn with_mixing(self, mixing: Mixing) -> Self {
+        debug_assert!(mixing.check().is_ok(), "{mixing:?}");
+        Self(BrtParams { mixing, ..self.0 })
+    }
+}
+
 impl Deref for ValidBrtParams {
     type Target = BrtParams;
 
