@@ -146,6 +146,10 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
         est = rt.BayesianRoseTree(model=model, mixing="dp", dp_alpha=1.0, binary=True).fit(X)
     elif family == "coalescent":
         est = rt.KingmanCoalescent(Lambda=1.0, noise=0.1).fit(X)
+    elif family == "coalescent-learn":
+        est = rt.KingmanCoalescent(
+            Lambda=1.0, noise=0.1, learn_hyperparameters=True, hyper_iter=10
+        ).fit(X)
     else:
         est = rt.PitmanYorDiffusionTree(
             alpha=1.0, beta=0.0, c=1.0, sigma2=1.0, scale=None, inference="mcmc",
@@ -174,6 +178,7 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
         ("brt-learn", _animals),
         ("brt-learn", _iris),
         ("coalescent", _iris),
+        ("coalescent-learn", _iris),
         ("pydt", _iris),
     ],
 )

@@ -9,7 +9,7 @@
 
 use ndarray::{Array2, array};
 use rosetree::brt::{self, BrtParams, LearnParams, Mixing};
-use rosetree::coalescent::learn::{Lambda, Learnable};
+use rosetree::coalescent::learn::{Lambda, LearnableRate};
 use rosetree::coalescent::{CoalescentParams, Fitted};
 use rosetree::models::BetaBernoulli;
 use rosetree::models::messages::BrownianDiffusion;

@@ -53,7 +53,9 @@ static void every_call(rt_data *data, rt_model *model, rt_brt_params *brt,
     EXPECT(rt_brt_params_set_mixing(brt, RT_MIXING_DP, 1.0), want);
     EXPECT(rt_brt_params_set_binary(brt, true), want);
     EXPECT(rt_brt_params_set_n_threads(brt, 1), want);
+    EXPECT(rt_brt_params_set_learning(brt, true, false, 0, 1), want);
     EXPECT(rt_coalescent_params_set_noise(coal, 0.1), want);
+    EXPECT(rt_coalescent_params_set_learning(coal, 3), want);
     EXPECT(rt_coalescent_params_set_inference(coal, RT_COALESCENT_INFERENCE_GREEDY_RATE1), want);
     EXPECT(rt_coalescent_params_set_n_threads(coal, 1), want);
     EXPECT(rt_pydt_params_set_iterations(pydt, 4, 2), want);

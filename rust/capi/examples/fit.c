@@ -2,12 +2,13 @@
  * format and its score (and, for rose trees, the flat clusters the Python package reports as
  * labels_ by default and the log predictive density of each row).
  *
- *   fit brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]
+ *   fit brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]
  *
  * brt and bhc use the beta-Bernoulli model for 0/1 data and the Normal-Gamma model
  * otherwise, with their data-driven defaults; brt-learn is brt with the model's
  * hyperparameters and gamma learnt with the tree (restarts seeded by SEED); coalescent is Brownian diffusion with rate 1
- * and observation noise 0.1, by Greedy-Rate1; pydt is the diffusion tree with alpha = 1,
+ * and observation noise 0.1, by Greedy-Rate1; coalescent-learn learns the rate with the tree
+ * (at most 10 rounds, from 1); pydt is the diffusion tree with alpha = 1,
  * beta = 0, c = 1, sigma2 = 1 by 100 sweeps of MCMC from a draw of the prior.
  *
  * Build against the library, e.g. from the repository root after
@@ -107,8 +108,11 @@ int main(int argc, char **argv) {
     int learn = !strcmp(family, "brt-learn");
     int rose = learn || !strcmp(family, "brt") || !strcmp(family, "bhc");
 
-    if (argc < 3 || !(rose || !strcmp(family, "coalescent") || !strcmp(family, "pydt"))) {
-        fprintf(stderr, "usage: %s brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]\n",
+    int learn_rate = !strcmp(family, "coalescent-learn");
+    if (argc < 3 ||
+        !(rose || learn_rate || !strcmp(family, "coalescent") || !strcmp(family, "pydt"))) {
+        fprintf(stderr,
+                "usage: %s brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]\n",
                 argv[0]);
         return 2;
     }
@@ -128,9 +132,10 @@ int main(int argc, char **argv) {
         /* Per-feature hyperparameters and gamma, two restarts. */
         if (learn) CHECK(rt_brt_params_set_learning(brt, true, false, 2, seed));
         CHECK(rt_brt_fit(model, brt, data, &fit));
-    } else if (!strcmp(family, "coalescent")) {
+    } else if (learn_rate || !strcmp(family, "coalescent")) {
         CHECK(rt_coalescent_params_new(1.0, &coalescent));
         CHECK(rt_coalescent_params_set_noise(coalescent, 0.1));
+        if (learn_rate) CHECK(rt_coalescent_params_set_learning(coalescent, 10));
         CHECK(rt_coalescent_fit(coalescent, data, &fit));
     } else {
         CHECK(rt_pydt_params_new(1.0, 0.0, 1.0, 1.0, &pydt));

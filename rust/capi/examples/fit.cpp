@@ -2,7 +2,7 @@
 // thrown as exceptions carrying the library's message. Does what fit.c does, with the same
 // arguments and output:
 //
-//   fit_cpp brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]
+//   fit_cpp brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]
 //
 // Build, e.g. from the repository root after `cargo build --release -p rosetree-capi`:
 //   c++ -std=c++17 -Wall -Werror -I rust/capi/include rust/capi/examples/fit.cpp
@@ -133,9 +133,10 @@ int main(int argc, char **argv) try {
     const std::string family = argc > 1 ? argv[1] : "";
     const bool learn = family == "brt-learn";
     const bool rose = learn || family == "brt" || family == "bhc";
-    if (argc < 3 || !(rose || family == "coalescent" || family == "pydt")) {
+    const bool learn_rate = family == "coalescent-learn";
+    if (argc < 3 || !(rose || learn_rate || family == "coalescent" || family == "pydt")) {
         std::cerr << "usage: " << argv[0]
-                  << " brt|brt-learn|bhc|coalescent|pydt FILE.csv [SEED]\n";
+                  << " brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]\n";
         return 2;
     }
     const uint64_t seed = argc > 3 ? std::stoull(argv[3]) : 0;
@@ -162,10 +163,13 @@ int main(int argc, char **argv) try {
             check(rt_brt_params_set_learning(params.get(), true, false, 2, seed),
                   "rt_brt_params_set_learning");
         check(rt_brt_fit(model.get(), params.get(), data.get(), &raw), "rt_brt_fit");
-    } else if (family == "coalescent") {
+    } else if (learn_rate || family == "coalescent") {
         const CoalescentParams params =
             make<CoalescentParams>("rt_coalescent_params_new", rt_coalescent_params_new, 1.0);
         check(rt_coalescent_params_set_noise(params.get(), 0.1), "rt_coalescent_params_set_noise");
+        if (learn_rate)
+            check(rt_coalescent_params_set_learning(params.get(), 10),
+                  "rt_coalescent_params_set_learning");
         check(rt_coalescent_fit(params.get(), data.get(), &raw), "rt_coalescent_fit");
     } else {
         const PydtParams params =

@@ -282,6 +282,15 @@ enum rt_status rt_coalescent_params_new(double lambda, struct rt_coalescent_para
 // infinite density and are refused.
 enum rt_status rt_coalescent_params_set_noise(struct rt_coalescent_params *params, double noise);
 
+// Nonzero `rounds` learns the rate `Λ = λI` with the tree (Teh et al. §4.4;
+// `learn_hyperparameters=True` of the Python estimator, `hyper_iter=rounds`): coordinate
+// ascent between `λ`'s posterior mode given the tree, under the weak inverse-gamma prior
+// whose mode is the `lambda` given to `rt_coalescent_params_new`, and the search under
+// `λ`, at most `rounds` rounds. The fit's tree, score and predictions are then those of
+// the learnt `λ`. Not for data with missing entries. 0 (the default): `λ` fixed.
+enum rt_status rt_coalescent_params_set_learning(struct rt_coalescent_params *params,
+                                                 size_t rounds);
+
 // Sets the search (an `rt_coalescent_inference` value).
 enum rt_status rt_coalescent_params_set_inference(struct rt_coalescent_params *params,
                                                   int32_t inference);

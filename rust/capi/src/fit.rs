@@ -5,6 +5,7 @@ use std::ffi::c_char;
 
 use ndarray::ArrayView2;
 use rosetree::brt::{self, BrtParams, LearnParams, Learnable, Mixing, Predictor};
+use rosetree::coalescent::learn::{Lambda, LearnableRate};
 use rosetree::coalescent::{self, CoalescentFit};
 use rosetree::models::messages::{BrownianDiffusion, MaskedBrownian};
 use rosetree::models::{ClusterModel, RowQueries};
@@ -222,13 +223,28 @@ pub extern "C" fn rt_coalescent_fit(
         let valid = params.params.check()?;
         let interrupt = || Interrupt::poll(params.interrupt);
         let fitted = if x.iter().any(|v| v.is_nan()) {
+            if params.learn_rounds > 0 {
+                return Err(Error::param(
+                    "params",
+                    "the rate cannot be learnt from data with missing entries \
+                     (rt_coalescent_params_set_learning)",
+                ));
+            }
             let masked = MaskedBrownian::new(model)?;
             let fit = coalescent::Fitted::fit(masked, &valid, x, &interrupt)?;
             refuse_infinite(fit.search_result())?;
             CoalescentFitted::Missing(fit)
         } else {
-            let fit = coalescent::Fitted::fit(model, &valid, x, &interrupt)?;
+            let mut fit = coalescent::Fitted::fit(model, &valid, x, &interrupt)?;
             refuse_infinite(fit.search_result())?;
+            if params.learn_rounds > 0 {
+                let start = Lambda::Shared(params.lambda);
+                let prior = BrownianDiffusion::default_prior(&start, x.ncols());
+                fit = fit
+                    .learn(start, &prior, &valid, params.learn_rounds, &interrupt)?
+                    .fit;
+                refuse_infinite(fit.search_result())?;
+            }
             CoalescentFitted::Complete(fit)
         };
         handle::emit(out, "out", RtFit(Fitted::Coalescent(Box::new(fitted))))

@@ -144,6 +144,8 @@ pub enum RtCoalescentInference {
 pub struct RtCoalescentParams {
     pub(crate) lambda: f64,
     pub(crate) noise: f64,
+    /// The most rounds of learning `Λ` with the tree; 0: `Λ` fixed.
+    pub(crate) learn_rounds: usize,
     pub(crate) params: CoalescentParams,
     pub(crate) interrupt: Option<Interrupt>,
 }
@@ -163,6 +165,7 @@ pub extern "C" fn rt_coalescent_params_new(
         let params = RtCoalescentParams {
             lambda,
             noise: 0.0,
+            learn_rounds: 0,
             params: CoalescentParams::new(),
             interrupt: None,
         };
@@ -179,6 +182,23 @@ pub extern "C" fn rt_coalescent_params_set_noise(
 ) -> RtStatus {
     guard(|| {
         handle::get_mut(params, "params")?.noise = noise;
+        Ok(())
+    })
+}
+
+/// Nonzero `rounds` learns the rate `Λ = λI` with the tree (Teh et al. §4.4;
+/// `learn_hyperparameters=True` of the Python estimator, `hyper_iter=rounds`): coordinate
+/// ascent between `λ`'s posterior mode given the tree, under the weak inverse-gamma prior
+/// whose mode is the `lambda` given to `rt_coalescent_params_new`, and the search under
+/// `λ`, at most `rounds` rounds. The fit's tree, score and predictions are then those of
+/// the learnt `λ`. Not for data with missing entries. 0 (the default): `λ` fixed.
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_coalescent_params_set_learning(
+    params: *mut RtCoalescentParams,
+    rounds: usize,
+) -> RtStatus {
+    guard(|| {
+        handle::get_mut(params, "params")?.learn_rounds = rounds;
         Ok(())
     })
 }

@@ -16,7 +16,7 @@ use crate::errors::PyResult;
 use super::tree::PyTree;
 use super::{Watch, progress_line, run_interruptible, run_watched};
 use rosetree::coalescent::learn::{
-    Lambda, LambdaPrior, LearnOptions, Learnable, SearchResult, learn,
+    Lambda, LambdaPrior, LearnOptions, LearnableRate, SearchResult, learn,
 };
 use rosetree::coalescent::predict::Predictor;
 use rosetree::coalescent::smc::{self, DurationPosterior, Proposal, SmcParams};
@@ -517,7 +517,7 @@ fn lambda_array<'py>(py: Python<'py>, lambda: &Lambda) -> Bound<'py, PyArrayDyn<
 
 /// A prior given as `(nu, Psi)` or `(shape, rate)`, or `None` for the default, checked
 /// for `lambda` under the model `model`.
-fn lambda_prior<M: Learnable>(
+fn lambda_prior<M: LearnableRate>(
     prior: Option<&(f64, PyReadonlyArrayDyn<'_, f64>)>,
     lambda: &Lambda,
     d: usize,
@@ -535,7 +535,7 @@ fn lambda_prior<M: Learnable>(
 }
 
 /// The posterior mode of `Λ` given a timed tree of the rows of `x`
-/// ([`coalescent::learn::Learnable::lambda_map`]), in the shape of `lambda_`, under
+/// ([`coalescent::learn::LearnableRate::lambda_map`]), in the shape of `lambda_`, under
 /// `prior` (`(nu, Psi)` for Brownian diffusion, `(shape, rate)` for the mutation model;
 /// `None`: the default whose mode is `lambda_`).
 #[pyfunction]
@@ -659,7 +659,7 @@ struct Schedule {
     verbose: Option<f64>,
 }
 
-fn learn_with<M: Learnable + DurationPosterior + Send + 'static>(
+fn learn_with<M: LearnableRate + DurationPosterior + Send + 'static>(
     py: Python<'_>,
     model: M,
     lambda: Lambda,

@@ -4,9 +4,9 @@ use std::sync::OnceLock;
 
 use ndarray::{Array2, ArrayView2};
 
-use super::learn::{Lambda, LambdaPrior, LearnOptions, Learnable, Learned, learn};
+use super::learn::{Lambda, LambdaPrior, LearnOptions, LearnableRate, Learned, learn};
 use super::predict::Predictor;
-use super::{CoalescentFit, ValidCoalescentParams, fit_leaves, log_joint};
+use super::{CoalescentFit, ValidCoalescentParams, fit_leaves};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
@@ -140,7 +140,7 @@ impl<M: MessageModel + Clone> Fitted<M> {
     }
 }
 
-impl<M: Learnable> Fitted<M> {
+impl<M: LearnableRate> Fitted<M> {
     /// Learns `Λ` with the tree ([`learn`]): coordinate ascent from this fit, with the model
     /// under `lambda` and the inference of `params` for every new tree; at most `rounds`
     /// rounds. The result holds the fit under the learnt `Λ` (its tree the last one that
@@ -158,11 +158,7 @@ impl<M: Learnable> Fitted<M> {
     ) -> Result<Learned<Self>> {
         let model = self.model.with_lambda(&lambda)?;
         let x = self.x;
-        let tree = self.fit.tree;
-        let first = CoalescentFit {
-            log_joint: log_joint(&model, x.view(), &tree)?,
-            tree,
-        };
+        let first = self.fit;
         let threads = Threads::new(params.n_threads)?;
         let learned = learn(
             &model,
@@ -224,7 +220,7 @@ mod tests {
 
     #[test]
     fn learning_from_a_fit_keeps_the_model_the_tree_and_the_rows_together() {
-        use crate::coalescent::learn::{Lambda, Learnable};
+        use crate::coalescent::learn::{Lambda, LearnableRate};
         let x = array![[0.0, 0.1], [0.1, 0.0], [3.0, 3.1], [3.1, 3.0], [1.5, 1.4]];
         let model = BrownianDiffusion::isotropic(1.0, 2)
             .unwrap()

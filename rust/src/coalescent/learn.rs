@@ -1,7 +1,7 @@
 //! Learning `Λ` together with the tree (Teh, Daumé & Roy 2007, §4.4).
 //!
 //! Coordinate ascent on `J(π, Λ) = ln p(x, π | Λ) + ln p(Λ)`: given the tree, `Λ` moves to
-//! its posterior mode ([`Learnable::lambda_map`]); given `Λ`, the inference searches a new
+//! its posterior mode ([`LearnableRate::lambda_map`]); given `Λ`, the inference searches a new
 //! tree, kept only if it raises `J`. Each step is accepted only if `J` does not fall, so the
 //! trace ([`Learned::trace`]) never decreases.
 //!
@@ -17,7 +17,7 @@
 //! - `Λ = λI`: the `d` coordinates pool, `λ ~ InvGamma(dν/2, ψ/2)`; mode
 //!   `(ψ + tr S)/(d(ν + m) + 2)`.
 //!
-//! The default prior ([`Learnable::default_prior`]) is proper, weak, and has its mode at the
+//! The default prior ([`LearnableRate::default_prior`]) is proper, weak, and has its mode at the
 //! starting `Λ₀`: `ν = d + 1`, `Ψ = (2d + 2)Λ₀` for a full matrix; `ν = 2`, `ψ = 4λ₀ⱼ` per
 //! feature for a diagonal; `ν = 2`, `ψ = (2d + 2)λ₀` for a scalar.
 //!
@@ -253,7 +253,7 @@ fn inverse_wishart_log_density(nu: f64, psi: &Lambda, lambda: &Lambda, d: usize)
 }
 
 /// A message model whose rate `Λ` can be learnt with the tree (module docs).
-pub trait Learnable: MessageModel + Clone {
+pub trait LearnableRate: MessageModel + Clone {
     /// The same model with `lambda` in place of its `Λ`; everything else kept.
     ///
     /// # Errors
@@ -279,7 +279,7 @@ pub trait Learnable: MessageModel + Clone {
     ) -> Result<Lambda>;
 }
 
-impl Learnable for BrownianDiffusion {
+impl LearnableRate for BrownianDiffusion {
     fn with_lambda(&self, lambda: &Lambda) -> Result<Self> {
         let d = self.n_features();
         let model = match lambda {
@@ -347,7 +347,7 @@ fn matrix_rates() -> RoseTreeError {
     )
 }
 
-impl Learnable for MultinomialMutation {
+impl LearnableRate for MultinomialMutation {
     fn with_lambda(&self, lambda: &Lambda) -> Result<Self> {
         match lambda {
             Lambda::Shared(l) => self.with_rates(&[*l]),
@@ -437,15 +437,16 @@ pub struct Learned<R> {
     pub trace: Vec<f64>,
 }
 
-/// Coordinate ascent between `Λ` and the tree (module docs), from `first` (a search under
-/// `model`, whose `Λ` is `lambda`). `search` runs the inference under a model; `on_round` is
+/// Coordinate ascent between `Λ` and the tree (module docs), from the tree of `first` (a
+/// search's result; its `ln p(x, π)` is evaluated again under `model`, whose `Λ` is
+/// `lambda`). `search` runs the inference under a model; `on_round` is
 /// told each round's number (from 0) and `J` before it. `interrupt` is polled between steps.
 ///
 /// # Errors
 /// [`RoseTreeError::Numerical`] if `J` is not finite at the start; whatever the M-step or the
 /// search reports; [`RoseTreeError::Interrupted`] when `interrupt` returns `true`.
 #[allow(clippy::too_many_arguments)]
-pub fn learn<M: Learnable, R: SearchResult>(
+pub fn learn<M: LearnableRate, R: SearchResult>(
     model: &M,
     lambda: Lambda,
     prior: &LambdaPrior,
@@ -459,6 +460,8 @@ pub fn learn<M: Learnable, R: SearchResult>(
 ) -> Result<Learned<R>> {
     let mut lambda = lambda;
     let mut fit = first;
+    // J at the start from the tree's own evaluation under `model`, as every later J.
+    fit.set_log_joint(log_joint(model, x, fit.tree())?);
     let mut objective = fit.log_joint() + prior.log_density(&lambda, x.ncols());
     if !objective.is_finite() {
         return Err(RoseTreeError::Numerical(
@@ -534,7 +537,7 @@ mod tests {
     }
 
     /// `J(Λ)` on the tree, by the upward pass.
-    fn objective<M: Learnable>(
+    fn objective<M: LearnableRate>(
         model: &M,
         prior: &LambdaPrior,
         x: &Array2<f64>,
