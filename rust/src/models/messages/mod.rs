@@ -87,7 +87,7 @@ pub use mutation::{MultinomialMutation, MutationMessage, MutationPair};
 pub use probit::{
     EpColumn, Precision, ScalarTree, SiteUpdate, ln_cdf_and_ratio, site_log_normaliser, site_update,
 };
-pub use two_way::{TwoWay, posterior_between};
+pub use two_way::{TwoWay, outside_messages, posterior_between};
 pub use unit::{BranchJoin, Bridge, JoinPoint, Outside, SplitLogZ, UnitMessage};
 
 /// A Markov process on the branches of a tree, integrated out by upward message passing

@@ -68,34 +68,13 @@ impl<M: MessageModel> TwoWay<M> {
         let mut out = vec![model.root_message(); nodes.len()];
         let mut down = out.clone();
         down[root] = root_down;
-        let mut before: Vec<M::Message> = Vec::new();
         for b in (n..nodes.len()).rev() {
             let kids = &nodes[b].children;
             let msgs: Vec<M::Message> = kids
                 .iter()
                 .map(|&k| model.propagate(&up[k], length(k, b)))
                 .collect();
-            // Everything but child i: the product of the messages before i (from above
-            // first) and after it, each built once.
-            before.clear();
-            before.push(down[b].clone());
-            for msg in &msgs[..msgs.len() - 1] {
-                let next = model
-                    .combine(&[before[before.len() - 1].clone(), msg.clone()])
-                    .0;
-                before.push(next);
-            }
-            let mut after: Option<M::Message> = None;
-            for i in (0..kids.len()).rev() {
-                let rest = match &after {
-                    None => before[i].clone(),
-                    Some(a) => model.combine(&[before[i].clone(), a.clone()]).0,
-                };
-                after = Some(match after {
-                    None => msgs[i].clone(),
-                    Some(a) => model.combine(&[a, msgs[i].clone()]).0,
-                });
-                let k = kids[i];
+            for (&k, rest) in kids.iter().zip(outside_messages(model, &down[b], &msgs)) {
                 down[k] = model.propagate(&rest, length(k, b));
                 out[k] = rest;
             }
@@ -113,6 +92,45 @@ impl<M: MessageModel> TwoWay<M> {
     pub fn posterior_on_branch(&self, model: &M, v: usize, below: f64, above: f64) -> M::Message {
         posterior_between(model, &self.up[v], &self.out[v], below, above)
     }
+}
+
+/// The outside messages of a node's children: given `down`, the message at the node from
+/// above, and `msgs`, the children's messages propagated to the node, child `i`'s is the
+/// product of `down` and every other child's message. Built from the products of the
+/// prefixes `[down, msgs[0], …]` and suffixes `[…, msgs[K−1]]`, pairwise, each once: `O(K)`
+/// products; for two children, `[combine([down, msgs[1]]), combine([down, msgs[0]])]`.
+pub fn outside_messages<M: MessageModel + ?Sized>(
+    model: &M,
+    down: &M::Message,
+    msgs: &[M::Message],
+) -> Vec<M::Message> {
+    let k = msgs.len();
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut before = Vec::with_capacity(k);
+    before.push(down.clone());
+    for msg in &msgs[..k - 1] {
+        let next = model
+            .combine(&[before[before.len() - 1].clone(), msg.clone()])
+            .0;
+        before.push(next);
+    }
+    let mut rest = vec![None; k];
+    let mut after: Option<M::Message> = None;
+    for i in (0..k).rev() {
+        rest[i] = Some(match &after {
+            None => before[i].clone(),
+            Some(a) => model.combine(&[before[i].clone(), a.clone()]).0,
+        });
+        after = Some(match after {
+            None => msgs[i].clone(),
+            Some(a) => model.combine(&[a, msgs[i].clone()]).0,
+        });
+    }
+    rest.into_iter()
+        .map(|m| m.expect("every child is set"))
+        .collect()
 }
 
 /// The posterior between a message from below `up` and one from above `out`, at a point
