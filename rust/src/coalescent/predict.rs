@@ -3,16 +3,15 @@
 //! it would coalesce.
 //!
 //! # Posterior marginals
-//! An upward pass gives each node `v` its message `U_v` from the data below it; a downward
-//! pass, started from the root's prior ([`MessageModel::root_message`]), gives the message
-//! `O_c` that reaches the parent `p` of each node `c` from everything outside `c`'s subtree:
-//! `O_c = combine(D_p, propagate(U_s, t_s − t_p))` over `c`'s siblings `s`, with
-//! `D_c = propagate(O_c, t_c − t_p)`. Messages are relative to the model's reference measure,
-//! which is stationary for both models (flat for Brownian motion, the equilibrium for
-//! mutation) and makes the kernel reversible, so the same `propagate` serves both directions.
-//! The posterior at a point at time `t` on the branch above `c` is
+//! The two-way message passing of [`TwoWay`] (the message layer's, shared with the
+//! diffusion tree): an upward pass gives each node `v` its message `U_v` from the data
+//! below it; a downward pass, started from the root's prior
+//! ([`MessageModel::root_message`]), gives the message `O_c` that reaches the parent `p` of
+//! each node `c` from everything outside `c`'s subtree, `O_c = combine(D_p, propagate(U_s,
+//! t_s − t_p))` for `c`'s sibling `s`, with `D_c = propagate(O_c, t_c − t_p)`. The posterior
+//! at a point at time `t` on the branch above `c` is
 //! `combine(propagate(U_c, t_c − t), propagate(O_c, t − t_p))`, normalised so that it is a
-//! density (or distribution) against the reference measure.
+//! density (or distribution) against the model's reference measure.
 //!
 //! # Where a new point joins, and its density
 //! Under the `(n + 1)`-coalescent, restricted to the first `n` lineages it is the
@@ -52,7 +51,7 @@ use gauss_quad::{GaussLaguerre, GaussLegendre};
 
 use super::check_timed_tree;
 use crate::error::{Result, RoseTreeError};
-use crate::models::messages::MessageModel;
+use crate::models::messages::{MessageModel, TwoWay, posterior_between};
 use crate::tree::Tree;
 
 const LEGENDRE_ORDER: usize = 8;
@@ -136,33 +135,11 @@ impl<M: MessageModel> Predictor<M> {
                 leaves.len()
             )));
         }
-        let nodes = tree.nodes();
-        let mut up = leaves;
-        for (v, node) in nodes.iter().enumerate().skip(n) {
-            let incoming: Vec<M::Message> = node
-                .children
-                .iter()
-                .map(|&c| model.propagate(&up[c], heights[c] - heights[v]))
-                .collect();
-            up.push(model.combine(&incoming).0);
-        }
+        let TwoWay { up, out, down } =
+            TwoWay::new(&model, &tree, leaves, model.root_message(), |c, p| {
+                heights[c] - heights[p]
+            });
         let root = tree.root();
-        let mut down = vec![model.root_message(); nodes.len()];
-        let mut out = down.clone();
-        for v in (n..nodes.len()).rev() {
-            for &c in &nodes[v].children {
-                let mut incoming = vec![down[v].clone()];
-                incoming.extend(
-                    nodes[v]
-                        .children
-                        .iter()
-                        .filter(|&&s| s != c)
-                        .map(|&s| model.propagate(&up[s], heights[s] - heights[v])),
-                );
-                out[c] = model.combine(&incoming).0;
-                down[c] = model.propagate(&out[c], heights[c] - heights[v]);
-            }
-        }
         let root_log_z = model.root_log_z(&up[root]);
         let hazard = Hazard::new(&tree, &heights);
         let quadrature = quadrature(&tree, &heights, &hazard);
@@ -233,9 +210,7 @@ impl<M: MessageModel> Predictor<M> {
     pub fn posterior_on_branch(&self, v: usize, t: f64) -> M::Message {
         let h = self.tree.heights().expect("checked: the tree has heights");
         let above = self.tree.nodes()[v].parent.map_or(t, |p| h[p]);
-        let from_below = self.model.propagate(&self.up[v], h[v] - t);
-        let from_above = self.model.propagate(&self.out[v], t - above);
-        self.model.combine(&[from_below, from_above]).0
+        posterior_between(&self.model, &self.up[v], &self.out[v], h[v] - t, t - above)
     }
 
     /// `ln p(y′ | x, π)` for the new row `row` (see the [module docs](self)), and the

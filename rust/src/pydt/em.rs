@@ -44,6 +44,7 @@
 //! A top-down pass from the origin (mean 0, variance 0) gives the posterior marginals
 //! `N(m_v, σ² P_v I)`: `m_v = k m_a + (1 − k) μ_v`, `P_v = k² P_a + ℓ u_v/(ℓ + u_v)`, and, since
 //! `x_v − x_a = (1 − k)(μ_v − x_a) + noise`, the expected squared length of each branch
+//! (the message layer's [`UnitMessage::posterior_below`](crate::models::messages::UnitMessage::posterior_below))
 //!
 //! ```text
 //!   S_v = E‖x_v − x_a‖² = (1 − k)² (‖μ_v − m_a‖² + D σ² P_a) + D σ² ℓ u_v/(ℓ + u_v).
@@ -124,8 +125,10 @@
 //! `N(μ_s; m*, σ²(p* + u_s + t_s − t*) I)`, with `N(m*, σ² p*)` the posterior of the location at
 //! the attachment point given `X_R`: the product of the message from outside the branch's
 //! subtree (a top-down pass with leave-one-out products over siblings) and the branch's
-//! upward message. One detachment scores every branch midpoint and every branch point in
-//! `O(N D)`; the scores are exact log joints of the candidate trees.
+//! upward message (the message layer's [`Outside`] and
+//! [`BranchJoin`]). One detachment scores every branch
+//! midpoint and every branch point in `O(N D)`; the scores are exact log joints of the
+//! candidate trees.
 //!
 //! The current tree's EM runs to convergence (at most 1000 steps) after the initial tree is
 //! built and after each pass; a candidate's runs at most [`EmConfig::em_steps`] steps.
@@ -191,7 +194,9 @@
 //!     E(x_v − x_a)² = (L f (η_v − λ_v m_a))² + (L λ_v f)² P_a + L f,
 //!   ```
 //!
-//!   summed over the columns into `S_v`, the leaves' branches included (their `z` is latent).
+//!   summed over the columns into `S_v`, the leaves' branches included (their `z` is latent):
+//!   the message layer's [`ScalarTree`] and
+//!   [`Precision::posterior_below`](crate::models::messages::Precision::posterior_below).
 //! - *M-step.* `Q(t)` above with these `S`, unchanged: the branch into a leaf is the branch
 //!   into its latent value in every column. `c`, `α`, `β` as above.
 //! - Every update is kept only if `F` (with `ln Z_EP`) does not fall, as above; EP's
@@ -219,6 +224,7 @@ use super::probit::{EpConfig, EpResult, Likelihood, check_binary, expectation_pr
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
+use crate::models::messages::{BranchJoin, Outside, Precision, ScalarTree, SplitLogZ};
 use crate::optimize::golden_max;
 use crate::progress;
 use crate::tree::arena::{Arena, Attachment, NodeId};
@@ -357,7 +363,28 @@ pub struct EmResult {
     pub accepted: usize,
 }
 
-/// `ln(1 + eˣ)` without overflow.
+/// Node `v`'s `d` values in the flat buffer `buf`, and its parent's (`None` for the root).
+fn parent_and_own(
+    buf: &mut [f64],
+    d: usize,
+    parent: Option<NodeId>,
+    v: NodeId,
+) -> (&mut [f64], Option<&[f64]>) {
+    let vi = v.index() * d;
+    match parent {
+        None => (&mut buf[vi..vi + d], None),
+        Some(a) if a.index() * d < vi => {
+            let (lo, hi) = buf.split_at_mut(vi);
+            let ai = a.index() * d;
+            (&mut hi[..d], Some(&lo[ai..ai + d]))
+        }
+        Some(a) => {
+            let (lo, hi) = buf.split_at_mut(a.index() * d);
+            (&mut lo[vi..vi + d], Some(&hi[..d]))
+        }
+    }
+}
+
 /// `ln dt/ds = ln t(1 − t)` for `s = logit t`.
 fn ln_logit_jacobian(t: f64) -> f64 {
     t.ln() + (-t).ln_1p()
@@ -368,6 +395,7 @@ fn at_least(a: f64, b: f64) -> bool {
     a >= b
 }
 
+/// `ln(1 + eˣ)` without overflow.
 fn softplus(x: f64) -> f64 {
     x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
@@ -805,7 +833,6 @@ impl<'a> State<'a> {
             return self.probit_estep(&p.ep);
         }
         let d = self.x.ncols();
-        let df = d as f64;
         let slots = self.arena.n_slots();
         let mut e = Estep {
             mean: vec![0.0; slots * d],
@@ -814,33 +841,14 @@ impl<'a> State<'a> {
         };
         for v in self.pre_order() {
             let node = self.arena.node(v).expect("live node");
-            let parent = node.parent();
-            let (pa, ma) = match parent {
-                Some(a) => (e.var[a.index()], a.index() * d),
-                None => (0.0, usize::MAX),
-            };
-            let ell = self.branch_len(v);
-            let st = node.cache();
-            let u = st.var;
-            let (k, keep) = if u == 0.0 {
-                (0.0, 0.0)
-            } else {
-                (u / (ell + u), ell * u / (ell + u))
-            };
-            let one_k = ell / (ell + u);
-            let mut dist = 0.0;
-            for j in 0..d {
-                let m_a = if ma == usize::MAX {
-                    0.0
-                } else {
-                    e.mean[ma + j]
-                };
-                dist += (st.mean[j] - m_a).powi(2);
-                e.mean[v.index() * d + j] = k * m_a + one_k * st.mean[j];
-            }
-            e.stat[v.index()] =
-                one_k * one_k * (dist + df * self.sigma2 * pa) + df * self.sigma2 * keep;
-            e.var[v.index()] = k * k * pa + keep;
+            let (own, rest) = parent_and_own(&mut e.mean, d, node.parent(), v);
+            let pa = node.parent().map_or(0.0, |a| e.var[a.index()]);
+            let (var, stat) =
+                node.cache()
+                    .msg
+                    .posterior_below(self.branch_len(v), (rest, pa), self.sigma2, own);
+            e.var[v.index()] = var;
+            e.stat[v.index()] = stat;
         }
         e
     }
@@ -850,58 +858,25 @@ impl<'a> State<'a> {
     fn probit_estep(&self, ep: &EpResult) -> Estep {
         let d = self.x.ncols();
         let slots = self.arena.n_slots();
-        let order = self.pre_order();
         let mut e = Estep {
             mean: vec![0.0; slots * d],
             var: vec![0.0; slots],
             stat: vec![0.0; slots],
         };
-        let len: Vec<f64> = (0..slots)
-            .map(|v| {
-                let v = NodeId(v as u32);
-                if self.arena.node(v).is_ok() {
-                    self.sigma2 * self.branch_len(v)
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        // The upward messages in precision form, and the marginal variances.
-        let (mut lam, mut eta, mut var) = (vec![0.0; slots], vec![0.0; slots], vec![0.0; slots]);
+        let tree = ScalarTree::from_arena(&self.arena, |v| self.sigma2 * self.branch_len(v));
+        // The upward messages in precision form, and the marginals.
+        let mut up = vec![Precision::default(); slots];
+        let mut post = Vec::new();
         for j in 0..d {
-            for &v in order.iter().rev() {
-                let node = self.arena.node(v).expect("live node");
-                let i = v.index();
-                if node.is_leaf() {
-                    let tau = ep.site_precisions[[i, j]];
-                    (lam[i], eta[i]) = (tau, tau * ep.site_means[[i, j]]);
-                } else {
-                    (lam[i], eta[i]) = (0.0, 0.0);
-                    for &k in node.children() {
-                        let k = k.index();
-                        let f = 1.0 / (1.0 + len[k] * lam[k]);
-                        lam[i] += lam[k] * f;
-                        eta[i] += eta[k] * f;
-                    }
-                }
+            for &i in tree.leaves() {
+                up[i] = Precision::site(ep.site_means[[i, j]], ep.site_precisions[[i, j]]);
             }
-            for &v in &order {
-                let i = v.index();
-                let (ma, pa) = match self.arena.node(v).expect("live node").parent() {
-                    Some(a) => (e.mean[a.index() * d + j], var[a.index()]),
-                    None => (0.0, 0.0),
-                };
-                // x_v | x_a ~ N(f x_a + L f η, L f) with f = 1/(1 + L λ), so that
-                // x_v − x_a has mean L f (η − λ x_a) and variance L f given x_a.
-                let l = len[i];
-                let f = 1.0 / (1.0 + l * lam[i]);
-                let shrink = l * lam[i] * f;
-                e.mean[i * d + j] = f * ma + l * f * eta[i];
-                var[i] = f * f * pa + l * f;
-                e.stat[i] +=
-                    (l * f * (eta[i] - lam[i] * ma)).powi(2) + shrink * shrink * pa + l * f;
-                e.var[i] += var[i] / (self.sigma2 * d as f64);
-            }
+            tree.upward(&mut up);
+            tree.posterior(&up, &mut post, |i, [mean, var, sq]| {
+                e.mean[i * d + j] = mean;
+                e.stat[i] += sq;
+                e.var[i] += var / (self.sigma2 * d as f64);
+            });
         }
         e
     }
@@ -1355,23 +1330,12 @@ impl<'a> State<'a> {
     /// branch point at the midpoint (see the [module docs](self)). Caches must be fresh.
     pub(super) fn score_attachments(&self, sub: NodeId) -> Vec<Candidate> {
         let d = self.x.ncols();
-        let df = d as f64;
         let s_node = self.arena.node(sub).expect("live node");
         let (t_s, n_s) = (s_node.time(), s_node.n_leaves());
         let s_state = s_node.cache();
-        let base = self.ln_lik + self.ln_prior + s_state.sub_prior
-            - 0.5 * (n_s * d) as f64 * (2.0 * std::f64::consts::PI * self.sigma2).ln()
-            - 0.5 * df * s_state.ln_var
-            - 0.5 * s_state.quad / self.sigma2;
-        let lik = |m_star: &[f64], p_star: f64, t_star: f64| -> f64 {
-            let v = p_star + s_state.var + t_s - t_star;
-            let dist: f64 = m_star
-                .iter()
-                .zip(&s_state.mean)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum();
-            -0.5 * df * v.ln() - 0.5 * dist / (v * self.sigma2)
-        };
+        let s_msg = &s_state.msg;
+        let base =
+            self.ln_lik + self.ln_prior + s_state.sub_prior + s_msg.log_z().log_z(d, self.sigma2);
         let slots = self.arena.n_slots();
         // The message at the parent's location from outside each node's subtree, and the sum
         // of the changes of the ancestors' prior terms.
@@ -1379,30 +1343,26 @@ impl<'a> State<'a> {
         let mut o_var = vec![0.0; slots];
         let mut path = vec![0.0; slots];
         let mut out = Vec::new();
-        let mut m_star = vec![0.0; d];
         let mut counts = Vec::new();
-        let mut pre_prec = Vec::new();
-        let mut pre_eta = Vec::new();
+        let mut outside = Outside::default();
         for b in self.pre_order() {
             let node = self.arena.node(b).expect("live node");
             let st = node.cache();
             let (t_a, t_b) = (self.top_time(b), node.time());
             let om = &o_mean[b.index() * d..(b.index() + 1) * d];
             let ov = o_var[b.index()];
-            let product = |t_star: f64, m_star: &mut [f64]| -> f64 {
-                let v1 = ov + (t_star - t_a);
-                let v2 = st.var + (t_b - t_star);
-                for j in 0..d {
-                    m_star[j] = (om[j] * v2 + st.mean[j] * v1) / (v1 + v2);
-                }
-                v1 * v2 / (v1 + v2)
+            // The subtree joining the posterior at t* (from below and above), eq 11.
+            let join = BranchJoin::new(st.msg.mean(), om, s_msg.mean());
+            let lik = |t_star: f64| -> f64 {
+                let at = join.at(st.msg.var() + (t_b - t_star), ov + (t_star - t_a));
+                let v = at.var + s_msg.var() + t_s - t_star;
+                SplitLogZ::normal(at.sq_dist, v).log_z(d, self.sigma2)
             };
             let hi = t_b.min(t_s);
             let t_star = 0.5 * (t_a + hi);
             if t_a < t_star && t_star < hi {
-                let p_star = product(t_star, &mut m_star);
                 let prior = path[b.index()] + self.node_term(&[node.n_leaves(), n_s], t_star);
-                let score = base + prior + lik(&m_star, p_star, t_star);
+                let score = base + prior + lik(t_star);
                 if score.is_finite() {
                     out.push(Candidate {
                         at: Attachment::Branch {
@@ -1423,11 +1383,10 @@ impl<'a> State<'a> {
                     .map(|&k| self.arena.node(k).expect("live node").n_leaves()),
             );
             if t_b < t_s {
-                let p_star = product(t_b, &mut m_star);
                 counts.push(n_s);
                 let prior = path[b.index()] + self.node_term(&counts, t_b) - st.prior;
                 counts.pop();
-                let score = base + prior + lik(&m_star, p_star, t_b);
+                let score = base + prior + lik(t_b);
                 if score.is_finite() {
                     out.push(Candidate {
                         at: Attachment::Node(b),
@@ -1435,41 +1394,25 @@ impl<'a> State<'a> {
                     });
                 }
             }
-            // Messages into b's location: from above, then from each child; leave-one-out
-            // products by prefix and suffix sums of natural parameters.
+            // Messages into b's location from outside each child: from above, and from the
+            // other children.
             let kids = node.children();
-            let above_var = ov + (t_b - t_a);
-            pre_prec.clear();
-            pre_eta.clear();
-            pre_prec.push(1.0 / above_var);
-            pre_eta.extend(om.iter().map(|m| m / above_var));
-            for (i, &k) in kids.iter().enumerate() {
+            outside.start(om, ov + (t_b - t_a));
+            for &k in kids {
                 let ks = self.arena.node(k).expect("live node");
-                let var = ks.cache().var + (ks.time() - t_b);
-                let prev = pre_prec[i];
-                pre_prec.push(prev + 1.0 / var);
-                for j in 0..d {
-                    let e = pre_eta[i * d + j] + ks.cache().mean[j] / var;
-                    pre_eta.push(e);
-                }
+                outside.push(
+                    ks.cache().msg.mean(),
+                    ks.cache().msg.var() + (ks.time() - t_b),
+                );
             }
-            let mut suf_prec = 0.0;
-            let mut suf_eta = vec![0.0; d];
-            for (i, &k) in kids.iter().enumerate().rev() {
-                let prec = pre_prec[i] + suf_prec;
-                o_var[k.index()] = 1.0 / prec;
-                for j in 0..d {
-                    o_mean[k.index() * d + j] = (pre_eta[i * d + j] + suf_eta[j]) / prec;
-                }
+            outside.finish();
+            for (i, &k) in kids.iter().enumerate() {
+                let (mean, var) = outside.get(i);
+                o_var[k.index()] = var;
+                o_mean[k.index() * d..(k.index() + 1) * d].copy_from_slice(mean);
                 counts[i] += n_s;
                 path[k.index()] = path[b.index()] + self.node_term(&counts, t_b) - st.prior;
                 counts[i] -= n_s;
-                let ks = self.arena.node(k).expect("live node");
-                let var = ks.cache().var + (ks.time() - t_b);
-                suf_prec += 1.0 / var;
-                for (j, e) in suf_eta.iter_mut().enumerate() {
-                    *e += ks.cache().mean[j] / var;
-                }
             }
         }
         out

@@ -4,15 +4,17 @@
 //!
 //! # The state and its caches
 //! The tree lives in an [`Arena`]. Each node caches the Gaussian message from the data below
-//! it (`N(x_v; μ_v, σ² v_v I)`, kept in units of `σ²`), the sums over its subtree of the
-//! local likelihood terms, and its own prior term `ln S_b + ln c + (c J_b − 1) ln(1 − t_b)`
-//! with the sum over its subtree. A move marks only the changed paths dirty, and only those
-//! are recomputed: a subtree move costs `O(depth · K · D)`, not `O(N D)`.
+//! it (`N(x_v; μ_v, σ² v_v I)`, kept in units of `σ²`: the message layer's [`UnitMessage`])
+//! with the `σ²`-free parts of the local likelihood terms summed over its subtree, and its
+//! own prior term `ln S_b + ln c + (c J_b − 1) ln(1 − t_b)` with the sum over its subtree.
+//! A move marks only the changed paths dirty, and only those are recomputed: a subtree move
+//! costs `O(depth · K · D)`, not `O(N D)`.
 //!
-//! The likelihood in units of `σ²`: merging the messages of a node's children one at a time,
-//! each merge of `N(μ₁, σ² v₁)` and `N(μ₂, σ² v₂)` contributes the normaliser
-//! `N(μ₁; μ₂, σ²(v₁ + v₂) I)`; with the root's message against the origin,
-//! `N(μ_r; 0, σ²(v_r + t_r) I)`, a tree over `N` points has exactly `N` of them, so
+//! The likelihood in units of `σ²` ([`SplitLogZ`](crate::models::messages::SplitLogZ)):
+//! merging the messages of a node's children one at a time, each merge of `N(μ₁, σ² v₁)`
+//! and `N(μ₂, σ² v₂)` contributes the normaliser `N(μ₁; μ₂, σ²(v₁ + v₂) I)`; with the root's
+//! message against the origin, `N(μ_r; 0, σ²(v_r + t_r) I)`, a tree over `N` points has
+//! exactly `N` of them, so
 //!
 //! ```text
 //!   ln p(X | T, t, σ²) = −(N D/2) ln(2πσ²) − (D/2) Σ ln(v₁ + v₂) − Σ ‖μ₁ − μ₂‖²/(2σ²(v₁ + v₂)),
@@ -84,6 +86,7 @@ use super::slice::slice_sample;
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap, sample_tree};
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
+use crate::models::messages::UnitMessage;
 use crate::tree::Tree;
 use crate::tree::arena::{Arena, Attachment, Detached, NodeId};
 
@@ -436,13 +439,10 @@ pub struct McmcResult {
 /// The cache of a node (see the [module docs](self)).
 #[derive(Debug, Clone, Default)]
 pub(super) struct NodeState {
-    /// Mean of the message from the data below (the data at a leaf); empty without data.
-    pub(super) mean: Vec<f64>,
-    /// Its variance in units of `σ²` (0 at a leaf).
-    pub(super) var: f64,
-    /// Subtree sums of `ln(v₁ + v₂)` and `‖μ₁ − μ₂‖²/(v₁ + v₂)` over the merges.
-    pub(super) ln_var: f64,
-    pub(super) quad: f64,
+    /// The message from the data below, `N(μ_v, σ² v_v I)` in units of `σ²` (the data at a
+    /// leaf; no features without data), with the split normalisers of the merges in the
+    /// subtree.
+    pub(super) msg: UnitMessage,
     /// This node's prior term, and the sum over its subtree.
     pub(super) prior: f64,
     pub(super) sub_prior: f64,
@@ -1082,16 +1082,15 @@ impl Chain {
                 None => (node.time().min(1.0), None),
             };
             // N(x; x_parent, σ² len) · N(x; μ_v, σ² v_v): mean and variance of the product.
-            let var = state.var;
-            let (w_parent, post_var) = if var == 0.0 {
-                (0.0, 0.0)
-            } else {
-                (var / (len + var), len * var / (len + var))
-            };
-            let post_sd = sd * post_var.sqrt();
+            let bridge = state.msg.given_parent(len);
+            let post_sd = sd * bridge.var.sqrt();
+            let own = state.msg.mean();
+            // The message's weight as `1 − k` rather than `bridge.own` (the same weight,
+            // rounded otherwise): a seed keeps giving the draws it gave before.
+            let weight = 1.0 - bridge.parent;
             for j in 0..d {
                 let parent = from.map_or(0.0, |p| loc[p.index() * d + j]);
-                let mean = w_parent * parent + (1.0 - w_parent) * state.mean[j];
+                let mean = bridge.parent * parent + weight * own[j];
                 let z: f64 = rng.sample(StandardNormal);
                 let value = mean + post_sd * z;
                 loc[v.index() * d + j] = value;
@@ -1275,18 +1274,11 @@ impl Chain {
 /// `ln p(X | T, t, σ²)` of the data under the arena's root, from the root's cache (see the
 /// [module docs](self)); 0 without columns.
 pub(super) fn root_log_likelihood(arena: &Arena<NodeState>, d: usize, sigma2: f64) -> f64 {
-    if d == 0 {
-        return 0.0;
-    }
-    let root = arena.root();
-    let node = arena.node(root).expect("the root exists");
-    let s = node.cache().var + node.time().min(1.0);
-    let ln_var = node.cache().ln_var + s.ln();
-    let quad = node.cache().quad + node.cache().mean.iter().map(|m| m * m).sum::<f64>() / s;
-    let (n, d) = (node.n_leaves() as f64, d as f64);
-    -0.5 * n * d * (2.0 * std::f64::consts::PI * sigma2).ln()
-        - 0.5 * d * ln_var
-        - 0.5 * quad / sigma2
+    let node = arena.node(arena.root()).expect("the root exists");
+    node.cache()
+        .msg
+        .against_origin(node.time().min(1.0))
+        .log_z(d, sigma2)
 }
 
 /// The cache of node `v` from its children's (see the [module docs](self)).
@@ -1300,45 +1292,29 @@ pub(super) fn node_state(
     let node = arena.node(v).expect("a dirty node is live");
     if node.is_leaf() {
         return NodeState {
-            mean: x.row(v.index()).to_vec(),
+            msg: UnitMessage::point(x.row(v.index()).to_vec()),
             ..NodeState::default()
         };
     }
     let t = node.time();
-    let d = x.ncols();
-    let mut state = NodeState {
-        mean: vec![0.0; d],
-        ..NodeState::default()
-    };
+    let mut msg = UnitMessage::uninformative(x.ncols());
+    let mut sub_prior = 0.0;
     let mut counts = Vec::with_capacity(node.children().len());
-    for (i, &k) in node.children().iter().enumerate() {
+    for &k in node.children() {
         let child = arena.node(k).expect("live child");
         let s = child.cache();
         counts.push(child.n_leaves());
-        state.ln_var += s.ln_var;
-        state.quad += s.quad;
-        state.sub_prior += s.sub_prior;
-        let var_k = s.var + (child.time() - t);
-        if i == 0 {
-            state.mean.copy_from_slice(&s.mean);
-            state.var = var_k;
-            continue;
-        }
-        let total = state.var + var_k;
-        state.ln_var += total.ln();
-        let mut dist = 0.0;
-        for (m, &mk) in state.mean.iter_mut().zip(&s.mean) {
-            dist += (*m - mk) * (*m - mk);
-            *m = (*m * var_k + mk * state.var) / total;
-        }
-        state.quad += dist / total;
-        state.var = state.var * var_k / total;
+        sub_prior += s.sub_prior;
+        msg.absorb(&s.msg, child.time() - t);
     }
-    state.prior = params.ln_structure(&counts)
+    let prior = params.ln_structure(&counts)
         + params.c().ln()
         + (params.c() * harmonic_gap(h, &counts) - 1.0) * (-t).ln_1p();
-    state.sub_prior += state.prior;
-    state
+    NodeState {
+        msg,
+        prior,
+        sub_prior: sub_prior + prior,
+    }
 }
 
 /// Where a chain starts: a tree (or a draw from the prior when `None`) and the

@@ -44,7 +44,7 @@ use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 use super::{PydtParams, check_diffusion_tree, check_sigma2};
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_sum_exp;
-use crate::models::messages::{BrownianDiffusion, GaussianMessage, MessageModel, Root};
+use crate::models::messages::{BrownianDiffusion, GaussianMessage, MessageModel, Root, TwoWay};
 use crate::tree::Tree;
 
 /// The predictive mixture of one tree (see the [module docs](self)).
@@ -135,68 +135,35 @@ impl Predictor {
         // make it negative.
         let along = |msg: &GaussianMessage, length: f64| model.propagate(msg, length.max(0.0));
 
-        // Upward: each node's message at its own time from the data below it.
-        let mut up: Vec<GaussianMessage> = model
+        // Up and outside messages; from the origin, the point mass at 0, along the root
+        // node's branch.
+        let root = tree.root();
+        let leaves = model
             .leaf_messages(x)?
             .into_iter()
             .map(|(m, _)| m)
             .collect();
-        for (v, node) in nodes.iter().enumerate().skip(n) {
-            let incoming: Vec<GaussianMessage> = node
-                .children
-                .iter()
-                .map(|&k| along(&up[k], r[v] - r[k]))
-                .collect();
-            up.push(model.combine(&incoming).0);
-        }
-
-        // Downward, from the origin: the point mass at 0.
-        let mut above = vec![
-            Above {
-                out: model.root_message(),
+        let root_down = along(&model.root_message(), 1.0 - r[root]);
+        let TwoWay { up, out, .. } = TwoWay::new(&model, tree, leaves, root_down, |k, b| {
+            (r[b] - r[k]).max(0.0)
+        });
+        // What each node needs from above: the outside message, `r` at the parent and the
+        // probability of reaching the top of its branch.
+        let mut above: Vec<Above> = out
+            .into_iter()
+            .map(|out| Above {
+                out,
                 r_top: 1.0,
                 ln_reach: 0.0,
-            };
-            nodes.len()
-        ];
+            })
+            .collect();
         for b in (n..nodes.len()).rev() {
-            let kids = &nodes[b].children;
-            let Above {
-                out,
-                r_top,
-                ln_reach,
-            } = above[b].clone();
-            let survive = -rate(b) * (tau[b] + r_top.ln());
-            let from_above = along(&out, r_top - r[b]);
-            let msgs: Vec<GaussianMessage> =
-                kids.iter().map(|&k| along(&up[k], r[b] - r[k])).collect();
-            // Everything but child i: the product of the messages before i (from above
-            // first) and after it, each built once.
-            let mut before = Vec::with_capacity(kids.len());
-            before.push(from_above);
-            for msg in &msgs[..msgs.len() - 1] {
-                let next = model
-                    .combine(&[before[before.len() - 1].clone(), msg.clone()])
-                    .0;
-                before.push(next);
-            }
-            let mut after: Option<GaussianMessage> = None;
-            for i in (0..kids.len()).rev() {
-                let rest = match &after {
-                    None => before[i].clone(),
-                    Some(a) => model.combine(&[before[i].clone(), a.clone()]).0,
-                };
-                after = Some(match after {
-                    None => msgs[i].clone(),
-                    Some(a) => model.combine(&[a, msgs[i].clone()]).0,
-                });
-                let k = kids[i];
-                above[k] = Above {
-                    out: rest,
-                    r_top: r[b],
-                    ln_reach: ln_reach + survive + (nodes[k].n_leaves as f64 - beta).ln()
-                        - (nodes[b].n_leaves as f64 + alpha).ln(),
-                };
+            let survive = -rate(b) * (tau[b] + above[b].r_top.ln());
+            let ln_reach = above[b].ln_reach;
+            for &k in &nodes[b].children {
+                above[k].r_top = r[b];
+                above[k].ln_reach = ln_reach + survive + (nodes[k].n_leaves as f64 - beta).ln()
+                    - (nodes[b].n_leaves as f64 + alpha).ln();
             }
         }
 

@@ -67,54 +67,26 @@
 //! The columns are independent given the tree; within a column write `y_n = ±1` for the sign
 //! of an observed `x_n`. The posterior `p(z | x) ∝ N(z; 0, σ²C) Π_n 1[y_n z_n > 0]` is
 //! approximated by `N(z; 0, σ²C) Π_n Z̃_n N(z_n; μ̃_n, 1/τ̃_n)`, one Gaussian site per
-//! observed entry (Minka 2001; Rasmussen & Williams 2006, §3.6).
-//!
-//! *Cavity.* The product of the prior with every site but `n`'s, marginal at `z_n`, is the
-//! message into leaf `n` from the rest of the tree: `N(μ_{−n}, s²)`.
-//!
-//! *Tilted moments.* With `ẑ = y_n μ_{−n}/s` and `r = φ(ẑ)/Φ(ẑ)`, the normaliser and
-//! moments of `1[y z > 0] N(z; μ_{−n}, s²)` are (the truncated normal's; R&W eq 3.58 with
-//! its `√(1 + s²)` replaced by `s`, our factor having no unit noise)
-//!
-//! ```text
-//!   Z_n = Φ(ẑ),   μ̂ = μ_{−n} + y_n s r,   σ̂² = s² (1 − g),   g = r (ẑ + r) ∈ (0, 1).
-//! ```
-//!
-//! *Site update.* Matching moments, `τ̃_n = 1/σ̂² − 1/s²` and `τ̃_n μ̃_n = μ̂/σ̂² − μ_{−n}/s²`.
-//! Written without cancellation (with `μ_{−n} = y_n s ẑ`):
-//!
-//! ```text
-//!   τ̃_n = g / (s² (1 − g)),   μ̃_n = μ_{−n} + y_n s / (ẑ + r),
-//! ```
-//!
-//! since `μ̂/σ̂² − μ_{−n}/s² = y_n r (ẑ² + ẑ r + 1)/(s (1 − g))`, divided by `τ̃_n`. A
-//! truncation always shrinks the variance (`0 < g < 1`), so `τ̃_n > 0`: this EP never makes
-//! a negative site precision. The sites are updated one at a time, in leaf order, until the
-//! tilted means and standard deviations move by less than `tol · σ` in a sweep.
-//!
-//! *Normaliser.* `Z̃_n` makes the site reproduce `Z_n` against its cavity:
-//! `ln Z̃_n = ln Z_n − ln N(μ_{−n}; μ̃_n, 1/τ̃_n + s²)`. The approximation of the evidence is
+//! observed entry (Minka 2001; Rasmussen & Williams 2006, §3.6), and
 //!
 //! ```text
 //!   ln p(x | T, t) ≈ ln Z_EP = Σ_n ln Z̃_n + ln N(μ̃; 0, σ²C + diag(1/τ̃)),
 //! ```
 //!
-//! the last term being the Gaussian likelihood of the pseudo-observations `μ̃_n` with
-//! noise variances `1/τ̃_n` at the leaves (R&W eq 3.65). A Gaussian-likelihood method (an
-//! EM over the times, say) can use the sites as those pseudo-observations.
+//! the last term being the Gaussian likelihood of the pseudo-observations `μ̃_n` with noise
+//! variances `1/τ̃_n` at the leaves (R&W eq 3.65). A Gaussian-likelihood method (the EM over
+//! the times of [`super::em`]) uses the sites as those pseudo-observations.
 //!
-//! *On the tree.* Nothing above needs `C` itself. Each node keeps its upward message from
-//! the sites below in precision form `(λ, η)` (`N(μ, v)` is `λ = 1/v`, `η = μ/v`; a leaf's
-//! is its site, a subtree without sites has `λ = 0`); a child's message crossing its branch
-//! of variance `ℓ = σ²(t_child − t_parent)` becomes `(λ, η)/(1 + ℓλ)`, and a node's message
-//! is the sum of its children's. The cavity of leaf `n` is its downward message: start at
-//! the root with the origin's `(1/(σ² t_root), 0)`, and at each node on the path add the
-//! other children's messages and cross the branch down. A site update then refreshes the
-//! upward messages on its path. Each update costs `O(depth · K)`, a sweep
+//! The algorithm is the message layer's ([`crate::models::messages::probit`]: the tilted
+//! moments and the site update written without cancellation, `τ̃_n > 0` always; cavities
+//! as downward messages in precision form; the sites updated one at a time, in leaf order,
+//! until the tilted means and standard deviations move by less than `tol · σ` in a sweep),
+//! run here on the tree with branch variances `σ²(t_child − t_parent)`, the root node's from
+//! the origin. Nothing needs `C` itself: each update costs `O(depth · K)`, a sweep
 //! `O(N · depth · K)` per column (`O(N log N)` on a balanced tree, `O(N²)` on a caterpillar)
 //! against the `O(N³)` of the covariance form, which the tests use as the independent
-//! check. `ln N(μ̃; 0, σ²C + diag(1/τ̃))` is one upward pass of the Gaussian messages
-//! with normalisers, as in [`super::log_likelihood`] with leaf noise.
+//! check. `ln N(μ̃; 0, σ²C + diag(1/τ̃))` is one upward pass of the unit-rate Gaussian
+//! messages with normalisers, as in [`super::log_likelihood`] with leaf noise.
 //!
 //! # Examples
 //! For two leaves diverging at `t`, `P(x = (1, 1)) = 1/4 + asin(t)/(2π)`; EP comes close.
@@ -141,6 +113,11 @@ use super::mcmc::Chain;
 pub use super::mcmc::Likelihood;
 use super::{PydtParams, check_diffusion_tree, check_sigma2};
 use crate::error::{Result, RoseTreeError};
+#[cfg(test)]
+use crate::models::messages::probit::mills_ratio;
+use crate::models::messages::{EpColumn, ScalarTree};
+#[cfg(test)]
+use crate::models::messages::{SiteUpdate, ln_cdf_and_ratio, site_update};
 use crate::tree::Tree;
 use crate::tree::arena::{Arena, NodeId};
 
@@ -197,55 +174,6 @@ pub(crate) fn truncated_normal<R: Rng + ?Sized>(
     } else {
         -(-mean + sd * standard_normal_tail(mean / sd, rng))
     }
-}
-
-/// `(ln Φ(z), φ(z)/Φ(z))`, in double precision for every finite `z`: from `erfc` (libm)
-/// for `z ≥ −5`, and below from the continued fraction of Mills' ratio
-/// `(1 − Φ(x))/φ(x) = 1/(x + 1/(x + 2/(x + 3/(x + …))))` at `x = −z` (Lentz's method;
-/// written by hand, no crate in use has it). The fraction needs at most 25 terms for
-/// `x ≥ 5`, keeps full precision where `Φ(z)` underflows (`z < −38`), and is more accurate
-/// than libm's `erfc` in the tail (which errs by about `1e-13` at `x = 25`).
-pub(crate) fn ln_cdf_and_ratio(z: f64) -> (f64, f64) {
-    let ln_pdf = -0.5 * z * z - 0.5 * (2.0 * std::f64::consts::PI).ln();
-    if z >= -5.0 {
-        let tail = 0.5 * libm::erfc(z.abs() * std::f64::consts::FRAC_1_SQRT_2);
-        // Φ(z) = 1 − tail above 0 (ln by ln_1p), tail itself below.
-        let (ln_cdf, cdf) = if z > 0.0 {
-            ((-tail).ln_1p(), 1.0 - tail)
-        } else {
-            (tail.ln(), tail)
-        };
-        return (ln_cdf, ln_pdf.exp() / cdf);
-    }
-    let mills = mills_ratio(-z);
-    (ln_pdf + mills.ln(), 1.0 / mills)
-}
-
-/// Mills' ratio `(1 − Φ(x))/φ(x)` for `x ≥ 5` by its continued fraction (see
-/// [`ln_cdf_and_ratio`]).
-fn mills_ratio(x: f64) -> f64 {
-    // f = x + 1/(x + 2/(x + …)); the ratio is 1/f. Lentz's method.
-    let tiny = 1e-300;
-    let mut f = x;
-    let (mut c, mut d) = (f, 0.0);
-    for k in 1..2000 {
-        let a = k as f64;
-        d = x + a * d;
-        if d.abs() < tiny {
-            d = tiny;
-        }
-        d = 1.0 / d;
-        c = x + a / c;
-        if c.abs() < tiny {
-            c = tiny;
-        }
-        let delta = c * d;
-        f *= delta;
-        if (delta - 1.0).abs() < 1e-16 {
-            break;
-        }
-    }
-    1.0 / f
 }
 
 /// The starting latent value of a binary observation `v` (0, 1 or `NaN`): `±sd` by its
@@ -378,168 +306,6 @@ pub struct EpResult {
     pub converged: bool,
 }
 
-/// The tree as parent and child lists with branch variances `σ²(t_child − t_parent)`
-/// (the root's from the origin), indexed by node id; leaf `i` is row `i`.
-struct Geometry {
-    parent: Vec<Option<usize>>,
-    children: Vec<Vec<usize>>,
-    len: Vec<f64>,
-    root: usize,
-    /// The nodes of the tree, children before parents.
-    post_order: Vec<usize>,
-    /// The leaves in the tree, in increasing order.
-    leaves: Vec<usize>,
-}
-
-impl Geometry {
-    fn new(tree: &Tree, t: &[f64], sigma2: f64) -> Self {
-        let nodes = tree.nodes();
-        let len = nodes
-            .iter()
-            .enumerate()
-            .map(|(v, node)| sigma2 * node.parent.map_or(t[v].min(1.0), |p| t[v] - t[p]))
-            .collect();
-        Self {
-            parent: nodes.iter().map(|node| node.parent).collect(),
-            children: nodes.iter().map(|node| node.children.clone()).collect(),
-            len,
-            root: tree.root(),
-            // Children have smaller ids than their parents.
-            post_order: (0..nodes.len()).collect(),
-            leaves: (0..tree.n_leaves()).collect(),
-        }
-    }
-
-    /// The tree of `arena` under its root (detached subtrees left out), by slot.
-    fn from_arena<C>(arena: &Arena<C>, sigma2: f64) -> Self {
-        let slots = arena.n_slots();
-        let mut geo = Self {
-            parent: vec![None; slots],
-            children: vec![Vec::new(); slots],
-            len: vec![0.0; slots],
-            root: arena.root().index(),
-            post_order: Vec::new(),
-            leaves: Vec::new(),
-        };
-        let post = arena.post_order(arena.root()).expect("the root exists");
-        for v in post {
-            let node = arena.node(v).expect("live node");
-            let i = v.index();
-            let t = node.time().min(1.0);
-            geo.parent[i] = node.parent().map(NodeId::index);
-            geo.children[i] = node.children().iter().map(|k| k.index()).collect();
-            geo.len[i] = sigma2
-                * node
-                    .parent()
-                    .map_or(t, |a| t - arena.time(a).expect("live node"));
-            geo.post_order.push(i);
-            if node.is_leaf() {
-                geo.leaves.push(i);
-            }
-        }
-        geo.leaves.sort_unstable();
-        geo
-    }
-
-    /// Node `k`'s upward message after crossing its branch.
-    fn lift(&self, up: &[(f64, f64)], k: usize) -> (f64, f64) {
-        let (lambda, eta) = up[k];
-        let f = 1.0 / (1.0 + self.len[k] * lambda);
-        (lambda * f, eta * f)
-    }
-
-    /// Recomputes the upward messages on the path from leaf `n` to the root.
-    fn refresh_path(&self, up: &mut [(f64, f64)], n: usize) {
-        let mut v = n;
-        while let Some(p) = self.parent[v] {
-            up[p] = self.children[p]
-                .iter()
-                .map(|&k| self.lift(up, k))
-                .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
-            v = p;
-        }
-    }
-
-    /// The cavity `(mean, variance)` of leaf `n`: its downward message.
-    fn cavity(&self, up: &[(f64, f64)], n: usize, path: &mut Vec<usize>) -> (f64, f64) {
-        path.clear();
-        let mut v = n;
-        path.push(v);
-        while let Some(p) = self.parent[v] {
-            path.push(p);
-            v = p;
-        }
-        let (mut lambda, mut eta) = (1.0 / self.len[self.root], 0.0);
-        for w in path.windows(2).rev() {
-            let (child, node) = (w[0], w[1]);
-            for &k in &self.children[node] {
-                if k != child {
-                    let (l, e) = self.lift(up, k);
-                    lambda += l;
-                    eta += e;
-                }
-            }
-            let f = 1.0 / (1.0 + self.len[child] * lambda);
-            lambda *= f;
-            eta *= f;
-        }
-        (eta / lambda, 1.0 / lambda)
-    }
-
-    /// `ln N(μ̃; 0, σ²C + diag(1/τ̃))` over the sites with `τ̃ > 0`: one upward pass of
-    /// Gaussian messages in moment form with their normalisers.
-    fn log_pseudo_likelihood(&self, mu: &[f64], tau: &[f64]) -> f64 {
-        let n_nodes = self.parent.len();
-        let mut msg: Vec<Option<(f64, f64)>> = vec![None; n_nodes];
-        let mut total = 0.0;
-        for &v in &self.post_order {
-            if self.children[v].is_empty() {
-                if tau[v] >= f64::MIN_POSITIVE {
-                    msg[v] = Some((mu[v], 1.0 / tau[v]));
-                }
-                continue;
-            }
-            let mut acc: Option<(f64, f64)> = None;
-            for &k in &self.children[v] {
-                let Some((m, var)) = msg[k] else { continue };
-                let var = var + self.len[k];
-                acc = Some(match acc {
-                    None => (m, var),
-                    Some((m0, v0)) => {
-                        total += ln_normal(m0, m, v0 + var);
-                        let w = v0 / (v0 + var);
-                        (m0 + w * (m - m0), var * w)
-                    }
-                });
-            }
-            msg[v] = acc;
-        }
-        // Against the origin, across the root's branch (a lone leaf's is `σ²`).
-        if let Some((m, var)) = msg[self.root] {
-            total += ln_normal(m, 0.0, var + self.len[self.root]);
-        }
-        total
-    }
-}
-
-/// `ln N(x; m, v)`.
-fn ln_normal(x: f64, m: f64, v: f64) -> f64 {
-    -0.5 * (2.0 * std::f64::consts::PI * v).ln() - 0.5 * (x - m) * (x - m) / v
-}
-
-/// One site's EP update from its cavity `N(mean, var)` and sign `y = ±1`: the new
-/// `(μ̃, τ̃)`, the tilted mean and standard deviation, and `ln Z_n` (see the
-/// [module docs](self)).
-pub(crate) fn site_update(mean: f64, var: f64, y: f64) -> (f64, f64, f64, f64, f64) {
-    let s = var.sqrt();
-    let zh = y * mean / s;
-    let (ln_z, r) = ln_cdf_and_ratio(zh);
-    let g = r * (zh + r);
-    let tau = g / (var * (1.0 - g));
-    let mu = mean + y * s / (zh + r);
-    (mu, tau, mean + y * s * r, s * (1.0 - g).sqrt(), ln_z)
-}
-
 /// Expectation propagation for the probit likelihood on a fixed tree (see the
 /// [module docs](self)): binary `x` (0, 1 or `NaN` for missing, row `i` at leaf `i`), the
 /// Brownian motion's variance `sigma2` per unit time. Returns the Gaussian sites and the
@@ -576,13 +342,13 @@ pub fn expectation_propagation(
         )));
     }
     check_binary(x)?;
-    Ok(run_ep(
-        x,
-        &Geometry::new(tree, t, sigma2),
-        sigma2,
-        config,
-        None,
-    ))
+    let geo = ScalarTree::from_tree(tree, |v| {
+        sigma2
+            * tree.nodes()[v]
+                .parent
+                .map_or(t[v].min(1.0), |p| t[v] - t[p])
+    });
+    Ok(run_ep(x, &geo, sigma2, config, None))
 }
 
 /// [`expectation_propagation`] on the tree of `arena` (its detached subtrees and their rows
@@ -595,25 +361,26 @@ pub(crate) fn expectation_propagation_arena<C>(
     config: &EpConfig,
     warm: Option<&EpResult>,
 ) -> EpResult {
-    run_ep(
-        x,
-        &Geometry::from_arena(arena, sigma2),
-        sigma2,
-        config,
-        warm,
-    )
+    let geo = ScalarTree::from_arena(arena, |v| {
+        let node = arena.node(v).expect("live node");
+        let t = node.time().min(1.0);
+        sigma2
+            * node
+                .parent()
+                .map_or(t, |a| t - arena.time(a).expect("live node"))
+    });
+    run_ep(x, &geo, sigma2, config, warm)
 }
 
-/// EP over the rows at the leaves of `geo`, the sites starting at `warm`'s or flat.
+/// EP over the rows at the leaves of `geo` (branch variances `σ²ℓ`), one column at a time
+/// by [`ScalarTree::expectation_propagation`], the sites starting at `warm`'s or flat.
 fn run_ep(
     x: ArrayView2<'_, f64>,
-    geo: &Geometry,
+    geo: &ScalarTree,
     sigma2: f64,
     config: &EpConfig,
     warm: Option<&EpResult>,
 ) -> EpResult {
-    let n = x.nrows();
-    let n_nodes = geo.parent.len();
     let sd = sigma2.sqrt();
     let mut result = EpResult {
         site_means: Array2::zeros(x.dim()),
@@ -623,74 +390,30 @@ fn run_ep(
         iterations: 0,
         converged: true,
     };
-    let mut up = vec![(0.0, 0.0); n_nodes];
-    let mut mu = vec![0.0; n_nodes];
-    let mut tau = vec![0.0; n_nodes];
-    let mut moments = vec![(f64::NAN, f64::NAN); n];
-    let mut path = Vec::new();
+    let mut col = EpColumn::default();
     for (j, column) in x.columns().into_iter().enumerate() {
-        up.iter_mut().for_each(|m| *m = (0.0, 0.0));
-        mu.iter_mut().for_each(|m| *m = 0.0);
-        tau.iter_mut().for_each(|m| *m = 0.0);
-        moments.iter_mut().for_each(|m| *m = (f64::NAN, f64::NAN));
         let observed: Vec<(usize, f64)> = geo
-            .leaves
+            .leaves()
             .iter()
             .map(|&i| (i, column[i]))
             .filter(|(_, v)| !v.is_nan())
             .map(|(i, v)| (i, if v == 1.0 { 1.0 } else { -1.0 }))
             .collect();
-        if let Some(w) = warm {
-            for &(i, _) in &observed {
-                (mu[i], tau[i]) = (w.site_means[[i, j]], w.site_precisions[[i, j]]);
-                up[i] = (tau[i], tau[i] * mu[i]);
-            }
-            for &v in &geo.post_order {
-                if !geo.children[v].is_empty() {
-                    up[v] = geo.children[v]
-                        .iter()
-                        .map(|&k| geo.lift(&up, k))
-                        .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
-                }
-            }
+        let start = warm.map(|w| move |i: usize| (w.site_means[[i, j]], w.site_precisions[[i, j]]));
+        geo.expectation_propagation(
+            &observed,
+            start.as_ref().map(|f| f as &dyn Fn(usize) -> (f64, f64)),
+            (config.tol, sd, config.max_iter),
+            &mut col,
+        );
+        result.iterations = result.iterations.max(col.sweeps);
+        result.converged &= col.converged;
+        for &(i, _) in &observed {
+            result.site_means[[i, j]] = col.site_means[i];
+            result.site_precisions[[i, j]] = col.site_precisions[i];
         }
-        let mut converged = false;
-        let mut sweeps = 0;
-        while sweeps < config.max_iter && !converged {
-            sweeps += 1;
-            let mut change: f64 = 0.0;
-            for &(i, y) in &observed {
-                let (m, v) = geo.cavity(&up, i, &mut path);
-                let (mu_i, tau_i, mean_hat, sd_hat, _) = site_update(m, v, y);
-                let (m0, s0) = moments[i];
-                let moved = ((mean_hat - m0).abs() + (sd_hat - s0).abs()) / sd;
-                change = change.max(if moved.is_nan() { f64::INFINITY } else { moved });
-                moments[i] = (mean_hat, sd_hat);
-                mu[i] = mu_i;
-                tau[i] = tau_i;
-                up[i] = (tau_i, tau_i * mu_i);
-                geo.refresh_path(&mut up, i);
-            }
-            converged = change < config.tol;
-        }
-        result.iterations = result.iterations.max(sweeps);
-        result.converged &= converged;
-        // The normalisers against the final cavities.
-        let mut ln_sites = 0.0;
-        for &(i, y) in &observed {
-            let (m, v) = geo.cavity(&up, i, &mut path);
-            let ln_z = ln_cdf_and_ratio(y * m / v.sqrt()).0;
-            ln_sites += if tau[i] >= f64::MIN_POSITIVE {
-                ln_z - ln_normal(m, mu[i], 1.0 / tau[i] + v)
-            } else {
-                // A flat site is the constant Z_n.
-                ln_z
-            };
-            result.site_means[[i, j]] = mu[i];
-            result.site_precisions[[i, j]] = tau[i];
-        }
-        result.log_site_normalisers += ln_sites;
-        result.log_marginal += ln_sites + geo.log_pseudo_likelihood(&mu, &tau);
+        result.log_site_normalisers += col.log_site_normalisers;
+        result.log_marginal += col.log_marginal;
     }
     result
 }

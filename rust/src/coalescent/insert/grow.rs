@@ -34,7 +34,7 @@ use super::super::predict::{Hazard, new_root_log_f};
 use super::JoinRule;
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_sum_exp;
-use crate::models::messages::MessageModel;
+use crate::models::messages::{MessageModel, outside_messages};
 use crate::tree::{Topology, Tree};
 
 /// Gauss–Legendre nodes per piece of a branch.
@@ -134,7 +134,8 @@ impl<'m, M: MessageModel> Growing<'m, M> {
         self.time.len()
     }
 
-    /// The downward pass: `O_c` of every node from the root's prior, `O(n · d)`.
+    /// The downward pass: `O_c` of every node from the root's prior ([`outside_messages`]
+    /// at each node), `O(n · d)`.
     pub(super) fn downward(&mut self) {
         let model = self.model;
         self.out[self.root] = model.root_message();
@@ -149,8 +150,11 @@ impl<'m, M: MessageModel> Growing<'m, M> {
             };
             let from_a = model.propagate(&self.up[a], self.time[a] - self.time[p]);
             let from_b = model.propagate(&self.up[b], self.time[b] - self.time[p]);
-            self.out[a] = model.combine(&[down.clone(), from_b]).0;
-            self.out[b] = model.combine(&[down, from_a]).0;
+            let [out_a, out_b]: [M::Message; 2] = outside_messages(model, &down, &[from_a, from_b])
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("two children, two messages"));
+            self.out[a] = out_a;
+            self.out[b] = out_b;
             stack.extend([a, b]);
         }
     }

@@ -45,6 +45,22 @@
 //! eq 10), [`MaskedBrownian`] (the same process for data with missing entries) and
 //! [`MultinomialMutation`] (Teh et al. eqs 14–15).
 //!
+//! # Two-way passing, rate-free messages and probit sites
+//! Both families use this layer beyond the upward pass:
+//! - [`TwoWay`]: up, outside and down messages of every node for any model, and the
+//!   posterior at a node or on a branch ([`posterior_between`]); the coalescent's and the
+//!   diffusion tree's predictive densities are built on it.
+//! - [`UnitMessage`]: isotropic Brownian messages in units of the rate `σ²`, each carrying
+//!   the `σ²`-free parts of the normalisers below it ([`SplitLogZ`]: their number,
+//!   `Σ ln(v₁ + v₂)` and `Σ ‖μ₁ − μ₂‖²/(v₁ + v₂)`), so that a likelihood at a new `σ²` costs
+//!   `O(1)`; with the outside messages of a branch point's children in precision form
+//!   ([`Outside`]), a node's law given its parent ([`Bridge`]) and a message joining the
+//!   posterior on a branch at `O(1)` per point ([`BranchJoin`]). The diffusion tree's MCMC
+//!   and EM keep these messages in their caches.
+//! - [`Precision`] and [`ScalarTree`]: one-dimensional messages in precision form on a tree,
+//!   and expectation propagation with probit sites as Gaussian pseudo-observations
+//!   ([`site_update`], [`site_log_normaliser`]).
+//!
 //! [`leaf_message`]: MessageModel::leaf_message
 //! [`propagate`]: MessageModel::propagate
 //! [`combine`]: MessageModel::combine
@@ -61,10 +77,18 @@ use crate::tree::Tree;
 mod brownian;
 mod masked;
 mod mutation;
+pub mod probit;
+pub mod two_way;
+pub mod unit;
 
 pub use brownian::{BrownianDiffusion, GaussianMessage, GaussianPair, Root};
 pub use masked::{MaskedBrownian, MaskedMessage, MaskedPair};
 pub use mutation::{MultinomialMutation, MutationMessage, MutationPair};
+pub use probit::{
+    EpColumn, Precision, ScalarTree, SiteUpdate, ln_cdf_and_ratio, site_log_normaliser, site_update,
+};
+pub use two_way::{TwoWay, outside_messages, posterior_between};
+pub use unit::{BranchJoin, Bridge, JoinPoint, Outside, SplitLogZ, UnitMessage};
 
 /// A Markov process on the branches of a tree, integrated out by upward message passing
 /// (Teh, Daumé & Roy 2007, eqs 4–7; see the [module docs](self)).
@@ -241,10 +265,7 @@ pub(crate) fn branch_join_at<M: MessageModel + ?Sized>(
     leaf: &M::Message,
     t: f64,
 ) -> f64 {
-    let from_below = model.propagate(up, bottom - t);
-    let post = model
-        .combine(&[from_below, model.propagate(out, t - top)])
-        .0;
+    let post = posterior_between(model, up, out, bottom - t, t - top);
     model.combine(&[post, model.propagate(leaf, -t)]).1
 }
 

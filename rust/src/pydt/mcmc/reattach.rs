@@ -74,6 +74,7 @@ use rand::Rng;
 use super::{Chain, Pick};
 use crate::error::Result;
 use crate::math::ln_gamma_ratio;
+use crate::models::messages::{BranchJoin, JoinPoint, Outside};
 use crate::tree::arena::{Attachment, NodeId};
 
 /// The fewest grid segments on a branch.
@@ -113,11 +114,8 @@ pub(super) struct Scratch {
     positions: Vec<(Position, f64)>,
     /// Pre-order stack.
     stack: Vec<NodeId>,
-    /// The natural mean of a branch point's product of messages, the precisions of its
-    /// messages (from above first) and their suffix sums.
-    eta: Vec<f64>,
-    precisions: Vec<f64>,
-    suffix: Vec<f64>,
+    /// The outside messages of a branch point's children.
+    outside: Outside,
     /// Per move, by leaf count `n`: `ln S` of a new branch point over `n` and `m_S` leaves,
     /// `ln Γ(n + m_S − β)/Γ(n − β)` and `ln Γ(n + m_S + α)/Γ(n + α)` (`NaN`: not yet
     /// computed; the same few counts recur all over a tree).
@@ -159,10 +157,8 @@ struct Branch {
     sub_gap: f64,
     /// `v_S`.
     sub_var: f64,
-    /// `‖μ_S − μ_u‖²`, `(μ_S − μ_u)·(μ↓ − μ_u)`, `‖μ↓ − μ_u‖²`.
-    dist_su: f64,
-    cross: f64,
-    dist_du: f64,
+    /// The subtree's message joining the branch's posterior.
+    join: BranchJoin,
     /// `1 − e`, the prior's constant and the exponent `c J_w − 1`.
     one_minus_end: f64,
     prior: f64,
@@ -179,25 +175,23 @@ struct Branch {
 }
 
 impl Branch {
-    /// `λ`, the posterior variance `s` and `V` at `r`.
-    fn moments(&self, r: f64) -> (f64, f64) {
+    /// The posterior at `r` (its variance `s`, `λ` and `‖μ_S − m‖²`) and `V`.
+    fn moments(&self, r: f64) -> (JoinPoint, f64) {
         let above = self.var_above + (self.len - r);
         let below = self.var_below + self.below_gap + r;
-        let total = above + below;
-        let lambda = below / total;
-        let v = above * below / total + self.sub_var + self.sub_gap + r;
-        (lambda, v)
+        let at = self.join.at(below, above);
+        let v = at.var + self.sub_var + self.sub_gap + r;
+        (at, v)
     }
 
-    /// `−(D/2) ln V − ‖μ_S − m‖²/(2σ² V)` at `r`.
+    /// `−(D/2) ln V − ‖μ_S − m‖²/(2σ² V)` at `r`: eq 11 without its constant
+    /// `−(D/2) ln(2πσ²)`, which every position shares.
     fn ln_likelihood(&self, r: f64) -> f64 {
         if self.half_d == 0.0 {
             return 0.0;
         }
-        let (lambda, v) = self.moments(r);
-        let q =
-            (self.dist_su - 2.0 * lambda * self.cross + lambda * lambda * self.dist_du).max(0.0);
-        -self.half_d * v.ln() - q * self.inv_two_sigma2 / v
+        let (at, v) = self.moments(r);
+        -self.half_d * v.ln() - at.sq_dist * self.inv_two_sigma2 / v
     }
 
     /// `ln π(u, e − r)` up to the common constant.
@@ -461,8 +455,6 @@ impl Chain {
         scratch.path.resize(slots, 0.0);
         scratch.positions.clear();
         scratch.stack.clear();
-        scratch.eta.clear();
-        scratch.eta.resize(d, 0.0);
         let n = self.n_leaves();
         for table in [
             &mut scratch.memo_structure,
@@ -501,8 +493,8 @@ impl Chain {
     fn moving(&self, v: NodeId) -> Result<Moving<'_>> {
         let node = self.arena.node(v)?;
         Ok(Moving {
-            mean: &node.cache().mean,
-            var: node.cache().var,
+            mean: node.cache().msg.mean(),
+            var: node.cache().msg.var(),
             time: node.time(),
             n_leaves: node.n_leaves(),
         })
@@ -526,27 +518,18 @@ impl Chain {
         let end = t_u.min(sub.time);
         let len = end - top;
         let above = &scratch.down_mean[u.index() * d..(u.index() + 1) * d];
-        let below = &node.cache().mean;
-        let (mut dist_su, mut cross, mut dist_du) = (0.0, 0.0, 0.0);
-        for j in 0..d {
-            let (rs, rd) = (sub.mean[j] - below[j], above[j] - below[j]);
-            dist_su += rs * rs;
-            cross += rs * rd;
-            dist_du += rd * rd;
-        }
+        let join = BranchJoin::new(node.cache().msg.mean(), above, sub.mean);
         let (m_s, c) = (sub.n_leaves, self.params.c());
         let j_w = self.h[n_u + m_s - 1] - self.h[n_u - 1] - self.h[m_s - 1];
         let mut branch = Branch {
             end,
             len,
             var_above: scratch.down_var[u.index()],
-            var_below: node.cache().var,
+            var_below: node.cache().msg.var(),
             below_gap: t_u - end,
             sub_gap: sub.time - end,
             sub_var: sub.var,
-            dist_su,
-            cross,
-            dist_du,
+            join,
             one_minus_end: 1.0 - end,
             prior: scratch.path[u.index()]
                 + memo(&mut scratch.memo_structure, n_u, || {
@@ -561,8 +544,8 @@ impl Chain {
             width: 0.0,
             singular_end: false,
         };
-        let (lambda, v0) = branch.moments(0.0);
-        let q0 = (dist_su - 2.0 * lambda * cross + lambda * lambda * dist_du).max(0.0);
+        let (at0, v0) = branch.moments(0.0);
+        let (lambda, q0) = (at0.weight, at0.sq_dist);
         let mut eps = (1.0 - end).max(MIN_FLOOR * len);
         if d > 0 {
             eps = eps
@@ -572,9 +555,9 @@ impl Chain {
         let span = (len / eps).ln_1p();
         // Enough segments for the span in z and for the curvature of the likelihood in λ:
         // ‖μ↓ − μ_u‖²/(σ² V) over the λ range of the branch.
-        let (lambda_top, _) = branch.moments(len);
+        let lambda_top = branch.moments(len).0.weight;
         let curvature = if d > 0 {
-            (lambda_top - lambda).abs() * (dist_du / (self.sigma2 * v0.max(eps))).sqrt()
+            (lambda_top - lambda).abs() * (join.gap_sq() / (self.sigma2 * v0.max(eps))).sqrt()
         } else {
             0.0
         };
@@ -614,44 +597,28 @@ impl Chain {
         let shift_m = memo(&mut scratch.memo_point, m, || {
             ln_gamma_ratio(m as f64 + alpha, m_s as f64)
         });
-        // The message from above at b's location and the children's, in precision form;
-        // each child's message from above is the product of all the others.
+        // The message from above at b's location and the children's; each child's message
+        // from above is the product of all the others.
         let above_var = scratch.down_var[b.index()] + (t_b - self.top_time(b));
         let children = node.children();
-        scratch.precisions.clear();
-        scratch.precisions.push(1.0 / above_var);
-        for j in 0..d {
-            scratch.eta[j] = scratch.down_mean[b.index() * d + j] / above_var;
-        }
+        scratch.outside.start(
+            &scratch.down_mean[b.index() * d..(b.index() + 1) * d],
+            above_var,
+        );
         for &k in children {
             let child = self.arena.node(k).expect("live node");
-            let w = child.cache().var + (child.time() - t_b);
-            scratch.precisions.push(1.0 / w);
-            for (e, &mu) in scratch.eta.iter_mut().zip(&child.cache().mean) {
-                *e += mu / w;
-            }
+            let msg = &child.cache().msg;
+            scratch
+                .outside
+                .push(msg.mean(), msg.var() + (child.time() - t_b));
         }
-        // The others' precision from prefix and suffix sums: the difference from the total
-        // would lose the digits of a child with a short branch.
-        let count = scratch.precisions.len();
-        scratch.suffix.clear();
-        scratch.suffix.resize(count + 1, 0.0);
-        for i in (0..count).rev() {
-            scratch.suffix[i] = scratch.suffix[i + 1] + scratch.precisions[i];
-        }
-        let mut prefix = scratch.precisions[0];
+        scratch.outside.finish();
         let path_b = scratch.path[b.index()];
         for (i, &k) in children.iter().enumerate() {
-            let own = scratch.precisions[i + 1];
-            let var = 1.0 / (prefix + scratch.suffix[i + 2]);
-            prefix += own;
-            let child = self.arena.node(k).expect("live node");
+            let (mean, var) = scratch.outside.get(i);
             scratch.down_var[k.index()] = var;
-            let out = &mut scratch.down_mean[k.index() * d..(k.index() + 1) * d];
-            for ((o, &e), &mu) in out.iter_mut().zip(&scratch.eta).zip(&child.cache().mean) {
-                *o = (e - mu * own) * var;
-            }
-            let n_k = child.n_leaves();
+            scratch.down_mean[k.index() * d..(k.index() + 1) * d].copy_from_slice(mean);
+            let n_k = self.arena.node(k).expect("live node").n_leaves();
             let structure = memo(&mut scratch.memo_branch, n_k, || {
                 ln_gamma_ratio(n_k as f64 - beta, m_s as f64)
             }) - shift_m;

@@ -166,7 +166,13 @@ fn the_site_update_matches_tilted_moments_by_quadrature() {
         };
         let (z0, z1, z2) = (moment(0), moment(1), moment(2));
         let (mu_hat, var_hat) = (z1 / z0, z2 / z0 - (z1 / z0).powi(2));
-        let (mu_t, tau_t, got_mean, got_sd, ln_z) = site_update(mean, var, y);
+        let SiteUpdate {
+            mean: mu_t,
+            precision: tau_t,
+            tilted_mean: got_mean,
+            tilted_sd: got_sd,
+            ln_z,
+        } = site_update(mean, var, y);
         assert!((ln_z - z0.ln()).abs() < 1e-10, "{ln_z} vs {}", z0.ln());
         assert!((got_mean - mu_hat).abs() < 1e-9 * s);
         assert!((got_sd.powi(2) - var_hat).abs() < 1e-9 * var);
@@ -201,7 +207,11 @@ fn dense_ep(col: &[f64], k_full: &DMatrix<f64>, sweeps: usize) -> (Vec<f64>, Vec
         for i in 0..m {
             let tau_c = 1.0 / sigma[(i, i)] - tau[i];
             let nu_c = mu[i] / sigma[(i, i)] - nu[i];
-            let (mu_t, tau_t, ..) = site_update(nu_c / tau_c, 1.0 / tau_c, y[i]);
+            let SiteUpdate {
+                mean: mu_t,
+                precision: tau_t,
+                ..
+            } = site_update(nu_c / tau_c, 1.0 / tau_c, y[i]);
             let delta = tau_t - tau[i];
             tau[i] = tau_t;
             nu[i] = tau_t * mu_t;
