@@ -87,6 +87,7 @@ impl<M: MessageModel> Linkage for Rate1<'_, M> {
     /// The pair's best merge time `t*`: the most recent ranks first.
     type Key = f64;
     type Probe = ();
+    type Cutoff = ();
 
     fn score(&self, i: u32, j: u32, _: Option<&()>) -> Result<f64> {
         self.best_time(i, j)
