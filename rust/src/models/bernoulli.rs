@@ -569,13 +569,29 @@ impl Staircase {
             losses.push((o - z).abs());
             magnitude += o.abs() + z.abs();
         }
-        let mut sorted = losses.clone();
-        sorted.sort_unstable_by(f64::total_cmp);
+        // The levels: the losses of ranks l·d/L, found by selection (O(d) each, from the
+        // top down, each within the part below the last).
+        let mut ranked = losses.clone();
+        let mut levels = [0.0; STAIR_STEPS];
+        let (mut end, mut above) = (d, None);
+        for l in (0..STAIR_STEPS).rev() {
+            let k = l * d / STAIR_STEPS;
+            levels[l] = match above {
+                // Few columns: two levels of the same rank.
+                Some((rank, level)) if rank == k => level,
+                _ => {
+                    let (_, &mut level, _) =
+                        ranked[..end].select_nth_unstable_by(k, f64::total_cmp);
+                    end = k;
+                    level
+                }
+            };
+            above = Some((k, levels[l]));
+        }
         let mut masks = vec![0_u64; STAIR_STEPS * words];
         let mut rises = [0.0; STAIR_STEPS];
         let mut below = 0.0;
-        for l in 0..STAIR_STEPS {
-            let level = sorted[l * d / STAIR_STEPS];
+        for (l, &level) in levels.iter().enumerate() {
             rises[l] = level - below;
             below = level;
             for (i, &p) in losses.iter().enumerate() {
