@@ -37,7 +37,13 @@ memory of the child above its baseline):
    and peak memory, the input's own size apart.
 
 ``--speed`` runs part 2's exact searches (BRT and BHC at n = 8,000, d = 64, one thread)
-against SciPy and fastcluster alone, ``--repeat`` times, each tool once per round.
+on the generators named by ``--data`` (default: the hierarchical one; ``all``: the six),
+and the exact Greedy-Rate1 coalescent (Brownian, d = 20, the mixture of part 6) at each
+``--speed-coalescent-sizes`` (default 4,000 and 8,000), against SciPy's and fastcluster's
+average linkage on the same rows (Hamming distance for the binary rows, Euclidean for the
+coalescent's), ``--repeat`` times, each tool once per round, every job in a fresh child
+process on one thread. Both the wall-clock time and the CPU time (``process_time``) of each
+fit are recorded; the ratios use the best of the rounds.
 
 Usage::
 
@@ -45,6 +51,7 @@ Usage::
     python benchmarks/bench_scale.py --quick          # n = 2·10⁴ and 10⁵, a smoke test
     python benchmarks/bench_scale.py --coalescent     # part 6 only
     python benchmarks/bench_scale.py --speed --repeat 3
+    python benchmarks/bench_scale.py --speed --data all --speed-coalescent-sizes 4000 8000
     python benchmarks/bench_scale.py --huge 2000000   # only part 7
 """
 
@@ -144,17 +151,18 @@ def _child(job: dict[str, Any], out: Any) -> None:
     X = _data(job)
     job_input_mib = X.nbytes / 2**20
     tool = job["tool"]
+    metric = job.get("metric", "hamming")
     if tool == "scipy":
         from scipy.cluster.hierarchy import linkage
         from scipy.spatial.distance import pdist
 
         def fit() -> Any:
-            return linkage(pdist(X, "hamming"), "average")
+            return linkage(pdist(X, metric), "average")
     elif tool == "fastcluster":
         import fastcluster
 
         def fit() -> Any:
-            return fastcluster.linkage(X, "average", metric="hamming")
+            return fastcluster.linkage(X, "average", metric=metric)
     elif tool == "coalescent":
         import rosetree as rt
 
@@ -187,12 +195,14 @@ def _child(job: dict[str, Any], out: Any) -> None:
             return est.fit(X).log_evidence_
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu = time.process_time()
     start = time.perf_counter()
     result = fit()
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
     scored = tool in ("rosetree", "coalescent")
-    out.send((seconds, peak, float(result) if scored else None, job_input_mib))
+    out.send((seconds, peak, float(result) if scored else None, job_input_mib, cpu))
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
@@ -201,18 +211,22 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     here, there = ctx.Pipe()
     proc = ctx.Process(target=_child, args=(job, there))
     proc.start()
-    seconds, peak, log_evidence, input_mib = here.recv()
+    seconds, peak, log_evidence, input_mib, cpu = here.recv()
     proc.join()
     res = {
         **job,
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "peak_mib": peak,
         "input_mib": input_mib,
         "log_evidence": log_evidence,
     }
     shown = {k: v for k, v in job.items() if k != "tool"}
     ev = "" if log_evidence is None else f", ln p(D|T)/n = {log_evidence / job['n']:.4f}"
-    print(f"  {job['tool']} {shown}: {seconds:.2f} s, {peak:.0f} MiB{ev}", flush=True)
+    print(
+        f"  {job['tool']} {shown}: {seconds:.2f} s ({cpu:.2f} s CPU), {peak:.0f} MiB{ev}",
+        flush=True,
+    )
     return res
 
 
@@ -228,6 +242,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--coalescent-sizes", type=int, nargs="+", default=[20_000, 100_000])
     p.add_argument("--speed", action="store_true", help="only the exact searches at 8,000")
     p.add_argument("--repeat", type=int, default=1, help="rounds of --speed")
+    p.add_argument(
+        "--data",
+        nargs="+",
+        default=["hierarchical"],
+        help="generators for --speed's BRT and BHC ('all': the six)",
+    )
+    p.add_argument(
+        "--speed-coalescent-sizes",
+        type=int,
+        nargs="*",
+        default=[4000, 8000],
+        help="sizes for --speed's Greedy-Rate1 (none: leave it out)",
+    )
     p.add_argument("--huge", type=int, nargs="?", const=10_000_000, help="only part 7")
     p.add_argument(
         "--fidelity", action="store_true", help="only the evidence against the exact search"
@@ -235,7 +262,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     header = {**machine(), "command": " ".join(["python", *sys.argv])}
     if args.speed:
-        return _speed(args.repeat, header, args.json)
+        data = list(GENERATORS) if args.data == ["all"] else args.data
+        for name in data:
+            if name not in GENERATORS:
+                p.error(f"--data: unknown generator {name!r}; choose from {list(GENERATORS)}")
+        return _speed(args.repeat, data, args.speed_coalescent_sizes, header, args.json)
     if args.huge:
         job = {"tool": "rosetree", "model": "bernoulli", "data": "hierarchical"}
         res = run({**job, "n": args.huge, "dtype": "bool", "approximate": True})
@@ -383,24 +414,77 @@ def coalescent(sizes: list[int]) -> list[dict[str, Any]]:
     return out
 
 
-def _speed(repeat: int, header: dict[str, Any], out: Path | None) -> dict[str, Any]:
-    """Exact BRT and BHC at n = 8,000, one thread, against SciPy and fastcluster."""
-    base = {"n": 8000, "data": "hierarchical", "threads": 1}
-    jobs = {
-        "scipy": {**base, "tool": "scipy"},
-        "fastcluster": {**base, "tool": "fastcluster"},
-        "BRT": {**base, "tool": "rosetree", "model": "bernoulli", "n_jobs": 1},
-        "BHC": {**base, "tool": "rosetree", "model": "bernoulli", "n_jobs": 1, "binary": True},
-    }
-    rounds = [{name: run(job)["seconds"] for name, job in jobs.items()} for _ in range(repeat)]
-    best = {name: min(r[name] for r in rounds) for name in jobs}
-    for name in ("BRT", "BHC"):
-        print(
-            f"  {name} exact, one thread, best of {repeat}: {best[name]:.2f} s, "
-            f"{best[name] / best['scipy']:.2f}x SciPy ({best['scipy']:.2f} s), "
-            f"{best[name] / best['fastcluster']:.2f}x fastcluster ({best['fastcluster']:.2f} s)"
-        )
-    results = {"header": header, "rounds": rounds, "best": best}
+def _speed(
+    repeat: int,
+    data: list[str],
+    coalescent_sizes: list[int],
+    header: dict[str, Any],
+    out: Path | None,
+) -> dict[str, Any]:
+    """Exact BRT, BHC and Greedy-Rate1 on one thread against SciPy and fastcluster."""
+    # One thread everywhere, NumPy's BLAS included: CPU time then measures one core.
+    for var in ("RAYON_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ[var] = "1"
+    cases: list[tuple[str, dict[str, Any], list[str]]] = []
+    for name in data:
+        base = {"n": 8000, "data": name, "threads": 1}
+        brt = {**base, "tool": "rosetree", "model": "bernoulli", "n_jobs": 1}
+        jobs = {
+            "scipy": {**base, "tool": "scipy"},
+            "fastcluster": {**base, "tool": "fastcluster"},
+            "BRT": brt,
+            "BHC": {**brt, "binary": True},
+        }
+        cases.append((f"{name}, n = 8,000, d = 64", jobs, ["BRT", "BHC"]))
+    for n in coalescent_sizes:
+        base = {"n": n, "data": "gauss20", "threads": 1, "metric": "euclidean"}
+        jobs = {
+            "scipy": {**base, "tool": "scipy"},
+            "fastcluster": {**base, "tool": "fastcluster"},
+            "Greedy-Rate1": {
+                **base,
+                "tool": "coalescent",
+                "likelihood": "brownian",
+                "n_jobs": 1,
+            },
+        }
+        cases.append((f"Gaussian mixture, n = {n:,}, d = 20", jobs, ["Greedy-Rate1"]))
+    results: dict[str, Any] = {"header": header, "cases": []}
+    rounds: list[list[dict[str, dict[str, float]]]] = [[] for _ in cases]
+    for _ in range(repeat):
+        for k, (_, jobs, _) in enumerate(cases):
+            rounds[k].append(
+                {
+                    name: {key: r[key] for key in ("seconds", "cpu_seconds", "log_evidence")}
+                    for name, r in ((name, run(job)) for name, job in jobs.items())
+                }
+            )
+    print(f"best of {repeat}, one thread, time / SciPy's and / fastcluster's (wall; CPU)")
+    for (label, jobs, ours), runs in zip(cases, rounds, strict=True):
+        best = {
+            name: {key: min(r[name][key] for r in runs) for key in ("seconds", "cpu_seconds")}
+            for name in jobs
+        }
+        entry = {"case": label, "rounds": runs, "best": best, "ratios": {}}
+        for name in ours:
+            ratios = {
+                f"{other}_{key}": best[name][key] / best[other][key]
+                for other in ("scipy", "fastcluster")
+                for key in ("seconds", "cpu_seconds")
+            }
+            entry["ratios"][name] = ratios
+            print(
+                f"  {label}, {name}: {best[name]['seconds']:.2f} s "
+                f"({best[name]['cpu_seconds']:.2f} s CPU); "
+                f"{ratios['scipy_seconds']:.2f}x; {ratios['scipy_cpu_seconds']:.2f}x SciPy "
+                f"({best['scipy']['seconds']:.2f} s), "
+                f"{ratios['fastcluster_seconds']:.2f}x; "
+                f"{ratios['fastcluster_cpu_seconds']:.2f}x fastcluster "
+                f"({best['fastcluster']['seconds']:.2f} s)",
+                flush=True,
+            )
+        results["cases"].append(entry)
+    results["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     if out:
         out.write_text(json.dumps(results, indent=1) + "\n")
     return results

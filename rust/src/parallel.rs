@@ -131,8 +131,11 @@ impl Threads {
     }
 
     /// Folds `items` into accumulators and reduces them, in parallel on these threads for
-    /// at least `PAR_THRESHOLD` (1024) items. `reduce` must make the result independent of how
-    /// the items were split (associative and commutative up to a total order).
+    /// at least `PAR_THRESHOLD` (1024) items, in chunks of at least [`FOLD_GRAIN`] (about
+    /// four a thread). `fold` updates an
+    /// accumulator in place (a large one is not moved for every item); `reduce` must make
+    /// the result independent of how the items were split (associative and commutative up
+    /// to a total order).
     ///
     /// # Errors
     /// An error of `fold` (with several, not necessarily the first in item order).
@@ -140,21 +143,33 @@ impl Threads {
         &self,
         items: &[T],
         identity: impl Fn() -> A + Sync + Send,
-        fold: impl Fn(A, &T) -> Result<A> + Sync + Send,
+        fold: impl Fn(&mut A, &T) -> Result<()> + Sync + Send,
         reduce: impl Fn(A, A) -> A + Sync + Send,
     ) -> Result<A> {
+        let serial = |chunk: &[T]| {
+            let mut acc = identity();
+            for item in chunk {
+                fold(&mut acc, item)?;
+            }
+            Ok(acc)
+        };
         if self.parallel(items.len(), PAR_THRESHOLD) {
             self.install(|| {
+                // About four chunks a thread: each chunk's accumulator starts empty.
+                let grain = (items.len() / (4 * rayon::current_num_threads())).max(FOLD_GRAIN);
                 items
-                    .par_iter()
-                    .try_fold(&identity, &fold)
+                    .par_chunks(grain)
+                    .map(serial)
                     .try_reduce(&identity, |a, b| Ok(reduce(a, b)))
             })
         } else {
-            items.iter().try_fold(identity(), fold)
+            serial(items)
         }
     }
 }
+
+/// The fewest items per task of [`Threads::try_fold`].
+const FOLD_GRAIN: usize = 256;
 
 impl Threads {
     /// Calls `f` on each pair of `items[k]` and `states[k]`, in parallel on these threads when

@@ -8,12 +8,18 @@ pub(crate) const CANDIDATES: usize = 8;
 
 /// A cluster's best known partners with higher ids, best first (higher key, then lower id).
 ///
-/// Invariant: no partner missing from `list` ranks before `floor`.
+/// Invariant: no partner missing from `list` ranks before `floor`. Beside the floor the
+/// list keeps its client's *cutoff* `C` (see [`Linkage::cutoff`](super::Linkage::cutoff)),
+/// brought up to date by the closure given to [`push`](Self::push) whenever the floor
+/// changes; a partner that ranks below the floor is a no-op for [`push`](Self::push), so
+/// the caller may leave out any partner that the cutoff proves to rank below it.
 #[derive(Debug, Clone)]
-pub(crate) struct Candidates<K> {
+pub(crate) struct Candidates<K, C = ()> {
     pub(crate) list: Vec<(K, u32)>,
     cap: usize,
     pub(crate) floor: Option<(K, u32)>,
+    /// The cutoff of the floor's key (`None` without a floor, or where the client has none).
+    pub(crate) cutoff: Option<C>,
 }
 
 /// `a` comes before `b` in candidate order: a higher key, or an equal one and a lower id.
@@ -22,7 +28,7 @@ pub(crate) fn before<K: TotalOrder>(a: (K, u32), b: (K, u32)) -> bool {
     a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)).is_gt()
 }
 
-impl<K: TotalOrder> Candidates<K> {
+impl<K: TotalOrder, C> Candidates<K, C> {
     pub(crate) fn empty() -> Self {
         Self::with_room(CANDIDATES)
     }
@@ -33,41 +39,48 @@ impl<K: TotalOrder> Candidates<K> {
             cap,
             list: Vec::with_capacity(cap + 1),
             floor: None,
+            cutoff: None,
         }
     }
 
     /// Whichever ranks first of the floor and `entry` becomes the floor.
-    fn lower_floor(&mut self, entry: (K, u32)) {
+    #[inline]
+    fn lower_floor(&mut self, entry: (K, u32), cutoff: &impl Fn(&K) -> Option<C>) {
         if self.floor.is_none_or(|f| before(entry, f)) {
             self.floor = Some(entry);
+            self.cutoff = cutoff(&entry.0);
         }
     }
 
     /// Files a partner, keeping at most the list's room of entries, all ranked before the
-    /// floor.
-    pub(crate) fn push(&mut self, entry: (K, u32)) {
-        let full = self.list.len() == self.cap;
-        if self.floor.is_some_and(|f| !before(entry, f))
-            || full && !before(entry, self.list[self.cap - 1])
-        {
-            self.lower_floor(entry);
+    /// floor; `cutoff` gives the cutoff of a new floor's key. A partner that does not rank
+    /// before the floor changes nothing.
+    #[inline]
+    pub(crate) fn push(&mut self, entry: (K, u32), cutoff: &impl Fn(&K) -> Option<C>) {
+        if let Some(f) = self.floor {
+            if !before(entry, f) {
+                return;
+            }
+        }
+        if self.list.len() == self.cap && !before(entry, self.list[self.cap - 1]) {
+            self.lower_floor(entry, cutoff);
             return;
         }
         let pos = self.list.partition_point(|&e| before(e, entry));
         self.list.insert(pos, entry);
         if self.list.len() > self.cap {
             let dropped = self.list.pop().expect("list is over capacity");
-            self.lower_floor(dropped);
+            self.lower_floor(dropped, cutoff);
         }
     }
 
     /// The union of two candidate sets over disjoint partners (for a parallel reduction).
-    pub(crate) fn merged(mut self, other: Self) -> Self {
+    pub(crate) fn merged(mut self, other: Self, cutoff: &impl Fn(&K) -> Option<C>) -> Self {
         if let Some(f) = other.floor {
-            self.lower_floor(f);
+            self.lower_floor(f, cutoff);
         }
         for e in other.list {
-            self.push(e);
+            self.push(e, cutoff);
         }
         self
     }
@@ -100,12 +113,18 @@ mod tests {
             let entries: Vec<(f64, u32)> =
                 (0..m).map(|j| ((next() % 9) as f64, j as u32)).collect();
             let split = if m == 0 { 0 } else { (next() as usize) % m };
+            // The cutoff is the floor's key itself, so that its upkeep is checked too.
+            let cut = |k: &f64| Some(*k);
             let mut a = Candidates::with_room(room);
             let mut b = Candidates::with_room(room);
             for (k, &e) in entries.iter().enumerate() {
-                if k < split { a.push(e) } else { b.push(e) }
+                if k < split {
+                    a.push(e, &cut)
+                } else {
+                    b.push(e, &cut)
+                }
             }
-            let c = a.merged(b);
+            let c = a.merged(b, &cut);
             let mut sorted = entries.clone();
             sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
             let listed = c.list.len();
@@ -118,6 +137,7 @@ mod tests {
                 assert!(!before(e, f));
             }
             assert_eq!(c.floor.is_none(), listed == m);
+            assert_eq!(c.cutoff, c.floor.map(|f| f.0));
         }
     }
 }

@@ -9,6 +9,11 @@
 //! cluster has the highest id, so it has no list of its own: each survivor scores it once and
 //! files it in its own list. Every key is a pure function of the two clusters, so the result
 //! does not depend on the number of threads.
+//!
+//! Most partners of a cluster rank below its floor, and filing one of them changes nothing.
+//! A client that can prove this for a pair more cheaply than it can compute the pair's key
+//! ([`Linkage::cutoff`], [`Linkage::score_above`]) is asked for the proof first; the lists,
+//! floors and merges are the same as if every key were computed.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -41,7 +46,7 @@ struct Engine<'a, L: Linkage> {
     stale: usize,
     /// Whether each id is live.
     live: Vec<bool>,
-    candidates: Vec<Candidates<L::Key>>,
+    candidates: Vec<Candidates<L::Key, L::Cutoff>>,
     heap: IndexedHeap<L::Key>,
     threads: &'a Threads,
 }
@@ -66,6 +71,7 @@ struct Engine<'a, L: Linkage> {
 /// impl Linkage for Single {
 ///     type Key = f64;
 ///     type Probe = ();
+///     type Cutoff = ();
 ///     fn score(&self, i: u32, j: u32, _: Option<&()>) -> rosetree::Result<f64> {
 ///         let (a, b) = (&self.points[i as usize], &self.points[j as usize]);
 ///         Ok(a.iter().flat_map(|x| b.iter().map(move |y| -(x - y).abs())).fold(f64::MIN, f64::max))
@@ -150,26 +156,34 @@ fn search<L: Linkage>(
 }
 
 impl<L: Linkage> Engine<'_, L> {
-    /// The best partners of `k` among live clusters with a higher id.
-    fn scan(&self, k: u32, room: usize) -> Result<Candidates<L::Key>> {
+    /// The best partners of `k` among live clusters with a higher id. Once the list has a
+    /// floor, partners that the client proves to rank below it are not scored in full.
+    fn scan(&self, k: u32, room: usize) -> Result<Candidates<L::Key, L::Cutoff>> {
         let start = self.active.partition_point(|&t| t <= k);
         let partners = &self.active[start..];
         let probe = self.linkage.probe(k);
         let (linkage, live) = (&*self.linkage, &self.live);
+        let cutoff = |key: &L::Key| linkage.cutoff(key);
         self.threads.try_fold(
             partners,
             || Candidates::with_room(room),
-            |mut c, &j| {
+            |c, &j| {
                 if live[j as usize] {
-                    c.push((linkage.score(k, j, probe.as_ref())?, j));
+                    let key = match &c.cutoff {
+                        Some(cut) => linkage.score_above(k, j, probe.as_ref(), cut)?,
+                        None => Some(linkage.score(k, j, probe.as_ref())?),
+                    };
+                    if let Some(key) = key {
+                        c.push((key, j), &cutoff);
+                    }
                 }
-                Ok(c)
+                Ok(())
             },
-            Candidates::merged,
+            |a, b| a.merged(b, &cutoff),
         )
     }
 
-    fn set_candidates(&mut self, k: u32, c: Candidates<L::Key>) {
+    fn set_candidates(&mut self, k: u32, c: Candidates<L::Key, L::Cutoff>) {
         match c.key() {
             Some(key) => self.heap.set(k as usize, key),
             None => self.heap.remove(k as usize),
@@ -267,9 +281,16 @@ impl<L: Linkage> Engine<'_, L> {
                 if !live[t as usize] {
                     return Ok(None);
                 }
-                let key = linkage.score(t, m, None)?;
+                let key = match &c.cutoff {
+                    Some(cut) => match linkage.score_above(t, m, None, cut)? {
+                        Some(key) => key,
+                        // Below the floor: the list stays as it is.
+                        None => return Ok(None),
+                    },
+                    None => linkage.score(t, m, None)?,
+                };
                 let old_key = c.key();
-                c.push((key, m));
+                c.push((key, m), &|key: &L::Key| linkage.cutoff(key));
                 Ok(match (old_key, c.key()) {
                     (Some(old), Some(new)) => old.total_cmp(&new).is_ne().then_some(new),
                     (None, new) => new,

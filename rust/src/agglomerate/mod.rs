@@ -63,6 +63,40 @@ pub trait Linkage: Send + Sync {
     /// Whatever the client reports (a model error, a NaN score); the search stops with it.
     fn score(&self, i: u32, j: u32, probe: Option<&Self::Probe>) -> Result<Self::Key>;
 
+    /// What [`score_above`](Linkage::score_above) needs to know of a key to tell, without
+    /// computing a pair's key, that the pair ranks below it; `()` for a client without
+    /// such a test.
+    type Cutoff: Send + Sync;
+
+    /// The cutoff of `key`, or `None` (the default) where the client has no test that could
+    /// tell a pair below it.
+    ///
+    /// The engine keeps the cutoff of each candidate list's *floor* (see the engine's
+    /// documentation): a partner that ranks below the floor changes nothing, so a cheap
+    /// proof that it does spares computing its key.
+    fn cutoff(&self, key: &Self::Key) -> Option<Self::Cutoff> {
+        let _ = key;
+        None
+    }
+
+    /// [`score`](Linkage::score) of `i < j`, or `None` where the pair's key would rank
+    /// strictly below the key of which `cutoff` is the [`cutoff`](Linkage::cutoff). The test
+    /// must be sound (`None` only for a key that [`score`](Linkage::score) would return
+    /// lower); it may be incomplete. The default computes the key.
+    ///
+    /// # Errors
+    /// As [`score`](Linkage::score).
+    fn score_above(
+        &self,
+        i: u32,
+        j: u32,
+        probe: Option<&Self::Probe>,
+        cutoff: &Self::Cutoff,
+    ) -> Result<Option<Self::Key>> {
+        let _ = cutoff;
+        self.score(i, j, probe).map(Some)
+    }
+
     /// Merges clusters `i < j` into the new cluster `merged`.
     ///
     /// # Errors

@@ -4,7 +4,7 @@
 //! ([`best_merge`]), which depends on the two trees alone; merging builds the new root by
 //! join, absorb or collapse.
 
-use super::merge::{MergeOp, MergeRule, best_merge, merged_summary};
+use super::merge::{GainBound, MergeOp, MergeRule, best_merge, merged_summary};
 use super::mixing::Summary;
 use super::mixing::{Mixing, PriorTable};
 use super::score::Score;
@@ -28,6 +28,8 @@ struct RoseLinkage<'a, M: RowQueries> {
     mixing: PriorTable,
     binary: bool,
     rule: MergeRule,
+    /// The bound that lets a pair below a candidate list's floor go unscored.
+    bound: Option<GainBound>,
     /// Statistics of live trees; `None` once merged away.
     stats: Vec<Option<M::Stats>>,
     /// [`ClusterModel::query`] of every live tree with more than one leaf.
@@ -66,11 +68,13 @@ pub fn greedy<M: RowQueries>(
     }
     let capacity = 2 * n - 1;
     let log_f = threads.try_map(&leaves, PAR_THRESHOLD, |s| model.log_marginal(s))?;
+    let bound = GainBound::new(mixing, rule);
     let mixing = PriorTable::new(*mixing, n);
     let mut linkage = RoseLinkage {
         model,
         binary,
         rule,
+        bound,
         summary: log_f.iter().map(|&lf| Summary::leaf(lf, &mixing)).collect(),
         mixing,
         stats: leaves.into_iter().map(Some).collect(),
@@ -87,6 +91,8 @@ pub fn greedy<M: RowQueries>(
 impl<M: RowQueries> Linkage for RoseLinkage<'_, M> {
     type Key = Score;
     type Probe = M::Query;
+    /// [`Score::softplus_cutoff`] of the floor.
+    type Cutoff = f64;
 
     /// A single row scanned against many trees gets a query of its own; a cluster's query
     /// is cached from its creation.
@@ -97,20 +103,43 @@ impl<M: RowQueries> Linkage for RoseLinkage<'_, M> {
     /// The ranking key of merging `i < j`, checked for NaN.
     fn score(&self, i: u32, j: u32, probe: Option<&M::Query>) -> Result<Score> {
         let log_f = self.pair_log_f(i, j, probe)?;
-        let (score, _) = best_merge(
-            &self.mixing,
-            self.binary,
-            self.rule,
-            &self.summary[i as usize],
-            &self.summary[j as usize],
-            log_f,
-        );
-        if score.is_nan() {
-            return Err(RoseTreeError::Numerical(format!(
-                "the merge score of trees {i} and {j} is NaN (cluster log marginal {log_f})"
-            )));
+        self.key(i, j, log_f)
+    }
+
+    /// [`softplus_cutoff`](Score::softplus_cutoff) of the floor `key` against the shared
+    /// split ratio, where the mixing rule has one and the floor is above it.
+    fn cutoff(&self, key: &Score) -> Option<f64> {
+        let x = key.softplus_cutoff(self.bound?.r());
+        (x > f64::NEG_INFINITY).then_some(x)
+    }
+
+    /// `None` where [`GainBound`] proves the pair below the floor: for two single rows from
+    /// the model's cheap estimate of `ln f`, when it has one, else from the exact `ln f`
+    /// before the transcendental functions of the score.
+    fn score_above(
+        &self,
+        i: u32,
+        j: u32,
+        probe: Option<&M::Query>,
+        cutoff: &f64,
+    ) -> Result<Option<Score>> {
+        let (a, b) = (&self.summary[i as usize], &self.summary[j as usize]);
+        let Some((bound, log_pi)) = self
+            .bound
+            .and_then(|g| Some((g, g.log_pi_max(&self.mixing, self.binary, a, b)?)))
+        else {
+            return self.score(i, j, probe).map(Some);
+        };
+        if let Some(upper) = self.pair_log_f_upper(i, j, probe) {
+            if bound.below(*cutoff, log_pi, upper, a, b) {
+                return Ok(None);
+            }
         }
-        Ok(score)
+        let log_f = self.pair_log_f(i, j, probe)?;
+        if bound.below(*cutoff, log_pi, log_f, a, b) {
+            return Ok(None);
+        }
+        self.key(i, j, log_f).map(Some)
     }
 
     fn merge(&mut self, i: u32, j: u32, m: u32) -> Result<()> {
@@ -159,6 +188,43 @@ impl<M: RowQueries> RoseLinkage<'_, M> {
             (false, true) => self.model.log_marginal_query(self.query_of(i), si, sj),
             (true, false) => self.model.log_marginal_query(self.query_of(j), sj, si),
             (false, false) => self.model.log_marginal_merged(si, sj),
+        }
+    }
+
+    /// The ranking key of merging `i < j` with `ln f` of their union, checked for NaN.
+    #[inline(always)]
+    fn key(&self, i: u32, j: u32, log_f: f64) -> Result<Score> {
+        let (score, _) = best_merge(
+            &self.mixing,
+            self.binary,
+            self.rule,
+            &self.summary[i as usize],
+            &self.summary[j as usize],
+            log_f,
+        );
+        if score.is_nan() {
+            return Err(RoseTreeError::Numerical(format!(
+                "the merge score of trees {i} and {j} is NaN (cluster log marginal {log_f})"
+            )));
+        }
+        Ok(score)
+    }
+
+    /// The model's cheap upper bound on [`pair_log_f`](Self::pair_log_f), where it has one
+    /// and the pair is scored through a query.
+    #[inline]
+    fn pair_log_f_upper(&self, i: u32, j: u32, probe: Option<&M::Query>) -> Option<f64> {
+        let (si, sj) = (self.stats_of(i), self.stats_of(j));
+        let single = |t: u32| self.summary[t as usize].n_leaves == 1;
+        match (single(i), single(j)) {
+            (true, true) => self.model.log_marginal_query_upper(probe?, si, sj),
+            (false, true) => self
+                .model
+                .log_marginal_query_upper(self.query_of(i), si, sj),
+            (true, false) => self
+                .model
+                .log_marginal_query_upper(self.query_of(j), sj, si),
+            (false, false) => None,
         }
     }
 

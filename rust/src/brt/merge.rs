@@ -1,7 +1,7 @@
 //! The four merges of greedy rose-tree construction (BRT §1.4, Figure 1.5) and their
 //! likelihood-ratio score (eq 1.23), or the merged node's posterior merge probability.
 
-use super::mixing::{NodePriors, Summary};
+use super::mixing::{Mixing, NodePriors, Summary};
 use super::score::{Score, log_add_exp_pair, log_add_exp_score};
 
 /// How two trees `T_i` (the lower id) and `T_j` become one. The declaration order is the
@@ -272,6 +272,88 @@ fn best_rose_merge(
     match rule {
         MergeRule::LikelihoodRatio => (score, op),
         MergeRule::Posterior => (Score::from_f64(log_odds), op),
+    }
+}
+
+/// An upper bound on the likelihood ratio of a pair's best merge that costs no
+/// transcendental function, for the engine's test of a pair against a candidate list's
+/// floor ([`Linkage::score_above`](crate::agglomerate::Linkage::score_above)).
+///
+/// Where every merge that [`best_merge`] considers has the same split ratio `r` and no
+/// small split part (joins, absorbs and collapses under `"brt"`, where `r = ln(1 − γ)`;
+/// joins under `"gamma"`), each scores `logaddexp(u_op, r − E_op)` with `E_op ≥ 0`, at most
+/// `r + ln(1 + e^{u_op − r})`, and `u_op = ln π_op + ln f − ln p(a) − ln p(b)` is largest
+/// for the operation with the most children (`π` grows with the child count under
+/// `"brt"`). So the pair's `ln L` is at most `r + ln(1 + eˣ)` with
+/// `x = ln π_max + ln f − ln p(a) − ln p(b) − r`, and ranks below a floor
+/// `F` whenever `x` lies below [`Score::softplus_cutoff`]`(F, r)`: no exponential, no
+/// logarithm, and with a cheap estimate of `ln f`, not even the exact `ln f`. Under
+/// [`MergeRule::Posterior`] and `"dp"` there is no bound.
+#[derive(Debug, Clone, Copy)]
+pub struct GainBound {
+    /// The split ratio of the merges the bound covers.
+    r: f64,
+    /// Whether absorbs and collapses share `r` (`"brt"`) or only joins do (`"gamma"`).
+    every_op: bool,
+}
+
+impl GainBound {
+    /// The bound for `mixing` under `rule`, if there is one.
+    pub fn new(mixing: &Mixing, rule: MergeRule) -> Option<Self> {
+        if rule != MergeRule::LikelihoodRatio {
+            return None;
+        }
+        let every_op = match mixing {
+            Mixing::Brt { .. } => true,
+            Mixing::Gamma { .. } => false,
+            Mixing::Dp { .. } => return None,
+        };
+        // The join's split ratio, as `Terms::of` computes it (bit for bit: under "brt" every
+        // operation's ratio is the integer coefficient 1 times ln(1 − γ)).
+        let (r, r_small) = mixing.split_ratio(2, 2, 0.0, 0.0, &[]);
+        (r.is_finite() && r_small == f64::NEG_INFINITY).then_some(Self { r, every_op })
+    }
+
+    /// The split ratio `r` of the covered merges.
+    pub fn r(&self) -> f64 {
+        self.r
+    }
+
+    /// `ln π` of the covered merge of `a` and `b` with the most children, or `None` where
+    /// some merge that [`best_merge`] considers is not covered.
+    #[inline]
+    pub fn log_pi_max(
+        &self,
+        mixing: &impl NodePriors,
+        binary: bool,
+        a: &Summary,
+        b: &Summary,
+    ) -> Option<f64> {
+        let n_children = if binary || !(a.is_internal() || b.is_internal()) {
+            2
+        } else if self.every_op {
+            // A collapse where both are internal, else the absorb into the internal one.
+            a.n_children.max(1) + b.n_children.max(1)
+        } else {
+            return None;
+        };
+        Some(
+            mixing
+                .node_prior(n_children, a.n_leaves + b.n_leaves, 0.0)
+                .log_pi,
+        )
+    }
+
+    /// Whether the pair `a`, `b` with `ln f(a ∪ b)` at most `log_f` (as the search
+    /// computes it) provably ranks below the floor whose
+    /// [`softplus_cutoff`](Score::softplus_cutoff) is `cutoff`; `log_pi` is
+    /// [`log_pi_max`](Self::log_pi_max). The margin, a relative `1e-9` of the terms of `x`,
+    /// covers the rounding of `x` here and in the exact score. `false` for NaN.
+    #[inline(always)]
+    pub fn below(&self, cutoff: f64, log_pi: f64, log_f: f64, a: &Summary, b: &Summary) -> bool {
+        let x = log_pi + log_f - (a.log_p + b.log_p) - self.r;
+        let terms = log_pi.abs() + log_f.abs() + a.log_p.abs() + b.log_p.abs() + self.r.abs();
+        x + 1e-9 * (1.0 + terms) < cutoff
     }
 }
 
@@ -564,6 +646,81 @@ mod tests {
             }
         }
         assert!(checked > 10_000, "{checked}");
+    }
+
+    /// Whenever [`GainBound`] puts a pair below a floor's cutoff, the pair's exact key
+    /// (from [`best_merge_reference`], every operation scored) ranks strictly below the
+    /// floor; floors are the keys of other random pairs, and the pairs' `ln f` are drawn
+    /// near the floor as well as across the regimes of `random_log_f`.
+    #[test]
+    fn gain_bound_skips_only_pairs_below_the_floor() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2_024);
+        let (mut skipped, mut kept) = (0, 0);
+        for mixing in [
+            Mixing::Brt { gamma: 0.5 },
+            Mixing::Brt { gamma: 0.05 },
+            Mixing::Brt { gamma: 1e-6 },
+            Mixing::Gamma { gamma: 0.3 },
+        ] {
+            let bound = GainBound::new(&mixing, MergeRule::LikelihoodRatio).unwrap();
+            let table = PriorTable::new(mixing, 30);
+            for _ in 0..20_000 {
+                let binary = rng.random_bool(0.3);
+                let (fa, fb) = (
+                    random_summary(&mut rng, &mixing),
+                    random_summary(&mut rng, &mixing),
+                );
+                let f_log_f = random_log_f(&mut rng, &table, &fa, &fb);
+                let floor = best_merge_reference(
+                    &table,
+                    binary,
+                    MergeRule::LikelihoodRatio,
+                    &fa,
+                    &fb,
+                    f_log_f,
+                )
+                .0;
+                let Some(cut) = (!floor.is_nan())
+                    .then(|| floor.softplus_cutoff(bound.r()))
+                    .filter(|&c| c > f64::NEG_INFINITY)
+                else {
+                    continue;
+                };
+                let (a, b) = (
+                    random_summary(&mut rng, &mixing),
+                    random_summary(&mut rng, &mixing),
+                );
+                let Some(log_pi) = bound.log_pi_max(&table, binary, &a, &b) else {
+                    // Only "gamma" leaves absorbs and collapses uncovered.
+                    assert!(matches!(mixing, Mixing::Gamma { .. }) && !binary);
+                    assert!(a.is_internal() || b.is_internal());
+                    continue;
+                };
+                // ln f that puts x = u_max − r at, or just around, the cutoff, or anywhere.
+                let at = |x: f64| x + bound.r() + a.log_p + b.log_p - log_pi;
+                let log_f = match rng.random_range(0..4) {
+                    0 => at(cut - rng.random_range(0.0..1e-6) * (1.0 + cut.abs())),
+                    1 => at(cut + rng.random_range(-3.0..3.0)),
+                    2 => at(cut - rng.random_range(0.0..200.0)),
+                    _ => random_log_f(&mut rng, &table, &a, &b),
+                };
+                let exact =
+                    best_merge_reference(&table, binary, MergeRule::LikelihoodRatio, &a, &b, log_f);
+                if bound.below(cut, log_pi, log_f, &a, &b) {
+                    assert!(
+                        exact.0.total_cmp(&floor).is_lt(),
+                        "{mixing:?} binary={binary}\n{a:?}\n{b:?}\nlog_f={log_f}\nfloor={floor:?}"
+                    );
+                    skipped += 1;
+                } else {
+                    kept += 1;
+                }
+            }
+        }
+        assert!(skipped > 10_000 && kept > 10_000, "{skipped} {kept}");
+        // No bound where the split ratios differ by operation or the rule is the posterior.
+        assert!(GainBound::new(&Mixing::Dp { alpha: 1.0 }, MergeRule::LikelihoodRatio).is_none());
+        assert!(GainBound::new(&Mixing::Brt { gamma: 0.5 }, MergeRule::Posterior).is_none());
     }
 
     /// The bound behind `Terms::loses_to`: `ln(1 − e^{−e^{le}}) ≥ min(le, −1) − 0.21`.

@@ -220,6 +220,48 @@ impl Score {
         self.hi.is_nan() || self.lo.is_nan()
     }
 
+    /// The largest `x_c` (less a margin) such that every score worth `r + ln(1 + e^x)` with
+    /// `x < x_c` ranks strictly below `self`, also after the rounding of computing it: the
+    /// [`log_add_exp_pair`] of `u = r + x` and `r`, or any score at most that in exact
+    /// arithmetic and computed to a relative `~1e-15` of its terms. `−∞` where no such `x`
+    /// is known: `self` at or below `r`, or not finite.
+    ///
+    /// With `g` the part of `self` above `r`, `x_c = ln(e^g − 1)`, the inverse of
+    /// `ln(1 + eˣ)`; a `g` that a double holding `r` would round away is read from the small
+    /// part, decoding the subnormal that ranks a part below `2^−1022` (`encode`). The
+    /// margin, a relative `1e-9` of `x_c` plus `1e-12 x_c²` (beyond the resolution of the
+    /// encoding), covers the rounding of the exponential and the logarithm on both sides.
+    pub fn softplus_cutoff(self, r: f64) -> f64 {
+        if !(self.hi.is_finite() && self.lo.is_finite() && r.is_finite()) {
+            return f64::NEG_INFINITY;
+        }
+        let x = if self.hi > r {
+            // `self.hi − r` is exact near `r` (Sterbenz) and rounded by a relative 1e-16
+            // beyond; the small part is at most half an ulp of `hi`.
+            let g = (self.hi - r) + self.lo;
+            if g.is_nan() || g <= 0.0 {
+                return f64::NEG_INFINITY;
+            }
+            if g > 36.0 {
+                // ln(e^g − 1) = g + ln(1 − e^{−g}).
+                g + (-(-g).exp()).ln_1p()
+            } else {
+                g.exp_m1().ln()
+            }
+        } else if self.hi == r && self.lo > 0.0 {
+            if self.lo >= f64::MIN_POSITIVE {
+                self.lo.ln()
+            } else {
+                // encode: lo = 2^−1022 · w, w = 1 / (1 + ln 2^−1022 − ln|v|).
+                let w = self.lo / f64::MIN_POSITIVE;
+                LN_MIN_POSITIVE + 1.0 - 1.0 / w
+            }
+        } else {
+            return f64::NEG_INFINITY;
+        };
+        x - (1e-9 * (1.0 + x.abs()) + 1e-12 * x * x)
+    }
+
     /// The total order of the exact values (NaN above `+∞`, as `f64::total_cmp` has it).
     #[inline]
     pub fn total_cmp(&self, other: &Self) -> Ordering {
@@ -302,6 +344,9 @@ pub fn log_add_exp_score(u: f64, r: f64, log_excess: &[f64]) -> Score {
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
     use super::*;
 
     fn lt(a: Score, b: Score) -> bool {
@@ -419,6 +464,85 @@ mod tests {
         // Near the crossover the value is the ordinary logaddexp.
         let s = log_add_exp_score(-0.2, r, &[]);
         assert!((s.value() - ((-0.2f64).exp() + 0.5).ln()).abs() < 1e-15);
+    }
+
+    /// A floor: the join score of a gain exponent `x_f` from every regime (plausible,
+    /// rounded away, subnormal, far below any double), or a merge that dissolves a root
+    /// with excess `e^{le}`.
+    fn random_floor(rng: &mut Xoshiro256PlusPlus, r: f64) -> Score {
+        let x_f = match rng.random_range(0..6) {
+            0 => rng.random_range(-60.0..60.0),
+            1 => rng.random_range(-800.0..-30.0),
+            2 => -(10f64.powf(rng.random_range(2.0..7.0))),
+            3 => [-37.0, -36.5, -708.4, -745.2, 36.0, 37.0][rng.random_range(0..6)],
+            4 => rng.random_range(40.0..1e6),
+            _ => rng.random_range(-1e-6..1e-6),
+        };
+        if rng.random_bool(0.8) {
+            log_add_exp_pair(r + x_f, r)
+        } else {
+            log_add_exp_score(r + x_f, r, &[rng.random_range(-300.0..3.0)])
+        }
+    }
+
+    /// Every join whose gain exponent `u − r` lies below [`Score::softplus_cutoff`] ranks
+    /// strictly below the floor (checked on the scores themselves, at the cutoff and below
+    /// it); and where the floor lies above `r`, the cutoff is within its margin of the
+    /// crossing that bisection on the scores finds.
+    #[test]
+    fn softplus_cutoff_separates_joins_from_the_floor() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(31);
+        let (mut sound, mut tight) = (0, 0);
+        for _ in 0..20_000 {
+            let r = [0.5_f64, 0.05, 0.95, 1e-9][rng.random_range(0..4)];
+            let r = (-r).ln_1p();
+            let floor = random_floor(&mut rng, r);
+            let cut = floor.softplus_cutoff(r);
+            let join = |x: f64| log_add_exp_pair(r + x, r);
+            if cut == f64::NEG_INFINITY {
+                // Only a floor at or below r has none: some join ranks at or above it.
+                assert!(
+                    floor.value() <= r || !floor.value().is_finite(),
+                    "{floor:?}"
+                );
+                assert!(!lt(join(-1e4), floor));
+                continue;
+            }
+            let scale = 1.0 + cut.abs();
+            for x in [
+                cut,
+                cut.next_down(),
+                cut - 1e-12 * scale,
+                cut - rng.random_range(0.0..1e-6) * scale,
+                cut - rng.random_range(0.0..100.0),
+            ] {
+                // The score sees x as (r + x) − r.
+                if (r + x) - r < cut {
+                    assert!(lt(join(x), floor), "{floor:?} {cut} {x}");
+                    sound += 1;
+                }
+            }
+            // Bisection for the largest x whose join ranks below the floor.
+            let (mut lo, mut hi) = (cut, cut + 1.0);
+            while lt(join(hi), floor) {
+                hi += 2.0 * (hi - cut);
+            }
+            for _ in 0..200 {
+                let mid = 0.5 * (lo + hi);
+                if lt(join(mid), floor) {
+                    lo = mid
+                } else {
+                    hi = mid
+                }
+            }
+            let margin = 1e-9 * (1.0 + lo.abs()) + 1e-12 * lo * lo;
+            assert!(
+                cut >= lo - 2.0 * margin - 4.0 * f64::EPSILON * r.abs(),
+                "{floor:?} {cut} {lo}"
+            );
+            tight += 1;
+        }
+        assert!(sound > 50_000 && tight > 15_000, "{sound} {tight}");
     }
 
     #[test]

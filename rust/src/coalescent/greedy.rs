@@ -107,9 +107,36 @@ impl<M: MessageModel> Linkage for Rate1<'_, M> {
     /// The pair's best merge time `t*`: the most recent ranks first.
     type Key = f64;
     type Probe = ();
+    /// The floor's time.
+    type Cutoff = f64;
 
     fn score(&self, i: u32, j: u32, _: Option<&()>) -> Result<f64> {
         self.best_time(i, j)
+    }
+
+    /// The floor's time itself.
+    fn cutoff(&self, key: &f64) -> Option<f64> {
+        (!key.is_nan()).then_some(*key)
+    }
+
+    /// `None` where the pair provably merges before the floor's time `t_f`: `t* = min(t_i,
+    /// t_j) − δ*` with `δ* ≥ 0`, so any pair formed from a cluster older than `t_f` does,
+    /// and otherwise the model tells whether `δ*` exceeds `min(t_i, t_j) − t_f` (raised by
+    /// `10⁻¹²` of the times, so that rounding `t*` cannot bring it back to `t_f`).
+    fn score_above(&self, i: u32, j: u32, _: Option<&()>, cutoff: &f64) -> Result<Option<f64>> {
+        let s = &self.0;
+        let (ti, tj) = (s.time(i), s.time(j));
+        let newest = ti.min(tj);
+        if newest < *cutoff {
+            return Ok(None);
+        }
+        let h = (newest - cutoff) + 1e-12 * (newest.abs() + cutoff.abs());
+        if s.model
+            .duration_exceeds(s.message(i), s.message(j), (ti - tj).abs(), 1.0, h)
+        {
+            return Ok(None);
+        }
+        self.best_time(i, j).map(Some)
     }
 
     fn merge(&mut self, i: u32, j: u32, merged: u32) -> Result<()> {

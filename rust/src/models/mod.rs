@@ -182,6 +182,21 @@ pub trait RowQueries: ClusterModel {
         self.log_marginal_merged(a, b)
     }
 
+    /// An upper bound on what [`log_marginal_query`](RowQueries::log_marginal_query)`(q, a,
+    /// b)` returns, its rounding included, by a route much cheaper than computing it, or
+    /// `None` (the default) where the model has none. The search calls it with a
+    /// single-row `b`, to prove that a pair ranks too low to matter before it computes the
+    /// pair's `ln f` as it always does; a loose bound costs time, never a different result.
+    fn log_marginal_query_upper(
+        &self,
+        q: &Self::Query,
+        a: &Self::Stats,
+        b: &Self::Stats,
+    ) -> Option<f64> {
+        let _ = (q, a, b);
+        None
+    }
+
     /// `ln f(B | A) = ln f(A ∪ B) − ln f(A)`, the posterior predictive of `B` given `A`, with
     /// `q = query(a)` and `log_f_a = ln f(A)`. The default takes the difference of
     /// [`log_marginal_query`](RowQueries::log_marginal_query) and `log_f_a`; the conjugate

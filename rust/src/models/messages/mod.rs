@@ -226,6 +226,23 @@ pub trait MessageModel: Sync {
     /// [`RoseTreeError::InvalidParameter`] for `rate` not finite and `> 0`, or
     /// `base_length` not finite and `≥ 0`.
     fn optimal_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
+
+    /// Whether [`optimal_duration`](MessageModel::optimal_duration)`(&pair(left, right),
+    /// base_length, rate)` exceeds `h ≥ 0` by a margin far beyond the rounding of
+    /// computing it, decided more cheaply than computing it: `true` only where it does;
+    /// `false` (the default) says nothing. Greedy-Rate1 uses it to leave pairs that merge too late to
+    /// matter unscored.
+    fn duration_exceeds(
+        &self,
+        left: &Self::Message,
+        right: &Self::Message,
+        base_length: f64,
+        rate: f64,
+        h: f64,
+    ) -> bool {
+        let _ = (left, right, base_length, rate, h);
+        false
+    }
 }
 
 /// Messages as plain numbers, so that a subtree's root message can travel between machines
@@ -285,6 +302,7 @@ pub(crate) fn check_row(row: ArrayView1<'_, f64>, d: usize, index: usize) -> Res
 }
 
 /// Checks the arguments of [`MessageModel::optimal_duration`].
+#[inline]
 pub(crate) fn check_duration_args(base_length: f64, rate: f64) -> Result<()> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(RoseTreeError::param(

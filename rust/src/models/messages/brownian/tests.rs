@@ -6,6 +6,7 @@
 use nalgebra::{DMatrix, DVector};
 use ndarray::{Array2, array};
 use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::*;
 use crate::models::messages::tests::{
@@ -291,6 +292,78 @@ fn optimal_duration_maximises_the_rate_one_objective() {
         }
     }
     assert!(interior >= 20, "only {interior} interior optima");
+}
+
+/// `duration_exceeds(l, r, base, rate, h)` holds only where `optimal_duration` exceeds `h`
+/// (and the golden-section maximiser of the objective lies no lower than `h` less its
+/// tolerance), for isotropic, diagonal and full `Λ`, rows at every scale, `h` at, just
+/// below and far below the optimum; and it does hold for most `h` a relative `10⁻⁷` below
+/// an optimum not dwarfed by the pair's variance.
+#[test]
+fn duration_exceeds_only_below_the_optimal_duration() {
+    let mut r = rng(23);
+    let (mut yes, mut near, mut near_yes) = (0, 0, 0);
+    for d in [1, 2, 3, 7, 20, 33] {
+        for (model, lambda) in lambdas(d, &mut r) {
+            for _ in 0..40 {
+                let scale = 10f64.powf(r.random_range(-3.0..3.0));
+                let x = random_data(2, d, &mut r).mapv(|v| v * scale);
+                let (l, _) = model.leaf_message(x.row(0), 0).unwrap();
+                let (rr, _) = model.leaf_message(x.row(1), 1).unwrap();
+                let grow = |r: &mut Xoshiro256PlusPlus| {
+                    if r.random_bool(0.5) {
+                        0.0
+                    } else {
+                        scale * scale * r.random::<f64>()
+                    }
+                };
+                let (a, b) = (grow(&mut r), grow(&mut r));
+                let (l, rr) = (model.propagate(&l, a), model.propagate(&rr, b));
+                let base = if r.random_bool(0.5) {
+                    0.0
+                } else {
+                    0.2 * scale * scale * r.random::<f64>()
+                };
+                let rate = [1.0, 0.3, 4.0][r.random_range(0..3)];
+                let delta = model
+                    .optimal_duration(&model.pair(&l, &rr), base, rate)
+                    .unwrap();
+                let reference = (d <= 3).then(|| {
+                    let diff = DVector::from_iterator(d, (0..d).map(|k| x[[0, k]] - x[[1, k]]));
+                    let w = a + b + base;
+                    let f = |t: f64| objective(&diff, &lambda, w, rate, t);
+                    golden_max(f, 0.0, 10.0 * (1.0 + delta))
+                });
+                for h in [
+                    0.0,
+                    delta,
+                    delta.next_down(),
+                    delta * (1.0 - 1e-12),
+                    delta * (1.0 - 1e-7),
+                    delta * r.random::<f64>(),
+                    delta * (1.0 + r.random::<f64>()),
+                ] {
+                    if !model.duration_exceeds(&l, &rr, base, rate, h) {
+                        continue;
+                    }
+                    assert!(delta > h, "d={d}: {delta} vs {h}");
+                    if let Some(want) = reference {
+                        assert!(want > h - 1e-6 * (1.0 + want), "d={d}: {want} vs {h}");
+                    }
+                    yes += 1;
+                }
+                if delta > 0.0 && a + b + base <= 10.0 * delta {
+                    near += 1;
+                    let h = delta * (1.0 - 1e-7);
+                    near_yes += usize::from(model.duration_exceeds(&l, &rr, base, rate, h));
+                }
+            }
+        }
+    }
+    assert!(
+        yes > 500 && near_yes * 10 >= near * 9,
+        "{yes} {near_yes}/{near}"
+    );
 }
 
 #[test]
