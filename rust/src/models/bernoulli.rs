@@ -1307,7 +1307,7 @@ impl RowQueries for BetaBernoulli {
     /// [`log_marginal_merged`](ClusterModel::log_marginal_merged) (two popcounts per 64
     /// columns; it and the query's sum agree to rounding, each a sum of at most `2d + 3`
     /// terms bounded by the columns' `|ln B|` and query terms, and the slack is `10⁻¹⁰` of
-    /// those magnitudes); otherwise the query's [`Staircase`] (four popcounts per 64
+    /// those magnitudes); otherwise the query's `Staircase` (four popcounts per 64
     /// columns).
     fn log_marginal_query_upper(
         &self,
