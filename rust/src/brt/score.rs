@@ -222,7 +222,7 @@ impl Score {
 
     /// The largest `x_c` (less a margin) such that every score worth `r + ln(1 + e^x)` with
     /// `x < x_c` ranks strictly below `self`, also after the rounding of computing it: the
-    /// [`log_add_exp_pair`] of `u = r + x` and `r`, or any score at most that in exact
+    /// `log_add_exp_pair` of `u = r + x` and `r`, or any score at most that in exact
     /// arithmetic and computed to a relative `~1e-15` of its terms. `−∞` where no such `x`
     /// is known: `self` at or below `r`, or not finite.
     ///
