@@ -131,11 +131,10 @@ impl Threads {
     }
 
     /// Folds `items` into accumulators and reduces them, in parallel on these threads for
-    /// at least `PAR_THRESHOLD` (1024) items, in chunks of at least `FOLD_GRAIN` (about
-    /// four a thread). `fold` updates an
-    /// accumulator in place (a large one is not moved for every item); `reduce` must make
-    /// the result independent of how the items were split (associative and commutative up
-    /// to a total order).
+    /// at least `PAR_THRESHOLD` (1024) items, in chunks of at least `FOLD_GRAIN` (256; about
+    /// four a thread). `fold` updates an accumulator in place (a large one is not moved for
+    /// every item); `reduce` must make the result independent of how the items were split
+    /// (associative and commutative up to a total order).
     ///
     /// # Errors
     /// An error of `fold` (with several, not necessarily the first in item order).

@@ -30,6 +30,16 @@ struct RoseLinkage<'a, M: RowQueries> {
     rule: MergeRule,
     /// The bound that lets a pair below a candidate list's floor go unscored.
     bound: Option<GainBound>,
+    /// What the bound reads of each tree, kept apart from the summaries so that the loop
+    /// over partners touches 16 bytes a tree.
+    hot: Vec<Hot>,
+    /// Leaves `0..n` (the ids below `n_rows`) packed by [`ClusterModel::pack_row`], `words`
+    /// words each, where the model packs rows (`words > 0`); `packed[t]` says whether leaf
+    /// `t` has a packed form.
+    rows: Vec<u64>,
+    words: usize,
+    packed: Vec<bool>,
+    n_rows: u32,
     /// Statistics of live trees; `None` once merged away.
     stats: Vec<Option<M::Stats>>,
     /// [`ClusterModel::query`] of every live tree with more than one leaf.
@@ -38,6 +48,25 @@ struct RoseLinkage<'a, M: RowQueries> {
     children: Vec<Vec<u32>>,
     /// The root of a tree that was absorbed or collapsed does not survive as a node.
     dissolved: Vec<bool>,
+}
+
+/// The numbers of a tree that [`GainBound`] reads.
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    log_p: f64,
+    n_children: u32,
+    n_leaves: u32,
+}
+
+impl Hot {
+    fn of(s: &Summary) -> Self {
+        // Trees of more than 2³² leaves or children are beyond the engine's ids.
+        Self {
+            log_p: s.log_p,
+            n_children: s.n_children as u32,
+            n_leaves: s.n_leaves as u32,
+        }
+    }
 }
 
 /// Builds a rose tree greedily from the statistics of `leaves` (one per data row).
@@ -70,12 +99,34 @@ pub fn greedy<M: RowQueries>(
     let log_f = threads.try_map(&leaves, PAR_THRESHOLD, |s| model.log_marginal(s))?;
     let bound = GainBound::new(mixing, rule);
     let mixing = PriorTable::new(*mixing, n);
+    // Rows are packed only where the bound can use them.
+    let words = if bound.is_some() {
+        model.packed_row_words()
+    } else {
+        0
+    };
+    let mut rows = vec![0; n * words];
+    let packed = if words > 0 {
+        leaves
+            .iter()
+            .zip(rows.chunks_exact_mut(words))
+            .map(|(s, out)| model.pack_row(s, out))
+            .collect()
+    } else {
+        vec![false; n]
+    };
+    let summary: Vec<Summary> = log_f.iter().map(|&lf| Summary::leaf(lf, &mixing)).collect();
     let mut linkage = RoseLinkage {
         model,
         binary,
         rule,
         bound,
-        summary: log_f.iter().map(|&lf| Summary::leaf(lf, &mixing)).collect(),
+        hot: summary.iter().map(Hot::of).collect(),
+        rows,
+        words,
+        packed,
+        n_rows: n as u32,
+        summary,
         mixing,
         stats: leaves.into_iter().map(Some).collect(),
         queries: (0..n).map(|_| None).collect(),
@@ -113,9 +164,10 @@ impl<M: RowQueries> Linkage for RoseLinkage<'_, M> {
         (x > f64::NEG_INFINITY).then_some(x)
     }
 
-    /// `None` where [`GainBound`] proves the pair below the floor: for two single rows from
-    /// the model's cheap estimate of `ln f`, when it has one, else from the exact `ln f`
-    /// before the transcendental functions of the score.
+    /// `None` where [`GainBound`] proves the pair below the floor: from the model's cheap
+    /// upper bound on `ln f` where the pair is a packed row against a query, else from the
+    /// exact `ln f` before the transcendental functions of the score.
+    #[inline(always)]
     fn score_above(
         &self,
         i: u32,
@@ -123,23 +175,25 @@ impl<M: RowQueries> Linkage for RoseLinkage<'_, M> {
         probe: Option<&M::Query>,
         cutoff: &f64,
     ) -> Result<Option<Score>> {
-        let (a, b) = (&self.summary[i as usize], &self.summary[j as usize]);
-        let Some((bound, log_pi)) = self
-            .bound
-            .and_then(|g| Some((g, g.log_pi_max(&self.mixing, self.binary, a, b)?)))
-        else {
+        let Some(bound) = &self.bound else {
             return self.score(i, j, probe).map(Some);
         };
+        let (a, b) = (self.hot[i as usize], self.hot[j as usize]);
+        let Some(log_pi) = bound.log_pi_max(
+            &self.mixing,
+            self.binary,
+            (a.n_children as usize, b.n_children as usize),
+            (a.n_leaves + b.n_leaves) as usize,
+        ) else {
+            return self.score(i, j, probe).map(Some);
+        };
+        let denom = (a.log_p, b.log_p);
         if let Some(upper) = self.pair_log_f_upper(i, j, probe) {
-            if bound.below(*cutoff, log_pi, upper, a, b) {
+            if bound.below(*cutoff, log_pi, upper, denom) {
                 return Ok(None);
             }
         }
-        let log_f = self.pair_log_f(i, j, probe)?;
-        if bound.below(*cutoff, log_pi, log_f, a, b) {
-            return Ok(None);
-        }
-        self.key(i, j, log_f).map(Some)
+        self.exact_above(i, j, probe, (*cutoff, log_pi, denom))
     }
 
     fn merge(&mut self, i: u32, j: u32, m: u32) -> Result<()> {
@@ -160,6 +214,7 @@ impl<M: RowQueries> Linkage for RoseLinkage<'_, M> {
             }
         };
         self.children.push(children);
+        self.hot.push(Hot::of(&merged));
         self.summary.push(merged);
         self.dissolved.push(false);
         self.queries[m as usize] = Some(self.model.query(&stats));
@@ -191,6 +246,24 @@ impl<M: RowQueries> RoseLinkage<'_, M> {
         }
     }
 
+    /// The rest of [`score_above`](Linkage::score_above), out of line so that the bound's
+    /// test stays small: the exact `ln f`, the test again with it, the key.
+    #[inline(never)]
+    fn exact_above(
+        &self,
+        i: u32,
+        j: u32,
+        probe: Option<&M::Query>,
+        (cutoff, log_pi, denom): (f64, f64, (f64, f64)),
+    ) -> Result<Option<Score>> {
+        let log_f = self.pair_log_f(i, j, probe)?;
+        let bound = self.bound.as_ref().expect("called with a bound");
+        if bound.below(cutoff, log_pi, log_f, denom) {
+            return Ok(None);
+        }
+        self.key(i, j, log_f).map(Some)
+    }
+
     /// The ranking key of merging `i < j` with `ln f` of their union, checked for NaN.
     #[inline(always)]
     fn key(&self, i: u32, j: u32, log_f: f64) -> Result<Score> {
@@ -210,20 +283,28 @@ impl<M: RowQueries> RoseLinkage<'_, M> {
         Ok(score)
     }
 
-    /// The model's cheap upper bound on [`pair_log_f`](Self::pair_log_f), where it has one
-    /// and the pair is scored through a query.
-    #[inline]
+    /// The model's cheap upper bound on [`pair_log_f`](Self::pair_log_f), where the pair
+    /// is scored through a query and has a packed row on the other side.
+    #[inline(always)]
     fn pair_log_f_upper(&self, i: u32, j: u32, probe: Option<&M::Query>) -> Option<f64> {
-        let (si, sj) = (self.stats_of(i), self.stats_of(j));
-        let single = |t: u32| self.summary[t as usize].n_leaves == 1;
-        match (single(i), single(j)) {
-            (true, true) => self.model.log_marginal_query_upper(probe?, si, sj),
+        if self.words == 0 {
+            return None;
+        }
+        let row = |t: u32| {
+            let t = t as usize;
+            self.packed[t].then(|| &self.rows[t * self.words..(t + 1) * self.words])
+        };
+        let leaf = |t: u32| t < self.n_rows;
+        match (leaf(i), leaf(j)) {
+            (true, true) => self
+                .model
+                .log_marginal_upper_packed(probe?, row(i), row(j)?),
             (false, true) => self
                 .model
-                .log_marginal_query_upper(self.query_of(i), si, sj),
+                .log_marginal_upper_packed(self.query_of(i), None, row(j)?),
             (true, false) => self
                 .model
-                .log_marginal_query_upper(self.query_of(j), sj, si),
+                .log_marginal_upper_packed(self.query_of(j), None, row(i)?),
             (false, false) => None,
         }
     }

@@ -319,40 +319,37 @@ impl GainBound {
         self.r
     }
 
-    /// `ln π` of the covered merge of `a` and `b` with the most children, or `None` where
-    /// some merge that [`best_merge`] considers is not covered.
-    #[inline]
+    /// `ln π` of the covered merge of trees with `n_children` children each (`0` for a
+    /// leaf) and `n_leaves` leaves in all that has the most children, or `None` where some
+    /// merge that [`best_merge`] considers is not covered.
+    #[inline(always)]
     pub fn log_pi_max(
         &self,
         mixing: &impl NodePriors,
         binary: bool,
-        a: &Summary,
-        b: &Summary,
+        (a, b): (usize, usize),
+        n_leaves: usize,
     ) -> Option<f64> {
-        let n_children = if binary || !(a.is_internal() || b.is_internal()) {
+        let n_children = if binary || (a == 0 && b == 0) {
             2
         } else if self.every_op {
             // A collapse where both are internal, else the absorb into the internal one.
-            a.n_children.max(1) + b.n_children.max(1)
+            a.max(1) + b.max(1)
         } else {
             return None;
         };
-        Some(
-            mixing
-                .node_prior(n_children, a.n_leaves + b.n_leaves, 0.0)
-                .log_pi,
-        )
+        Some(mixing.node_prior(n_children, n_leaves, 0.0).log_pi)
     }
 
-    /// Whether the pair `a`, `b` with `ln f(a ∪ b)` at most `log_f` (as the search
-    /// computes it) provably ranks below the floor whose
+    /// Whether a pair with `ln f` of its union at most `log_f` (as the search computes
+    /// it) and `ln p` of its trees `(ln p(a), ln p(b))` provably ranks below the floor whose
     /// [`softplus_cutoff`](Score::softplus_cutoff) is `cutoff`; `log_pi` is
     /// [`log_pi_max`](Self::log_pi_max). The margin, a relative `1e-9` of the terms of `x`,
     /// covers the rounding of `x` here and in the exact score. `false` for NaN.
     #[inline(always)]
-    pub fn below(&self, cutoff: f64, log_pi: f64, log_f: f64, a: &Summary, b: &Summary) -> bool {
-        let x = log_pi + log_f - (a.log_p + b.log_p) - self.r;
-        let terms = log_pi.abs() + log_f.abs() + a.log_p.abs() + b.log_p.abs() + self.r.abs();
+    pub fn below(&self, cutoff: f64, log_pi: f64, log_f: f64, (a, b): (f64, f64)) -> bool {
+        let x = log_pi + log_f - (a + b) - self.r;
+        let terms = log_pi.abs() + log_f.abs() + a.abs() + b.abs() + self.r.abs();
         x + 1e-9 * (1.0 + terms) < cutoff
     }
 }
@@ -690,7 +687,10 @@ mod tests {
                     random_summary(&mut rng, &mixing),
                     random_summary(&mut rng, &mixing),
                 );
-                let Some(log_pi) = bound.log_pi_max(&table, binary, &a, &b) else {
+                let counts = (a.n_children, b.n_children);
+                let Some(log_pi) =
+                    bound.log_pi_max(&table, binary, counts, a.n_leaves + b.n_leaves)
+                else {
                     // Only "gamma" leaves absorbs and collapses uncovered.
                     assert!(matches!(mixing, Mixing::Gamma { .. }) && !binary);
                     assert!(a.is_internal() || b.is_internal());
@@ -706,7 +706,7 @@ mod tests {
                 };
                 let exact =
                     best_merge_reference(&table, binary, MergeRule::LikelihoodRatio, &a, &b, log_f);
-                if bound.below(cut, log_pi, log_f, &a, &b) {
+                if bound.below(cut, log_pi, log_f, (a.log_p, b.log_p)) {
                     assert!(
                         exact.0.total_cmp(&floor).is_lt(),
                         "{mixing:?} binary={binary}\n{a:?}\n{b:?}\nlog_f={log_f}\nfloor={floor:?}"

@@ -87,7 +87,9 @@ pub(crate) fn greedy_rate1_merges<M: MessageModel>(
 
 impl<M: MessageModel> Rate1<'_, M> {
     /// `t*`, the most probable merge time of clusters `i` and `j` under rate 1 given their
-    /// own subtrees (module docs).
+    /// own subtrees (module docs). Out of line, so that the test of
+    /// [`score_above`](Linkage::score_above) stays small.
+    #[inline(never)]
     fn best_time(&self, i: u32, j: u32) -> Result<f64> {
         let s = &self.0;
         let (ti, tj) = (s.time(i), s.time(j));
@@ -123,6 +125,7 @@ impl<M: MessageModel> Linkage for Rate1<'_, M> {
     /// t_j) − δ*` with `δ* ≥ 0`, so any pair formed from a cluster older than `t_f` does,
     /// and otherwise the model tells whether `δ*` exceeds `min(t_i, t_j) − t_f` (raised by
     /// `10⁻¹²` of the times, so that rounding `t*` cannot bring it back to `t_f`).
+    #[inline(always)]
     fn score_above(&self, i: u32, j: u32, _: Option<&()>, cutoff: &f64) -> Result<Option<f64>> {
         let s = &self.0;
         let (ti, tj) = (s.time(i), s.time(j));

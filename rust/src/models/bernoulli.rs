@@ -173,15 +173,7 @@ impl PairTerms {
     #[inline]
     fn log_f(&self, a: &[u64], b: &[u64], d: usize) -> f64 {
         match self {
-            Self::Shared(c) => {
-                let (mut both, mut either) = (0_u32, 0_u32);
-                for (x, y) in a.iter().zip(b) {
-                    both += (x & y).count_ones();
-                    either += (x ^ y).count_ones();
-                }
-                let neither = d as u32 - both - either;
-                c[0] * f64::from(neither) + c[1] * f64::from(either) + c[2] * f64::from(both)
-            }
+            Self::Shared(c) => shared_pair_log_f(c, a, b, d),
             Self::PerFeature {
                 base,
                 one,
@@ -208,6 +200,19 @@ impl PairTerms {
             }
         }
     }
+}
+
+/// [`PairTerms::Shared`]'s `ln f = n₀ c(0) + n₁ c(1) + n₂ c(2)` of two complete rows of `d`
+/// columns.
+#[inline(always)]
+fn shared_pair_log_f(c: &[f64; 3], a: &[u64], b: &[u64], d: usize) -> f64 {
+    let (mut both, mut either) = (0_u32, 0_u32);
+    for (x, y) in a.iter().zip(b) {
+        both += (x & y).count_ones();
+        either += (x ^ y).count_ones();
+    }
+    let neither = d as u32 - both - either;
+    c[0] * f64::from(neither) + c[1] * f64::from(either) + c[2] * f64::from(both)
 }
 
 /// `ln Γ(base_i + k) − ln Γ(base_i) − k ln s_i` for integer `k`, with the reference
@@ -611,7 +616,7 @@ impl Staircase {
 
     /// An upper bound on `ln f(A) + ln f(x | A)` (with `log_f` that of [`new`](Self::new))
     /// for the complete row packed as `words`, over the value either route computes.
-    #[inline]
+    #[inline(always)]
     fn upper(&self, log_f: f64, words: &[u64]) -> f64 {
         let w = self.likelier.len();
         let mut lost = 0.0;
@@ -1302,24 +1307,23 @@ impl RowQueries for BetaBernoulli {
         Ok(q.log_f + Self::row_predictive(q, b))
     }
 
-    /// For a complete row `b`: where `a` is a complete row too and every feature has the
-    /// same prior, the popcount formula of
-    /// [`log_marginal_merged`](ClusterModel::log_marginal_merged) (two popcounts per 64
-    /// columns; it and the query's sum agree to rounding, each a sum of at most `2d + 3`
-    /// terms bounded by the columns' `|ln B|` and query terms, and the slack is `10⁻¹⁰` of
-    /// those magnitudes); otherwise the query's `Staircase` (four popcounts per 64
-    /// columns).
-    fn log_marginal_query_upper(
+    /// Where `a` is a complete row too and every feature has the same prior, the popcount
+    /// formula of [`log_marginal_merged`](ClusterModel::log_marginal_merged) (two popcounts
+    /// per 64 columns; it and the query's sum agree to rounding, each a sum of at most
+    /// `2d + 3` terms bounded by the columns' `|ln B|` and query terms, and the slack is
+    /// `10⁻¹⁰` of those magnitudes); otherwise the query's staircase (four popcounts per
+    /// 64 columns).
+    #[inline]
+    fn log_marginal_upper_packed(
         &self,
         q: &BernoulliQuery,
-        a: &BernoulliStats,
-        b: &BernoulliStats,
+        a_row: Option<&[u64]>,
+        b_row: &[u64],
     ) -> Option<f64> {
-        let words = b.row_bits()?;
-        if let (PairTerms::Shared(_), Some(x)) = (&self.pair, a.row_bits()) {
-            return Some(self.pair.log_f(x, words, self.alpha.len()) + self.pair_slack);
+        if let (PairTerms::Shared(c), Some(a)) = (&self.pair, a_row) {
+            return Some(shared_pair_log_f(c, a, b_row, self.alpha.len()) + self.pair_slack);
         }
-        Some(q.stairs.as_ref()?.upper(q.log_f, words))
+        Some(q.stairs.as_ref()?.upper(q.log_f, b_row))
     }
 
     fn log_predictive_query(
@@ -1951,12 +1955,12 @@ mod tests {
         }
     }
 
-    /// `log_marginal_query_upper` lies above what `log_marginal_query` computes and above
+    /// `log_marginal_upper_packed` lies above what `log_marginal_query` computes and above
     /// the closed form (where `ln B` differences keep their digits), for clusters and single rows (with and without missing entries)
     /// against complete rows, under scalar, per-feature and extreme priors; it is exact up
     /// to its slack for the row that takes every column's likelier value (the staircase)
     /// and for two rows under a scalar prior (the popcounts); and a row with a missing
-    /// entry gets none.
+    /// entry has no packed form.
     #[test]
     fn query_upper_bounds_the_query_and_the_closed_form() {
         use rand::{Rng, SeedableRng};
@@ -1987,13 +1991,15 @@ mod tests {
                         .iter()
                         .fold(l[members[0]].clone(), |acc, &k| m.merge(&acc, &l[k]));
                     let q = m.query(&c);
+                    let c_row = c.row_bits();
                     for (i, row) in l.iter().enumerate() {
-                        let got = m.log_marginal_query_upper(&q, &c, row);
-                        if !row.is_complete() {
-                            assert!(got.is_none());
+                        // Only a complete row has a packed form.
+                        let mut words = vec![0; m.packed_row_words()];
+                        if !m.pack_row(row, &mut words) {
+                            assert!(!row.is_complete());
                             continue;
                         }
-                        let upper = got.unwrap();
+                        let upper = m.log_marginal_upper_packed(&q, c_row, &words).unwrap();
                         let exact = m.log_marginal_query(&q, &c, row).unwrap();
                         let mut rows: Vec<_> = members.iter().map(|&k| x.row(k)).collect();
                         rows.push(x.row(i));

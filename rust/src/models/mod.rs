@@ -184,16 +184,18 @@ pub trait RowQueries: ClusterModel {
 
     /// An upper bound on what [`log_marginal_query`](RowQueries::log_marginal_query)`(q, a,
     /// b)` returns, its rounding included, by a route much cheaper than computing it, or
-    /// `None` (the default) where the model has none. The search calls it with a
-    /// single-row `b`, to prove that a pair ranks too low to matter before it computes the
-    /// pair's `ln f` as it always does; a loose bound costs time, never a different result.
-    fn log_marginal_query_upper(
+    /// `None` (the default) where the model has none: `b` is a single row packed by
+    /// [`pack_row`](ClusterModel::pack_row) as `b_row`, and `a_row` is the packed row of `a`
+    /// where `a` is one. The search calls it to prove that a pair ranks too low to matter
+    /// before it computes the pair's `ln f` as it always does; a loose bound costs time,
+    /// never a different result.
+    fn log_marginal_upper_packed(
         &self,
         q: &Self::Query,
-        a: &Self::Stats,
-        b: &Self::Stats,
+        a_row: Option<&[u64]>,
+        b_row: &[u64],
     ) -> Option<f64> {
-        let _ = (q, a, b);
+        let _ = (q, a_row, b_row);
         None
     }
 
