@@ -1345,6 +1345,7 @@ impl<'a> State<'a> {
         let mut out = Vec::new();
         let mut counts = Vec::new();
         let mut outside = Outside::default();
+        let mut msgs = Vec::new();
         for b in self.pre_order() {
             let node = self.arena.node(b).expect("live node");
             let st = node.cache();
@@ -1397,19 +1398,22 @@ impl<'a> State<'a> {
             // Messages into b's location from outside each child: from above, and from the
             // other children.
             let kids = node.children();
-            outside.start(om, ov + (t_b - t_a));
-            for &k in kids {
+            msgs.clear();
+            msgs.extend(kids.iter().map(|&k| {
                 let ks = self.arena.node(k).expect("live node");
-                outside.push(
+                (
+                    k.index(),
                     ks.cache().msg.mean(),
                     ks.cache().msg.var() + (ks.time() - t_b),
-                );
-            }
-            outside.finish();
+                )
+            }));
+            outside.compute(
+                &mut o_mean,
+                &mut o_var,
+                (b.index(), ov + (t_b - t_a)),
+                &msgs,
+            );
             for (i, &k) in kids.iter().enumerate() {
-                let (mean, var) = outside.get(i);
-                o_var[k.index()] = var;
-                o_mean[k.index() * d..(k.index() + 1) * d].copy_from_slice(mean);
                 counts[i] += n_s;
                 path[k.index()] = path[b.index()] + self.node_term(&counts, t_b) - st.prior;
                 counts[i] -= n_s;
