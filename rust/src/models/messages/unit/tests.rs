@@ -415,3 +415,24 @@ fn the_join_is_expanded_about_the_nearer_end() {
         at.sq_dist
     );
 }
+
+#[test]
+fn a_join_with_the_sum_given_agrees_with_the_join() {
+    // Along a branch the variance factors from below and above sum to a constant: the
+    // reciprocal given once gives the same point up to rounding.
+    let join = BranchJoin::new(&[0.3, -1.0], &[2.0, 0.5], &[1.1, 0.2]);
+    let total = 2.5;
+    for below in [0.01, 0.7, 1.25, 1.9, 2.49] {
+        let (a, b) = (
+            join.at(below, total - below),
+            join.at_scaled(below, total - below, 1.0 / total),
+        );
+        assert!((a.var - b.var).abs() < 1e-15 && (a.weight - b.weight).abs() < 1e-15);
+        assert!((a.sq_dist - b.sq_dist).abs() < 1e-14 * a.sq_dist.max(1.0));
+        // Against the posterior mean written out.
+        let w = below / total;
+        let m = [0.3 + w * (2.0 - 0.3), -1.0 + w * (0.5 + 1.0)];
+        let want = (1.1 - m[0]).powi(2) + (0.2 - m[1]).powi(2);
+        assert!((a.sq_dist - want).abs() < 1e-14, "{} vs {want}", a.sq_dist);
+    }
+}
