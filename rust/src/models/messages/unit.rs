@@ -101,6 +101,15 @@ impl SplitLogZ {
     }
 }
 
+impl std::ops::AddAssign for SplitLogZ {
+    /// The normalisers of both: counts and both sums added.
+    fn add_assign(&mut self, other: Self) {
+        self.factors += other.factors;
+        self.ln_var += other.ln_var;
+        self.quad += other.quad;
+    }
+}
+
 /// An isotropic Brownian message `N(y; μ, σ² v I)` in units of the rate `σ²`, with the
 /// split normalisers of the merges below it (see the [module docs](self)). `v = 0` is a
 /// point mass (an observed leaf), `v = ∞` the uninformative message.
@@ -187,9 +196,7 @@ impl UnitMessage {
     /// nothing; `child` must have this message's dimension.
     #[inline]
     pub fn absorb(&mut self, child: &UnitMessage, branch: f64) {
-        self.log_z.factors += child.log_z.factors;
-        self.log_z.ln_var += child.log_z.ln_var;
-        self.log_z.quad += child.log_z.quad;
+        self.log_z += child.log_z;
         let var_k = child.var + branch;
         if var_k == f64::INFINITY {
             return;
@@ -296,7 +303,8 @@ pub struct Bridge {
 /// means are the total less the child's own, `η − μ_k/v_k`: that difference loses digits
 /// only where the child's precision exceeds that of all the others together (then its own
 /// term dominates the total), and for that child, at most one per branch point, the others
-/// are summed directly. Elsewhere the error is a few units in the last place of the means.
+/// are summed directly. Elsewhere the child's own term is at most the others' weight, and
+/// the error is a few units in the last place of the largest mean involved.
 ///
 /// # Examples
 /// ```
