@@ -220,7 +220,9 @@ use rand::seq::SliceRandom;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::mcmc::{Hyperpriors, Learn, NodeState, node_state, root_log_likelihood};
-use super::probit::{EpConfig, EpResult, Likelihood, check_binary, expectation_propagation_arena};
+use super::probit::{
+    EpConfig, EpResult, Likelihood, arena_tree, check_binary, expectation_propagation_arena, run_ep,
+};
 use super::{PydtParams, check_diffusion_tree, check_sigma2, harmonic_gap};
 use crate::error::{Result, RoseTreeError};
 use crate::math::ln_gamma;
@@ -681,6 +683,8 @@ pub(super) struct State<'a> {
 #[derive(Debug, Clone)]
 struct ProbitState<'a> {
     x: &'a Array2<f64>,
+    /// The tree EP last ran on (that of the last refresh), and its result.
+    tree: ScalarTree,
     ep: EpResult,
 }
 
@@ -713,9 +717,11 @@ impl<'a> State<'a> {
     /// The state with binary data `x` under the probit likelihood (see the
     /// [module docs](self)); its own `x` must be the pseudo-data of [`pseudo_data`].
     pub(super) fn with_probit(mut self, x: &'a Array2<f64>) -> Self {
+        let tree = arena_tree(&self.arena, self.sigma2);
         self.probit = Some(ProbitState {
             x,
-            ep: expectation_propagation_arena(x.view(), &self.arena, self.sigma2, &EP, None),
+            ep: run_ep(x.view(), &tree, self.sigma2, &EP, None),
+            tree,
         });
         self
     }
@@ -752,13 +758,8 @@ impl<'a> State<'a> {
         self.ln_prior = self.arena.cache(root).expect("the root exists").sub_prior;
         self.ln_lik = root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2);
         if let Some(p) = &mut self.probit {
-            p.ep = expectation_propagation_arena(
-                p.x.view(),
-                &self.arena,
-                self.sigma2,
-                &EP,
-                Some(&p.ep),
-            );
+            p.tree = arena_tree(&self.arena, self.sigma2);
+            p.ep = run_ep(p.x.view(), &p.tree, self.sigma2, &EP, Some(&p.ep));
         }
     }
 
@@ -830,7 +831,7 @@ impl<'a> State<'a> {
     /// The E-step (see the [module docs](self)).
     pub(super) fn estep(&self) -> Estep {
         if let Some(p) = &self.probit {
-            return self.probit_estep(&p.ep);
+            return self.probit_estep(&p.tree, &p.ep);
         }
         let d = self.x.ncols();
         let slots = self.arena.n_slots();
@@ -855,7 +856,7 @@ impl<'a> State<'a> {
 
     /// The E-step under the probit likelihood: the leaves' latent values observed through
     /// EP's sites, one scalar belief propagation per column (see the [module docs](self)).
-    fn probit_estep(&self, ep: &EpResult) -> Estep {
+    fn probit_estep(&self, tree: &ScalarTree, ep: &EpResult) -> Estep {
         let d = self.x.ncols();
         let slots = self.arena.n_slots();
         let mut e = Estep {
@@ -863,7 +864,6 @@ impl<'a> State<'a> {
             var: vec![0.0; slots],
             stat: vec![0.0; slots],
         };
-        let tree = ScalarTree::from_arena(&self.arena, |v| self.sigma2 * self.branch_len(v));
         // The upward messages in precision form, and the marginals.
         let mut up = vec![Precision::default(); slots];
         let mut post = Vec::new();
@@ -1345,6 +1345,7 @@ impl<'a> State<'a> {
         let mut out = Vec::new();
         let mut counts = Vec::new();
         let mut outside = Outside::default();
+        let mut msgs = Vec::new();
         for b in self.pre_order() {
             let node = self.arena.node(b).expect("live node");
             let st = node.cache();
@@ -1397,19 +1398,22 @@ impl<'a> State<'a> {
             // Messages into b's location from outside each child: from above, and from the
             // other children.
             let kids = node.children();
-            outside.start(om, ov + (t_b - t_a));
-            for &k in kids {
+            msgs.clear();
+            msgs.extend(kids.iter().map(|&k| {
                 let ks = self.arena.node(k).expect("live node");
-                outside.push(
+                (
+                    k.index(),
                     ks.cache().msg.mean(),
                     ks.cache().msg.var() + (ks.time() - t_b),
-                );
-            }
-            outside.finish();
+                )
+            }));
+            outside.compute(
+                &mut o_mean,
+                &mut o_var,
+                (b.index(), ov + (t_b - t_a)),
+                &msgs,
+            );
             for (i, &k) in kids.iter().enumerate() {
-                let (mean, var) = outside.get(i);
-                o_var[k.index()] = var;
-                o_mean[k.index() * d..(k.index() + 1) * d].copy_from_slice(mean);
                 counts[i] += n_s;
                 path[k.index()] = path[b.index()] + self.node_term(&counts, t_b) - st.prior;
                 counts[i] -= n_s;

@@ -85,8 +85,8 @@
 //! the origin. Nothing needs `C` itself: each update costs `O(depth · K)`, a sweep
 //! `O(N · depth · K)` per column (`O(N log N)` on a balanced tree, `O(N²)` on a caterpillar)
 //! against the `O(N³)` of the covariance form, which the tests use as the independent
-//! check. `ln N(μ̃; 0, σ²C + diag(1/τ̃))` is one upward pass of the unit-rate Gaussian
-//! messages with normalisers, as in [`super::log_likelihood`] with leaf noise.
+//! check. `ln N(μ̃; 0, σ²C + diag(1/τ̃))` is the sum of the normalisers of the products
+//! that make EP's upward messages, as in [`super::log_likelihood`] with leaf noise.
 //!
 //! # Examples
 //! For two leaves diverging at `t`, `P(x = (1, 1)) = 1/4 + asin(t)/(2π)`; EP comes close.
@@ -361,20 +361,25 @@ pub(crate) fn expectation_propagation_arena<C>(
     config: &EpConfig,
     warm: Option<&EpResult>,
 ) -> EpResult {
-    let geo = ScalarTree::from_arena(arena, |v| {
+    run_ep(x, &arena_tree(arena, sigma2), sigma2, config, warm)
+}
+
+/// The tree of `arena` under its root with branch variances `σ²(t_child − t_parent)`, the
+/// root node's from the origin: what EP and the probit E-step of [`super::em`] run on.
+pub(crate) fn arena_tree<C>(arena: &Arena<C>, sigma2: f64) -> ScalarTree {
+    ScalarTree::from_arena(arena, |v| {
         let node = arena.node(v).expect("live node");
         let t = node.time().min(1.0);
         sigma2
             * node
                 .parent()
                 .map_or(t, |a| t - arena.time(a).expect("live node"))
-    });
-    run_ep(x, &geo, sigma2, config, warm)
+    })
 }
 
 /// EP over the rows at the leaves of `geo` (branch variances `σ²ℓ`), one column at a time
 /// by [`ScalarTree::expectation_propagation`], the sites starting at `warm`'s or flat.
-fn run_ep(
+pub(crate) fn run_ep(
     x: ArrayView2<'_, f64>,
     geo: &ScalarTree,
     sigma2: f64,

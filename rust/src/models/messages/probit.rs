@@ -60,12 +60,12 @@
 //! ```
 //!
 //! the last term being the Gaussian likelihood of the pseudo-observations `μ̃_n` with noise
-//! variances `1/τ̃_n` at the leaves (R&W eq 3.65): one upward pass of the moment-form
-//! messages with their normalisers, [`UnitMessage`] at unit rate with each site a leaf
-//! observed with noise ([`ScalarTree::log_pseudo_likelihood`]). A Gaussian-likelihood method
+//! variances `1/τ̃_n` at the leaves (R&W eq 3.65): the normalisers of the products that
+//! make the upward messages of the sites, which EP keeps anyway, in split form
+//! ([`SplitLogZ`]; [`ScalarTree::log_pseudo_likelihood`]). A Gaussian-likelihood method
 //! can use the sites as those pseudo-observations.
 
-use super::{SplitLogZ, UnitMessage};
+use super::SplitLogZ;
 use crate::tree::Tree;
 use crate::tree::arena::{Arena, NodeId};
 
@@ -261,7 +261,6 @@ pub struct EpColumn {
     up: Vec<Precision>,
     moments: Vec<(f64, f64)>,
     path: Vec<usize>,
-    units: Vec<UnitMessage>,
     /// The site means `μ̃` by node (0 without a site).
     pub site_means: Vec<f64>,
     /// The site precisions `τ̃` by node (0 without a site).
@@ -416,37 +415,36 @@ impl ScalarTree {
         }
     }
 
-    /// `ln N(μ̃; 0, C + diag(1/τ̃))` of the pseudo-observations `mu` with precisions `tau`
-    /// at the leaves (by node; `τ̃` below the smallest normal double is no observation): one
-    /// upward pass of [`UnitMessage`]s at unit rate, each site a leaf observed with noise,
-    /// the root's against the origin. `units` is scratch.
-    pub fn log_pseudo_likelihood(
-        &self,
-        mu: &[f64],
-        tau: &[f64],
-        units: &mut Vec<UnitMessage>,
-    ) -> f64 {
-        units.clear();
-        units.resize(self.n_slots(), UnitMessage::default());
+    /// `ln N(μ̃; 0, C + diag(1/τ̃))` of the pseudo-observations at the leaves, given their
+    /// upward messages `up` (the sites at the leaves, [`upward`](Self::upward) above them;
+    /// a message with `λ` below the smallest normal double is no observation): the sum of
+    /// the normalisers of the products that make the upward messages, each child's message
+    /// multiplied in after crossing its branch, `N(μ_a; μ_b, v_a + v_b)` (eq 11 in one
+    /// dimension), and of the root's message against the origin, `N(0; μ_r, v_r + ℓ_r)`.
+    pub fn log_pseudo_likelihood(&self, up: &[Precision]) -> f64 {
+        let informative = |m: Precision| (m.lambda >= f64::MIN_POSITIVE).then(|| m.moments());
+        let mut log_z = SplitLogZ::default();
         for &v in &self.post_order {
-            let msg = if self.children[v].is_empty() {
-                if tau[v] >= f64::MIN_POSITIVE {
-                    UnitMessage::observed(vec![mu[v]], 1.0 / tau[v])
-                } else {
-                    UnitMessage::uninformative(1)
-                }
-            } else {
-                let mut acc = UnitMessage::uninformative(1);
-                for &k in &self.children[v] {
-                    acc.absorb(&units[k], self.len[k]);
-                }
-                acc
-            };
-            units[v] = msg;
+            let mut acc: Option<Precision> = None;
+            for &k in &self.children[v] {
+                let lifted = self.lift(up, k);
+                let Some((mean, var)) = informative(lifted) else {
+                    continue;
+                };
+                acc = Some(match acc {
+                    None => lifted,
+                    Some(a) => {
+                        let (m0, v0) = a.moments();
+                        log_z += SplitLogZ::normal((m0 - mean) * (m0 - mean), v0 + var);
+                        a.times(lifted)
+                    }
+                });
+            }
         }
-        units[self.root]
-            .against_origin(self.len[self.root])
-            .log_z(1, 1.0)
+        if let Some((mean, var)) = informative(up[self.root]) {
+            log_z += SplitLogZ::normal(mean * mean, var + self.len[self.root]);
+        }
+        log_z.log_z(1, 1.0)
     }
 
     /// Expectation propagation for one column (see the [module docs](self)): `observed`
@@ -506,8 +504,7 @@ impl ScalarTree {
             ln_sites += site_log_normaliser(cavity, y, col.site_means[i], col.site_precisions[i]);
         }
         col.log_site_normalisers = ln_sites;
-        col.log_marginal = ln_sites
-            + self.log_pseudo_likelihood(&col.site_means, &col.site_precisions, &mut col.units);
+        col.log_marginal = ln_sites + self.log_pseudo_likelihood(&col.up);
     }
 }
 

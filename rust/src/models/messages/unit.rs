@@ -37,8 +37,8 @@
 //! - at a branch point with the message from above `N(μ_0, σ² v_0)` and children's messages
 //!   `N(μ_i, σ² v_i)` (each propagated to the branch point), child `k`'s outside message is
 //!   the product of all but its own, in precision form `1/v = Σ_{i≠k} 1/v_i`,
-//!   `μ/v = Σ_{i≠k} μ_i/v_i`, summed from the left and from the right so that no
-//!   difference loses the digits of a short branch ([`Outside`]);
+//!   `μ/v = Σ_{i≠k} μ_i/v_i`, with no difference that could lose the digits of a short
+//!   branch ([`Outside`]);
 //! - a node `v` whose own message is `N(μ_v, σ² u)`, below its parent `a` by `ℓ`, given the
 //!   parent's value: `x_v | x_a ~ N(k x_a + (1 − k) μ_v, σ² ℓu/(ℓ + u))`, `k = u/(ℓ + u)`
 //!   ([`UnitMessage::given_parent`]), whence the posterior marginals top-down and
@@ -98,6 +98,15 @@ impl SplitLogZ {
         }
         let (n, d) = (self.factors as f64, d as f64);
         -0.5 * n * d * (2.0 * PI * sigma2).ln() - 0.5 * d * self.ln_var - 0.5 * self.quad / sigma2
+    }
+}
+
+impl std::ops::AddAssign for SplitLogZ {
+    /// The normalisers of both: counts and both sums added.
+    fn add_assign(&mut self, other: Self) {
+        self.factors += other.factors;
+        self.ln_var += other.ln_var;
+        self.quad += other.quad;
     }
 }
 
@@ -187,9 +196,7 @@ impl UnitMessage {
     /// nothing; `child` must have this message's dimension.
     #[inline]
     pub fn absorb(&mut self, child: &UnitMessage, branch: f64) {
-        self.log_z.factors += child.log_z.factors;
-        self.log_z.ln_var += child.log_z.ln_var;
-        self.log_z.quad += child.log_z.quad;
+        self.log_z += child.log_z;
         let var_k = child.var + branch;
         if var_k == f64::INFINITY {
             return;
@@ -287,98 +294,108 @@ pub struct Bridge {
 }
 
 /// The outside messages of a branch point's children in precision form (see the
-/// [module docs](self)): fed the message from above and each child's message at the branch
-/// point, it gives each child the product of all the others, from prefix and suffix sums of
-/// the natural parameters. Its buffers are kept between nodes.
+/// [module docs](self)): given the message from above and each child's message at the
+/// branch point, each child gets the product of all the others. Messages live in flat
+/// per-node buffers, `d` means per node; the buffers of the sums are kept between nodes.
+///
+/// The precisions of the others are summed from the left and from the right (no
+/// difference, which would lose the digits of a child on a short branch). The natural
+/// means are the total less the child's own, `η − μ_k/v_k`: that difference loses digits
+/// only where the child's precision exceeds that of all the others together (then its own
+/// term dominates the total), and for that child, at most one per branch point, the others
+/// are summed directly. Elsewhere the child's own term is at most the others' weight, and
+/// the error is a few units in the last place of the largest mean involved.
 ///
 /// # Examples
 /// ```
 /// use rosetree::models::messages::Outside;
 ///
-/// let mut out = Outside::default();
-/// out.start(&[0.0], 1.0);
-/// out.push(&[2.0], 1.0);
-/// out.push(&[4.0], 2.0);
-/// out.finish();
-/// // Child 1 sees the product of N(0, 1) and N(2, 1): N(1, 1/2).
-/// let (mean, var) = out.get(1);
-/// assert_eq!((mean, var), (&[1.0][..], 0.5));
+/// // Node 0 is the branch point, with N(0, 1) from above; its children 1 and 2 send
+/// // N(2, 1) and N(4, 2).
+/// let (mut means, mut vars) = (vec![0.0; 3], vec![1.0, 0.0, 0.0]);
+/// let children: [(usize, &[f64], f64); 2] = [(1, &[2.0], 1.0), (2, &[4.0], 2.0)];
+/// Outside::default().compute(&mut means, &mut vars, (0, 1.0), &children);
+/// // Child 2 sees the product of N(0, 1) and N(2, 1): N(1, 1/2).
+/// assert_eq!((means[2], vars[2]), (1.0, 0.5));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Outside {
-    d: usize,
-    /// Prefix sums of the precisions (from above first) and of the natural means.
-    prefix_prec: Vec<f64>,
-    prefix_eta: Vec<f64>,
-    /// Each child's precision and natural mean.
+    /// The natural mean from above, and the total with every child's.
+    above_eta: Vec<f64>,
+    total_eta: Vec<f64>,
+    /// Each child's precision, and the prefix sum of the precisions before it.
     own_prec: Vec<f64>,
-    own_eta: Vec<f64>,
-    /// The children's outside messages: means and variance factors.
-    means: Vec<f64>,
-    vars: Vec<f64>,
-    /// The suffix sum of the natural means.
-    suffix_eta: Vec<f64>,
+    before_prec: Vec<f64>,
 }
 
 impl Outside {
-    /// Starts a branch point whose message from above, at its location, is
-    /// `N(mean, σ² var)`.
-    pub fn start(&mut self, mean: &[f64], var: f64) {
-        self.d = mean.len();
-        self.prefix_prec.clear();
-        self.prefix_eta.clear();
-        self.own_prec.clear();
-        self.own_eta.clear();
-        self.prefix_prec.push(1.0 / var);
-        self.prefix_eta.extend(mean.iter().map(|m| m / var));
-    }
-
-    /// Adds the next child's message at the branch point, `N(mean, σ² var)`.
-    pub fn push(&mut self, mean: &[f64], var: f64) {
-        let i = self.own_prec.len();
-        let prec = 1.0 / var;
-        self.own_prec.push(prec);
-        self.prefix_prec.push(self.prefix_prec[i] + prec);
-        for (j, &m) in mean.iter().enumerate() {
-            let eta = m / var;
-            self.own_eta.push(eta);
-            let next = self.prefix_eta[i * self.d + j] + eta;
-            self.prefix_eta.push(next);
+    /// The outside messages of a branch point's children, written into the flat buffers
+    /// `means` (`d` values per node) and `vars` (one variance factor per node): the message
+    /// from above at the branch point is `N(means of node a, σ² var)` for
+    /// `above = (a, var)`, and `children` are `(node, mean, var)` of the children's messages
+    /// at the branch point, in order. Child `k`'s precision is `1/var + Σ_{i≠k} 1/var_i`,
+    /// its natural mean `mean/var + Σ_{i≠k} mean_i/var_i`.
+    pub fn compute(
+        &mut self,
+        means: &mut [f64],
+        vars: &mut [f64],
+        (above, var): (usize, f64),
+        children: &[(usize, &[f64], f64)],
+    ) {
+        let Some(&(_, first, _)) = children.first() else {
+            return;
+        };
+        let (d, k) = (first.len(), children.len());
+        // Every entry used below is written before it is read.
+        if self.total_eta.len() < d {
+            self.total_eta.resize(d, 0.0);
+            self.above_eta.resize(d, 0.0);
         }
-    }
-
-    /// Computes every child's outside message, last child first: precision
-    /// `Σ_{i<k} + Σ_{i>k}` (from above included), natural mean likewise.
-    pub fn finish(&mut self) {
-        let (d, k) = (self.d, self.own_prec.len());
-        self.means.clear();
-        self.means.resize(k * d, 0.0);
-        self.vars.clear();
-        self.vars.resize(k, 0.0);
-        self.suffix_eta.clear();
-        self.suffix_eta.resize(d, 0.0);
+        if self.own_prec.len() < k {
+            self.own_prec.resize(k, 0.0);
+            self.before_prec.resize(k, 0.0);
+        }
+        let (above_eta, total) = (&mut self.above_eta[..d], &mut self.total_eta[..d]);
+        let from_above = &means[above * d..(above + 1) * d];
+        let mut prefix_prec = 1.0 / var;
+        for j in 0..d {
+            above_eta[j] = from_above[j] * prefix_prec;
+            total[j] = above_eta[j];
+        }
+        for (i, &(_, child, var)) in children.iter().enumerate() {
+            let prec = 1.0 / var;
+            self.before_prec[i] = prefix_prec;
+            self.own_prec[i] = prec;
+            prefix_prec += prec;
+            for (t, &m) in total.iter_mut().zip(child) {
+                *t += m * prec;
+            }
+        }
         let mut suffix_prec = 0.0;
-        for i in (0..k).rev() {
-            let prec = self.prefix_prec[i] + suffix_prec;
-            self.vars[i] = 1.0 / prec;
-            for j in 0..d {
-                self.means[i * d + j] = (self.prefix_eta[i * d + j] + self.suffix_eta[j]) / prec;
+        for (i, &(slot, child, _)) in children.iter().enumerate().rev() {
+            let (own, rest) = (self.own_prec[i], self.before_prec[i] + suffix_prec);
+            let v = 1.0 / rest;
+            vars[slot] = v;
+            let out = &mut means[slot * d..(slot + 1) * d];
+            if own <= rest {
+                for ((o, &t), &m) in out.iter_mut().zip(&*total).zip(child) {
+                    *o = (t - m * own) * v;
+                }
+            } else {
+                // The child outweighs all the others: sum them directly.
+                out.copy_from_slice(above_eta);
+                for (h, &(_, other, _)) in children.iter().enumerate() {
+                    if h != i {
+                        let prec = self.own_prec[h];
+                        for (o, &m) in out.iter_mut().zip(other) {
+                            *o += m * prec;
+                        }
+                    }
+                }
+                out.iter_mut().for_each(|o| *o *= v);
             }
-            suffix_prec += self.own_prec[i];
-            for (s, &e) in self
-                .suffix_eta
-                .iter_mut()
-                .zip(&self.own_eta[i * d..(i + 1) * d])
-            {
-                *s += e;
-            }
+            suffix_prec += own;
         }
-    }
-
-    /// Child `i`'s outside message after [`finish`](Self::finish): its mean and variance
-    /// factor.
-    pub fn get(&self, i: usize) -> (&[f64], f64) {
-        (&self.means[i * self.d..(i + 1) * self.d], self.vars[i])
     }
 }
 
@@ -457,17 +474,38 @@ impl BranchJoin {
     pub fn at(&self, below: f64, above: f64) -> JoinPoint {
         let total = below + above;
         let w = below / total;
-        let sq = if w <= 0.5 {
-            self.a_u - 2.0 * w * self.b_u + w * w * self.gap
-        } else {
-            let w = above / total;
-            self.a_o - 2.0 * w * self.b_o + w * w * self.gap
-        };
         JoinPoint {
             var: below * above / total,
             weight: w,
-            sq_dist: sq.max(0.0),
+            sq_dist: self.sq_dist(w, || above / total),
         }
+    }
+
+    /// [`at`](Self::at) given `inv_total`, the reciprocal of `below + above`: along one
+    /// branch the two variance factors trade length and their sum stays the same, so a grid
+    /// on a branch needs one division in all instead of two or three per point. (The
+    /// weights then round otherwise than [`at`](Self::at)'s.)
+    #[must_use]
+    pub fn at_scaled(&self, below: f64, above: f64, inv_total: f64) -> JoinPoint {
+        let w = below * inv_total;
+        JoinPoint {
+            var: below * above * inv_total,
+            weight: w,
+            sq_dist: self.sq_dist(w, || above * inv_total),
+        }
+    }
+
+    /// `‖y − m‖²` at the weight `w` of the mean from above, expanded about the nearer end
+    /// (`1 − w`, when needed, from `above_weight`), clamped at 0.
+    #[inline]
+    fn sq_dist(&self, w: f64, above_weight: impl FnOnce() -> f64) -> f64 {
+        let sq = if w <= 0.5 {
+            self.a_u - 2.0 * w * self.b_u + w * w * self.gap
+        } else {
+            let w = above_weight();
+            self.a_o - 2.0 * w * self.b_o + w * w * self.gap
+        };
+        sq.max(0.0)
     }
 }
 

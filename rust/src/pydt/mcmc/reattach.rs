@@ -34,10 +34,11 @@
 //!   from above (`N(μ↓_u, σ²(A_u + t − a_u))`, the posterior of the location of `u`'s
 //!   parent given the data outside `u`'s subtree). The messages from above of every node
 //!   come from one pre-order pass over `R` (at a branch point, the product of its own
-//!   message from above and its children's messages, less the child's own, in precision
-//!   form). With `λ = (v_u + t_u − t)/(…sum…)`, `m = μ_u + λ(μ↓_u − μ_u)`, and the squared
-//!   distance `‖μ_S − m‖²` is a quadratic in `λ` whose three coefficients are dot products
-//!   computed once per branch: each branch costs `O(D)` once and `O(1)` per time.
+//!   message from above and the other children's messages, in precision form from prefix
+//!   and suffix sums: the message layer's [`Outside`]). With `λ = (v_u + t_u − t)/(…sum…)`,
+//!   `m = μ_u + λ(μ↓_u − μ_u)`, and the squared distance `‖μ_S − m‖²` is a quadratic in `λ`
+//!   whose coefficients are dot products computed once per branch, expanded about the
+//!   nearer end ([`BranchJoin`]): each branch costs `O(D)` once and `O(1)` per time.
 //!
 //! A move therefore costs `O(N D)` for the passes and `O(N G)` for the grids below.
 //!
@@ -157,8 +158,10 @@ struct Branch {
     sub_gap: f64,
     /// `v_S`.
     sub_var: f64,
-    /// The subtree's message joining the branch's posterior.
+    /// The subtree's message joining the branch's posterior, and the reciprocal of the
+    /// variance factors from below and above summed (the same at every `r`).
     join: BranchJoin,
+    inv_total: f64,
     /// `1 − e`, the prior's constant and the exponent `c J_w − 1`.
     one_minus_end: f64,
     prior: f64,
@@ -179,7 +182,7 @@ impl Branch {
     fn moments(&self, r: f64) -> (JoinPoint, f64) {
         let above = self.var_above + (self.len - r);
         let below = self.var_below + self.below_gap + r;
-        let at = self.join.at(below, above);
+        let at = self.join.at_scaled(below, above, self.inv_total);
         let v = at.var + self.sub_var + self.sub_gap + r;
         (at, v)
     }
@@ -455,6 +458,9 @@ impl Chain {
         scratch.path.resize(slots, 0.0);
         scratch.positions.clear();
         scratch.stack.clear();
+        // The children's messages at a branch point (borrowed from the caches, so kept here
+        // rather than in the scratch).
+        let mut msgs = Vec::new();
         let n = self.n_leaves();
         for table in [
             &mut scratch.memo_structure,
@@ -482,7 +488,7 @@ impl Chain {
                 + self.node_change(u, sub.n_leaves, scratch)
                 + branch.ln_likelihood(0.0);
             scratch.positions.push((Position::Node(u), at_node));
-            self.pass_down(u, sub.n_leaves, scratch);
+            self.pass_down(u, sub.n_leaves, scratch, &mut msgs);
             // Children in reverse: the pre-order visits them in order.
             scratch.stack.extend(node.children().iter().rev());
         }
@@ -510,6 +516,8 @@ impl Chain {
 
     /// The log density of the branch above `u` (see the [module docs](self)), from the
     /// scanned messages from above and path terms.
+    // Inlined: the caller then builds the (large) value in place.
+    #[inline(always)]
     fn branch(&self, u: NodeId, sub: &Moving<'_>, scratch: &mut Scratch) -> Branch {
         let d = self.x.ncols();
         let node = self.arena.node(u).expect("live node");
@@ -530,6 +538,8 @@ impl Chain {
             sub_gap: sub.time - end,
             sub_var: sub.var,
             join,
+            inv_total: 1.0
+                / (scratch.down_var[u.index()] + len + node.cache().msg.var() + (t_u - end)),
             one_minus_end: 1.0 - end,
             prior: scratch.path[u.index()]
                 + memo(&mut scratch.memo_structure, n_u, || {
@@ -586,8 +596,13 @@ impl Chain {
 
     /// The messages from above and the path terms of the children of branch point `b`,
     /// from `b`'s own (see the [module docs](self)).
-    fn pass_down(&self, b: NodeId, m_s: usize, scratch: &mut Scratch) {
-        let d = self.x.ncols();
+    fn pass_down<'a>(
+        &'a self,
+        b: NodeId,
+        m_s: usize,
+        scratch: &mut Scratch,
+        msgs: &mut Vec<(usize, &'a [f64], f64)>,
+    ) {
         let node = self.arena.node(b).expect("live node");
         let t_b = node.time();
         let (alpha, beta, c) = (self.params.alpha(), self.params.beta(), self.params.c());
@@ -601,23 +616,20 @@ impl Chain {
         // from above is the product of all the others.
         let above_var = scratch.down_var[b.index()] + (t_b - self.top_time(b));
         let children = node.children();
-        scratch.outside.start(
-            &scratch.down_mean[b.index() * d..(b.index() + 1) * d],
-            above_var,
-        );
-        for &k in children {
+        msgs.clear();
+        msgs.extend(children.iter().map(|&k| {
             let child = self.arena.node(k).expect("live node");
             let msg = &child.cache().msg;
-            scratch
-                .outside
-                .push(msg.mean(), msg.var() + (child.time() - t_b));
-        }
-        scratch.outside.finish();
+            (k.index(), msg.mean(), msg.var() + (child.time() - t_b))
+        }));
+        scratch.outside.compute(
+            &mut scratch.down_mean,
+            &mut scratch.down_var,
+            (b.index(), above_var),
+            msgs,
+        );
         let path_b = scratch.path[b.index()];
-        for (i, &k) in children.iter().enumerate() {
-            let (mean, var) = scratch.outside.get(i);
-            scratch.down_var[k.index()] = var;
-            scratch.down_mean[k.index() * d..(k.index() + 1) * d].copy_from_slice(mean);
+        for &k in children {
             let n_k = self.arena.node(k).expect("live node").n_leaves();
             let structure = memo(&mut scratch.memo_branch, n_k, || {
                 ln_gamma_ratio(n_k as f64 - beta, m_s as f64)

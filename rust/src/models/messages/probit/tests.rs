@@ -181,11 +181,13 @@ fn the_pseudo_likelihood_is_the_covariance_form() {
     let chol = k.cholesky().unwrap();
     let log_det = 2.0 * chol.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
     let want = -0.5 * (4.0 * (2.0 * std::f64::consts::PI).ln() + log_det + x.dot(&chol.solve(&x)));
-    let got = scalar.log_pseudo_likelihood(&mu, &tau, &mut Vec::new());
+    let mut up: Vec<Precision> = (0..8).map(|v| Precision::site(mu[v], tau[v])).collect();
+    scalar.upward(&mut up);
+    let got = scalar.log_pseudo_likelihood(&up);
     assert!((got - want).abs() < 1e-12, "{got} vs {want}");
     // Without any site: no term.
     assert_eq!(
-        scalar.log_pseudo_likelihood(&mu, &[0.0; 8], &mut Vec::new()),
+        scalar.log_pseudo_likelihood(&[Precision::default(); 8]),
         0.0
     );
 }

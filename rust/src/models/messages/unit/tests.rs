@@ -11,10 +11,17 @@ use nalgebra::{DMatrix, DVector};
 use super::*;
 use crate::tree::{Topology, Tree};
 
-/// `((0, 1) at 0.7, (2, 3, 4) at 0.5) at 0.2`, with a three-way branch point, and a
-/// caterpillar-like `(((0, 1) at 0.8, 2) at 0.45, 3) at 0.1`.
+/// `((0, 1) at 0.7, (2, 3, 4) at 0.5) at 0.2`, with a three-way branch point; a
+/// caterpillar-like `(((0, 1) at 0.8, 2) at 0.45, 3) at 0.1`; and `(0, (1, 2, 3, 4) at
+/// 0.5001) at 0.5`, where the four-way node's message outweighs everything else at the root
+/// (precision about 8 against 4), so that its outside message is summed directly.
 fn trees() -> Vec<Tree> {
     vec![
+        Tree::new(
+            &Topology::new(5, vec![vec![1, 2, 3, 4], vec![0, 5]]).unwrap(),
+            Some(vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.5001, 0.5]),
+        )
+        .unwrap(),
         Tree::new(
             &Topology::new(5, vec![vec![0, 1], vec![2, 3, 4], vec![5, 6]]).unwrap(),
             Some(vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.7, 0.5, 0.2]),
@@ -236,22 +243,23 @@ fn outside_messages(tree: &Tree, up: &[UnitMessage]) -> Vec<(Vec<f64>, f64)> {
     let h = tree.heights().unwrap();
     let d = up[0].mean().len();
     let m = tree.nodes().len();
-    let mut out = vec![(vec![0.0; d], 0.0); m];
+    // The root's message from above is the origin's, N(0, 0), at the root's parent (t = 0).
+    let (mut means, mut vars) = (vec![0.0; m * d], vec![0.0; m]);
     let mut buf = Outside::default();
     for b in (tree.n_leaves()..m).rev() {
         let top = tree.node(b).parent.map_or(0.0, |p| h[p]);
-        let above = out[b].clone();
-        buf.start(&above.0, above.1 + (h[b] - top));
-        for &k in &tree.node(b).children {
-            buf.push(up[k].mean(), up[k].var() + (h[k] - h[b]));
-        }
-        buf.finish();
-        for (i, &k) in tree.node(b).children.iter().enumerate() {
-            let (mean, var) = buf.get(i);
-            out[k] = (mean.to_vec(), var);
-        }
+        let msgs: Vec<(usize, &[f64], f64)> = tree
+            .node(b)
+            .children
+            .iter()
+            .map(|&k| (k, up[k].mean(), up[k].var() + (h[k] - h[b])))
+            .collect();
+        let above_var = vars[b] + (h[b] - top);
+        buf.compute(&mut means, &mut vars, (b, above_var), &msgs);
     }
-    out
+    (0..m)
+        .map(|v| (means[v * d..(v + 1) * d].to_vec(), vars[v]))
+        .collect()
 }
 
 /// The leaves of the subtree under `v`.
@@ -406,4 +414,25 @@ fn the_join_is_expanded_about_the_nearer_end() {
         "{} vs {want}",
         at.sq_dist
     );
+}
+
+#[test]
+fn a_join_with_the_sum_given_agrees_with_the_join() {
+    // Along a branch the variance factors from below and above sum to a constant: the
+    // reciprocal given once gives the same point up to rounding.
+    let join = BranchJoin::new(&[0.3, -1.0], &[2.0, 0.5], &[1.1, 0.2]);
+    let total = 2.5;
+    for below in [0.01, 0.7, 1.25, 1.9, 2.49] {
+        let (a, b) = (
+            join.at(below, total - below),
+            join.at_scaled(below, total - below, 1.0 / total),
+        );
+        assert!((a.var - b.var).abs() < 1e-15 && (a.weight - b.weight).abs() < 1e-15);
+        assert!((a.sq_dist - b.sq_dist).abs() < 1e-14 * a.sq_dist.max(1.0));
+        // Against the posterior mean written out.
+        let w = below / total;
+        let m = [0.3 + w * (2.0 - 0.3), -1.0 + w * (0.5 + 1.0)];
+        let want = (1.1 - m[0]).powi(2) + (0.2 - m[1]).powi(2);
+        assert!((a.sq_dist - want).abs() < 1e-14, "{} vs {want}", a.sq_dist);
+    }
 }
