@@ -15,15 +15,10 @@ def lambda_map(X, tree, lam, prior=None, likelihood="brownian", root=None, noise
     """The core's M-step: Lambda's posterior mode given the tree."""
     if prior is not None:
         prior = (float(prior[0]), np.asarray(prior[1], dtype=float))
-    return _core.coalescent_lambda_map(
-        X,
-        tree._structure,
-        likelihood=likelihood,
-        lambda_=np.asarray(lam, dtype=float),
-        root=root,
-        noise=noise,
-        prior=prior,
+    model = _core.CoalescentModel(
+        X, likelihood=likelihood, lambda_=np.asarray(lam, dtype=float), root=root, noise=noise
     )
+    return model.lambda_map(X, tree._structure, prior=prior)
 
 
 def kingman_brownian(n, d, lam, rng, with_tree=False):

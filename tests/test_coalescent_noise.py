@@ -196,15 +196,8 @@ def test_lambda_learning_with_noise_reaches_the_conditional_optimum():
     assert np.all(np.diff(est.hyper_trace_) >= -1e-9)
     # The M-step's closed form (independent contrasts with each leaf's branch longer by
     # the noise) for the fitted tree ...
-    closed = _core.coalescent_lambda_map(
-        X,
-        est.tree_._structure,
-        likelihood="brownian",
-        lambda_=np.ones(2),
-        root=None,
-        noise=0.1,
-        prior=(2.0, np.array([0.5, 0.5])),
-    )
+    model = _core.CoalescentModel(X, likelihood="brownian", lambda_=np.ones(2), noise=0.1)
+    closed = model.lambda_map(X, est.tree_._structure, prior=(2.0, np.array([0.5, 0.5])))
 
     # ... maximises ln p(x, tree | Lambda) + ln p(Lambda) for the final tree
     # (inverse-gamma(nu/2, psi/2) per feature), found here by numerical search.

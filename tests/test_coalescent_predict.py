@@ -178,9 +178,8 @@ def test_smc_predictions_average_the_particles():
     Y = rng.normal(size=(3, 2))
     per = []
     for w, tree in zip(est.particle_log_weights_, est.particles_, strict=True):
-        predictor = _core.coalescent_predictor(
-            X, tree._structure, likelihood="brownian", lambda_=np.asarray(1.0), root=None
-        )
+        model = _core.CoalescentModel(X, likelihood="brownian", lambda_=np.asarray(1.0))
+        predictor = model.predictor(X, tree._structure)
         per.append(w + np.asarray(predictor.log_density(Y, n_jobs=1)[0]))
     per = np.array(per)
     top = per.max(axis=0)

@@ -411,14 +411,10 @@ def test_coalescent_stitched_log_joint_is_that_of_the_tree(client, likelihood, m
     from rosetree import _core
     from rosetree.coalescent import _lambda, _split_llr
 
-    evidence = _core.coalescent_subtree_evidence(
-        X,
-        est.tree_._structure,
-        likelihood=likelihood,
-        lambda_=_lambda(est.Lambda_),
-        root=None,
-        noise=est.noise_,
+    model = _core.CoalescentModel(
+        X, likelihood=likelihood, lambda_=_lambda(est.Lambda_), noise=est.noise_
     )
+    evidence = model.subtree_evidence(X, est.tree_._structure)
     np.testing.assert_allclose(
         est.split_llr_, _split_llr(est.tree_, np.asarray(evidence)), rtol=1e-9, atol=1e-9
     )

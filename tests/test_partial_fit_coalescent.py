@@ -209,7 +209,8 @@ def test_log_joint_is_that_of_the_tree_over_all_rows(s0, noise):
         rt.coalescent_log_joint(X, est.tree_, Lambda=2.0, root=s0, noise=noise), rel=1e-12
     )
     # split_llr_ is that of the grown tree, as a fit on the same tree would compute it.
-    evidence = rt._core.coalescent_subtree_evidence(X, est.tree_._structure, **est._model_options)
+    model = rt._core.CoalescentModel(X, **est._model_options)
+    evidence = model.subtree_evidence(X, est.tree_._structure)
     for v in est.tree_.internal_nodes:
         kids = est.tree_.children[v]
         assert est.split_llr_[v] == pytest.approx(

@@ -7,6 +7,8 @@ import numpy.typing as npt
 __all__ = [
     "BrtFit",
     "BrtParams",
+    "CoalescentModel",
+    "CoalescentParams",
     "CoalescentPredictor",
     "ModelSpec",
     "PydtPredictor",
@@ -21,22 +23,10 @@ __all__ = [
     "brt_node_stats",
     "brt_stitch",
     "brt_top_clusters",
-    "coalescent_fit_part",
-    "coalescent_insert",
-    "coalescent_lambda_map",
-    "coalescent_learn",
-    "coalescent_log_joint",
-    "coalescent_predictor",
-    "coalescent_route",
-    "coalescent_router",
-    "coalescent_smc",
-    "coalescent_stitch",
-    "coalescent_subtree_evidence",
     "evaluate_tree",
     "evidence_gradient",
     "excess_bits",
     "fit_brt",
-    "fit_coalescent",
     "learn_brt",
     "log_marginal",
     "optimal_tree",
@@ -253,134 +243,20 @@ def learn_brt(
     fit_tree: Callable[[str, dict[str, Any], float], RoseTree] | None = None,
     verbose: bool = False,
 ) -> tuple[BrtFit, float, list[float], list[float]]: ...
-def fit_coalescent(
-    x: npt.NDArray[np.float64],
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    inference: str,
-    n_jobs: int | None,
-    verbose: float | None = None,
-    noise: float = 0.0,
-    approx: tuple[int, int, int] | None = None,
-) -> tuple[Tree, float]: ...
-def coalescent_smc(
-    x: npt.NDArray[np.float64],
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    proposal: str,
-    n_particles: int,
-    seed: int,
-    n_jobs: int | None,
-    verbose: float | None = None,
-    noise: float = 0.0,
-) -> tuple[list[Tree], list[float], float, list[float], int, float]: ...
-def coalescent_log_joint(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float = 0.0,
-) -> float: ...
-def coalescent_fit_part(
-    x: npt.NDArray[np.float64],
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float,
-    masked: bool,
-    counts: list[list[float]] | None,
-    approx: tuple[int, int, int] | None,
-    n_jobs: int | None,
-) -> tuple[Tree | None, list[float], float, list[float]]: ...
-def coalescent_router(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    max_leaves: int,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float,
-    masked: bool,
-    counts: list[list[float]] | None,
-) -> tuple[list[int], float, list[list[float]]]: ...
-def coalescent_route(
-    x: npt.NDArray[np.float64],
-    posteriors: list[list[float]],
-    tau: float,
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float,
-    masked: bool,
-    counts: list[list[float]] | None,
-) -> npt.NDArray[np.int64]: ...
-def coalescent_stitch(
-    n_rows: int,
-    n_features: int,
-    parts: list[tuple[Tree | None, list[int], list[float], float]],
-    top: list[list[int]],
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float,
-    masked: bool,
-    counts: list[list[float]] | None,
-) -> tuple[Tree, float, list[list[int]], list[int], list[float]]: ...
-def coalescent_insert(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float = 0.0,
-    join_rule: str = "density",
-    balance: bool = True,
-    repair: bool = False,
-    retime: bool = False,
-    rotate: bool = False,
-) -> tuple[Tree, float, list[tuple[int, float]]]: ...
-def coalescent_lambda_map(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float = 0.0,
-    prior: tuple[float, npt.NDArray[np.float64]] | None = None,
-    n_jobs: int | None = None,
-) -> npt.NDArray[np.float64]: ...
-def coalescent_learn(
-    x: npt.NDArray[np.float64],
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    inference: str,
-    n_jobs: int | None,
-    rounds: int,
-    prior: tuple[float, npt.NDArray[np.float64]] | None = None,
-    noise: float = 0.0,
-    approx: tuple[int, int, int] | None = None,
-    n_particles: int = 1,
-    seed: int = 0,
-    verbose: float | None = None,
-) -> tuple[
-    tuple[Tree, float] | tuple[list[Tree], list[float], float, list[float], int, float],
-    npt.NDArray[np.float64],
-    list[float],
-]: ...
+
+_CoalescentRun = tuple[Tree, float] | tuple[list[Tree], list[float], float, list[float], int, float]
+
+@final
+class CoalescentParams:
+    def __new__(
+        cls,
+        *,
+        inference: str = "greedy-rate1",
+        n_jobs: int | None = None,
+        approx: tuple[int, int, int] | None = None,
+        n_particles: int = 1,
+        seed: int = 0,
+    ) -> CoalescentParams: ...
 
 @final
 class CoalescentPredictor:
@@ -389,24 +265,81 @@ class CoalescentPredictor:
     ) -> tuple[list[float], npt.NDArray[np.float64]]: ...
     def leaf_posteriors(self) -> npt.NDArray[np.float64]: ...
 
-def coalescent_predictor(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float = 0.0,
-) -> CoalescentPredictor: ...
-def coalescent_subtree_evidence(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    likelihood: str,
-    lambda_: npt.NDArray[np.float64],
-    root: float | None,
-    noise: float = 0.0,
-) -> list[float]: ...
+@final
+class CoalescentModel:
+    def __new__(
+        cls,
+        x: npt.NDArray[np.float64],
+        *,
+        likelihood: str,
+        lambda_: npt.NDArray[np.float64],
+        root: float | None = None,
+        noise: float = 0.0,
+    ) -> CoalescentModel: ...
+    @staticmethod
+    def shared(
+        n_features: int,
+        *,
+        likelihood: str,
+        lambda_: npt.NDArray[np.float64],
+        root: float | None = None,
+        noise: float = 0.0,
+        masked: bool = False,
+        counts: list[list[float]] | None = None,
+    ) -> CoalescentModel: ...
+    @property
+    def likelihood(self) -> str: ...
+    @property
+    def n_features(self) -> int: ...
+    def fit(
+        self, x: npt.NDArray[np.float64], params: CoalescentParams, *, verbose: float | None = None
+    ) -> _CoalescentRun: ...
+    def learn(
+        self,
+        x: npt.NDArray[np.float64],
+        params: CoalescentParams,
+        *,
+        rounds: int,
+        prior: tuple[float, npt.NDArray[np.float64]] | None = None,
+        verbose: float | None = None,
+    ) -> tuple[_CoalescentRun, npt.NDArray[np.float64], list[float]]: ...
+    def log_joint(self, x: npt.NDArray[np.float64], tree: Tree) -> float: ...
+    def subtree_evidence(self, x: npt.NDArray[np.float64], tree: Tree) -> list[float]: ...
+    def predictor(self, x: npt.NDArray[np.float64], tree: Tree) -> CoalescentPredictor: ...
+    def lambda_map(
+        self,
+        x: npt.NDArray[np.float64],
+        tree: Tree,
+        *,
+        prior: tuple[float, npt.NDArray[np.float64]] | None = None,
+        n_jobs: int | None = None,
+    ) -> npt.NDArray[np.float64]: ...
+    def insert(
+        self,
+        x: npt.NDArray[np.float64],
+        tree: Tree,
+        *,
+        join_rule: str = "density",
+        balance: bool = True,
+        repair: bool = False,
+        retime: bool = False,
+        rotate: bool = False,
+    ) -> tuple[Tree, float, list[tuple[int, float]]]: ...
+    def fit_part(
+        self, x: npt.NDArray[np.float64], params: CoalescentParams
+    ) -> tuple[Tree | None, list[float], float, list[float]]: ...
+    def router(
+        self, x: npt.NDArray[np.float64], tree: Tree, *, max_leaves: int
+    ) -> tuple[list[int], float, list[list[float]]]: ...
+    def route(
+        self, x: npt.NDArray[np.float64], posteriors: list[list[float]], tau: float
+    ) -> npt.NDArray[np.int64]: ...
+    def stitch(
+        self,
+        n_rows: int,
+        parts: list[tuple[Tree | None, list[int], list[float], float]],
+        top: list[list[int]],
+    ) -> tuple[Tree, float, list[list[int]], list[int], list[float]]: ...
 
 @final
 class PydtState:

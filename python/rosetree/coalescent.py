@@ -479,9 +479,7 @@ class KingmanCoalescent(ClusterEstimator):
         self._X = X
         self._model_options = _model_options(options)
         self._forget_predictors()
-        evidence = np.asarray(
-            _core.coalescent_subtree_evidence(X, self.tree_._structure, **_model_options(options))
-        )
+        evidence = np.asarray(self._model().subtree_evidence(X, self.tree_._structure))
         self.split_llr_ = _split_llr(self.tree_, evidence)
         self._set_flat_clusters(X, likelihood)
         return self
@@ -557,7 +555,9 @@ class KingmanCoalescent(ClusterEstimator):
         X_all = np.vstack([self._X, X])
         if likelihood == "brownian":
             _check_brownian_missing(X_all, self._model_options["root"] is None, learn=False)
-        structure, log_joint, _ = _core.coalescent_insert(
+        # The model of all the rows seen (the multinomial's categories and equilibrium).
+        model = _core.CoalescentModel(X_all, **self._model_options)
+        structure, log_joint, _ = model.insert(
             X_all,
             self.tree_._structure,
             join_rule=self._join_rule,
@@ -565,7 +565,6 @@ class KingmanCoalescent(ClusterEstimator):
             repair=self._repair,
             retime=self._retime,
             rotate=self._rotate,
-            **self._model_options,
         )
         tree = _wrap(structure)
         if log_joint == np.inf:
@@ -575,12 +574,10 @@ class KingmanCoalescent(ClusterEstimator):
                 f"the grown tree's log joint is {log_joint} in double precision (data or "
                 "Lambda too extreme); rescale the data"
             )
-        evidence = np.asarray(
-            _core.coalescent_subtree_evidence(X_all, structure, **self._model_options)
-        )
-        split_llr = _split_llr(tree, evidence)
+        split_llr = _split_llr(tree, np.asarray(model.subtree_evidence(X_all, structure)))
         self.tree_, self.log_joint_, self._X = tree, float(log_joint), X_all
         self._forget_predictors()
+        self._cached("model", lambda: model)
         self.split_llr_ = split_llr
         self._set_flat_clusters(X_all, likelihood, keep_model=True)
         return self
@@ -676,30 +673,25 @@ class KingmanCoalescent(ClusterEstimator):
             self._cluster_data(self._X), self._cluster_data(X), check_n_jobs(self.n_jobs)
         )
 
+    def _params(self, options: dict[str, Any]) -> Any:
+        """The core's options of the configured inference."""
+        smc = self.inference in _SMC
+        return _core.CoalescentParams(
+            inference=self.inference,
+            n_jobs=options["n_jobs"],
+            approx=self._approx,
+            n_particles=check_count(self.n_particles, "n_particles") if smc else 1,
+            seed=check_seed(self.random_state),
+        )
+
     def _infer(self, X: np.ndarray, options: dict[str, Any]) -> _Fitted:
         """The configured inference under the hyperparameters in ``options``."""
-        if self.inference in _SMC:
-            if options["likelihood"] == "brownian" and options["noise"] == 0.0:
-                _refuse_equal_rows(X)
-            return _smc_fitted(
-                _core.coalescent_smc(
-                    X,
-                    proposal=self.inference.removeprefix("smc-"),
-                    n_particles=check_count(self.n_particles, "n_particles"),
-                    seed=check_seed(self.random_state),
-                    verbose=self._progress[0],
-                    **options,
-                )
-            )
-        return _greedy_fitted(
-            *_core.fit_coalescent(
-                X,
-                inference=self.inference,
-                verbose=self._progress[0],
-                approx=self._approx,
-                **options,
-            )
-        )
+        smc = self.inference in _SMC
+        if smc and options["likelihood"] == "brownian" and options["noise"] == 0.0:
+            _refuse_equal_rows(X)
+        model = _core.CoalescentModel(X, **_model_options(options))
+        run = model.fit(X, self._params(options), verbose=self._progress[0])
+        return _smc_fitted(run) if smc else _greedy_fitted(*run)
 
     def _learn(
         self, X: np.ndarray, options: dict[str, Any], hyper_iter: int
@@ -708,16 +700,13 @@ class KingmanCoalescent(ClusterEstimator):
         smc = self.inference in _SMC
         if smc and options["likelihood"] == "brownian" and options["noise"] == 0.0:
             _refuse_equal_rows(X)
-        run, lam, trace = _core.coalescent_learn(
+        model = _core.CoalescentModel(X, **_model_options(options))
+        run, lam, trace = model.learn(
             X,
-            inference=self.inference,
+            self._params(options),
             rounds=hyper_iter,
             prior=_lambda_prior(self.Lambda_prior),
-            approx=self._approx,
-            n_particles=check_count(self.n_particles, "n_particles") if smc else 1,
-            seed=check_seed(self.random_state),
             verbose=self._progress[0],
-            **options,
         )
         fitted = _smc_fitted(run) if smc else _greedy_fitted(*run)
         return fitted, np.asarray(lam), list(trace)
@@ -767,9 +756,13 @@ class KingmanCoalescent(ClusterEstimator):
             ],
         )
 
+    def _model(self) -> Any:
+        """The core's model of the training rows under the fitted hyperparameters."""
+        return self._cached("model", lambda: _core.CoalescentModel(self._X, **self._model_options))
+
     def _predictor(self, tree: Tree) -> Any:
         """The core's messages of the training rows on ``tree``, ready to predict."""
-        return _core.coalescent_predictor(self._X, tree._structure, **self._model_options)
+        return self._model().predictor(self._X, tree._structure)
 
     def _new_rows(self, X: Any) -> np.ndarray:
         return check_new_rows(self, X)
@@ -1255,16 +1248,14 @@ def coalescent_log_joint(
         tree = tree_from_nested(tree, X.shape[0])
     if tree.n_leaves != X.shape[0]:
         raise InvalidTreeError(f"the tree has {tree.n_leaves} leaves, but X has {X.shape[0]} rows")
-    value = float(
-        _core.coalescent_log_joint(
-            X,
-            tree._structure,
-            likelihood=_likelihood(likelihood),
-            lambda_=_lambda(Lambda),
-            root=_root(root),
-            noise=_noise(noise, _likelihood(likelihood)),
-        )
+    model = _core.CoalescentModel(
+        X,
+        likelihood=_likelihood(likelihood),
+        lambda_=_lambda(Lambda),
+        root=_root(root),
+        noise=_noise(noise, _likelihood(likelihood)),
     )
+    value = float(model.log_joint(X, tree._structure))
     if np.isnan(value):
         raise NumericalError(
             "the log joint is NaN in double precision (data or Lambda too extreme); rescale "

@@ -1133,6 +1133,16 @@ def _coal_threads() -> int | None:
         return None
 
 
+def _coal_model(spec: dict[str, Any]) -> Any:
+    """The core's model shared by every part, from ``CoalescentModel.shared``'s options."""
+    return _core.CoalescentModel.shared(**spec)
+
+
+def _coal_params(approx: Any) -> Any:
+    """Greedy-Rate1 on this worker's threads, approximate with ``approx``."""
+    return _core.CoalescentParams(n_jobs=_coal_threads(), approx=approx)
+
+
 def _coal_split(
     sample: tuple[np.ndarray, ...],
     spec: dict[str, Any],
@@ -1145,9 +1155,10 @@ def _coal_split(
     posteriors there (``coalescent::Router``).
     """
     _, _, rows = _in_row_order(sample)
-    tree = _core.coalescent_fit_part(rows, **spec, approx=approx, n_jobs=_coal_threads())[0]
+    model = _coal_model(spec)
+    tree = model.fit_part(rows, _coal_params(approx))[0]
     assert tree is not None  # a sample has at least two rows
-    groups, tau, posteriors = _core.coalescent_router(rows, tree, max_leaves=max_leaves, **spec)
+    groups, tau, posteriors = model.router(rows, tree, max_leaves=max_leaves)
     return tree.children(), groups, tau, posteriors
 
 
@@ -1161,7 +1172,7 @@ def _coal_route(
     ids, rows = piece
     _, groups, tau, posteriors = split
     try:
-        labels = _core.coalescent_route(rows, posteriors, tau, **spec)
+        labels = _coal_model(spec).route(rows, posteriors, tau)
     except RoseTreeError as exc:
         raise _located(exc, ids, chunks) from None
     return [(ids[labels == g], rows[labels == g]) for g in range(len(groups))]
@@ -1183,9 +1194,7 @@ def _coal_fit_part(
     ids, rows = part
     encode, model, dp_alpha = flat
     try:
-        tree, message, log_z, evidence = _core.coalescent_fit_part(
-            rows, **spec, approx=approx, n_jobs=_coal_threads()
-        )
+        tree, message, log_z, evidence = _coal_model(spec).fit_part(rows, _coal_params(approx))
         data = encode(rows)
         cspec = model._spec()
         if tree is None:
@@ -1455,6 +1464,7 @@ class KingmanCoalescent(_SplitFit):
             encode = functools.partial(_coal_encode, center=None, scale=None, k=k)
             cluster_model = BetaBernoulli()
         spec: dict[str, Any] = dict(
+            n_features=d,
             likelihood=likelihood,
             lambda_=lam,
             root=root_s0,
@@ -1463,7 +1473,7 @@ class KingmanCoalescent(_SplitFit):
             counts=counts,
         )
         # The model is checked here (Lambda's shape and values), before any work is sent.
-        _core.coalescent_route(np.empty((0, d)), [], 0.0, **spec)
+        _coal_model(spec)
         self._spec = spec
         self._encode = encode
         self.cluster_model_ = _resolved(cluster_model, encode(sample))
@@ -1486,8 +1496,8 @@ class KingmanCoalescent(_SplitFit):
         fits = client.gather([f for f, _ in parts])
         top: list[list[int]] = []
         _flatten(shape, len(fits), top)
-        tree, log_joint, part_nodes, top_nodes, top_evidence = _core.coalescent_stitch(
-            n, d, [(f[0], f[1].tolist(), f[2], f[3]) for f in fits], top, **spec
+        tree, log_joint, part_nodes, top_nodes, top_evidence = _coal_model(spec).stitch(
+            n, [(f[0], f[1].tolist(), f[2], f[3]) for f in fits], top
         )
         from .coalescent import _split_llr, _wrap
 

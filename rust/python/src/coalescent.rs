@@ -32,6 +32,7 @@ use rosetree::tree::Tree;
 use std::time::{Duration, Instant};
 
 /// The message models the bindings can build.
+#[derive(Clone)]
 enum AnyMessageModel {
     Brownian(BrownianDiffusion),
     /// Brownian diffusion for data with missing (NaN) entries.
@@ -234,32 +235,6 @@ where
     Ok((fit.tree.into(), fit.log_joint))
 }
 
-/// Fits a coalescent tree to the rows of `x`; returns the tree and its `ln p(x, π)`. With
-/// `verbose` (seconds; `None`: never), a line of progress goes to `sys.stderr` about once a
-/// second once the fit has run that long. `approx` is
-/// `(exact_below, sample, seed)` of the approximate Greedy-Rate1 search, `None` for the
-/// exact one.
-#[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, verbose=None, noise=0.0, approx=None))]
-#[allow(clippy::too_many_arguments)]
-fn fit_coalescent(
-    py: Python<'_>,
-    x: PyReadonlyArray2<'_, f64>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    inference: &str,
-    n_jobs: Option<usize>,
-    verbose: Option<f64>,
-    noise: f64,
-    approx: Option<(usize, usize, u64)>,
-) -> PyResult<(PyTree, f64)> {
-    let params = greedy_params(inference, n_jobs, approx)?;
-    let x = x.as_array();
-    let label = Watch::after(verbose, "coalescent")?;
-    with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => fit_with(py, m, x, params, label))
-}
-
 /// What an SMC fit returns to Python: the particle trees, their normalised log weights, the
 /// estimate of `ln p(x)`, the effective sample size per step, and the index and `ln p(x, π)`
 /// of the heaviest particle.
@@ -353,143 +328,8 @@ fn smc_params(proposal: &str, n_particles: usize, seed: u64) -> Result<SmcParams
     Ok(SmcParams::new(proposal, n_particles, seed))
 }
 
-/// Sequential Monte Carlo over coalescent trees of the rows of `x` (Teh et al. §4.1) with
-/// `proposal` `"priorprior"`, `"priorpost"` or `"postpost"`. With `verbose` (seconds; `None`:
-/// never), a line of progress goes to `sys.stderr` about once a second once the run has
-/// taken that long.
-#[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, proposal, n_particles, seed, n_jobs,
-                    verbose=None, noise=0.0))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_smc(
-    py: Python<'_>,
-    x: PyReadonlyArray2<'_, f64>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    proposal: &str,
-    n_particles: usize,
-    seed: u64,
-    n_jobs: Option<usize>,
-    verbose: Option<f64>,
-    noise: f64,
-) -> PyResult<SmcOutput> {
-    let params = smc_params(proposal, n_particles, seed)?;
-    let threads = Threads::new(n_jobs)?;
-    let x = x.as_array();
-    let label = Watch::after(verbose, "coalescent SMC")?;
-    // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
-    with_model!(
-        build_model(likelihood, &lambda_, root, noise, x)?,
-        m => smc_with(py, m, x, params, threads, label)
-    )
-}
-
-/// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
-fn coalescent_log_joint(
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-) -> PyResult<f64> {
-    let x = x.as_array();
-    let tree = &tree.get().inner;
-    Ok(with_model!(
-        build_model(likelihood, &lambda_, root, noise, x)?,
-        m => coalescent::log_joint(&m, x, tree)?
-    ))
-}
-
 /// A grown tree, its `ln p(x, π)`, and each added row's join: `(node, time)`.
 type Grown = (PyTree, f64, Vec<(usize, f64)>);
-
-/// Adds rows to a fitted timed tree ([`coalescent::insert_rows_with`]): the first
-/// `tree.n_leaves` rows of `x` are the tree's, the rest are added one at a time in order;
-/// the model is built from all rows of `x`. `join_rule` is `"density"` (the MAP join point,
-/// the default) or `"mass"` (the most probable branch); `balance`, `repair`, `retime` and `rotate` are
-/// [`coalescent::Growth`]'s. Returns the grown tree, its
-/// `ln p(x, π)`, and for each added row the node on whose branch it joined (see
-/// [`coalescent::Join`] for its ids) and the join time.
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, join_rule="density", balance=true, repair=false, retime=false, rotate=false))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_insert(
-    py: Python<'_>,
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-    join_rule: &str,
-    balance: bool,
-    repair: bool,
-    retime: bool,
-    rotate: bool,
-) -> PyResult<Grown> {
-    let rule = match join_rule {
-        "density" => coalescent::JoinRule::MaxDensity,
-        "mass" => coalescent::JoinRule::BranchMass,
-        other => {
-            return Err(RoseTreeError::param(
-                "join_rule",
-                format!("must be 'density' or 'mass', got {other:?}"),
-            )
-            .into());
-        }
-    };
-    let x = x.as_array();
-    let tree = tree.get().inner.clone();
-    let n0 = tree.n_leaves();
-    if x.nrows() < n0 {
-        return Err(RoseTreeError::InvalidTree(format!(
-            "the tree has {n0} leaves but X has {} rows",
-            x.nrows()
-        ))
-        .into());
-    }
-    with_model!(build_model(likelihood, &lambda_, root, noise, x)?, m => {
-        let mut leaves = m.leaf_messages(x)?;
-        let rows = leaves.split_off(n0);
-        let (fit, joins) = run_interruptible(py, move |interrupt| {
-            let growth = coalescent::Growth {
-                rule,
-                balance,
-                repair,
-                retime,
-                rotate,
-            };
-            coalescent::insert_rows_with(&m, &tree, leaves, rows, growth, interrupt)
-        })?;
-        let joins = joins.into_iter().map(|j| (j.node, j.time)).collect();
-        Ok((fit.tree.into(), fit.log_joint, joins))
-    })
-}
-
-/// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
-/// [`subtree_log_evidence_from_leaves`]).
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
-fn coalescent_subtree_evidence(
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-) -> PyResult<Vec<f64>> {
-    let x = x.as_array();
-    let tree = &tree.get().inner;
-    coalescent::check_timed_tree(tree)?;
-    Ok(with_model!(
-        build_model(likelihood, &lambda_, root, noise, x)?,
-        m => subtree_log_evidence_from_leaves(&m, &m.leaf_messages(x)?, tree)?
-    ))
-}
 
 /// `Λ` from the array given for it: a number, one per feature or a matrix.
 fn lambda_of(array: ndarray::ArrayViewD<'_, f64>, what: &str) -> Result<Lambda> {
@@ -534,46 +374,6 @@ fn lambda_prior<M: LearnableRate>(
     }
 }
 
-/// The posterior mode of `Λ` given a timed tree of the rows of `x`
-/// ([`coalescent::learn::LearnableRate::lambda_map`]), in the shape of `lambda_`, under
-/// `prior` (`(nu, Psi)` for Brownian diffusion, `(shape, rate)` for the mutation model;
-/// `None`: the default whose mode is `lambda_`).
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0, prior=None, n_jobs=None))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_lambda_map<'py>(
-    py: Python<'py>,
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-    prior: Option<(f64, PyReadonlyArrayDyn<'_, f64>)>,
-    n_jobs: Option<usize>,
-) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
-    let x = x.as_array();
-    let d = x.ncols();
-    let lambda = lambda_of(lambda_.as_array(), "Lambda")?;
-    let tree = tree.get().inner.clone();
-    let threads = Threads::new(n_jobs)?;
-    let found = match build_model(likelihood, &lambda_, root, noise, x)? {
-        AnyMessageModel::Brownian(m) => {
-            let prior = lambda_prior::<BrownianDiffusion>(prior.as_ref(), &lambda, d, false)?;
-            m.lambda_map(x, &tree, &lambda, &prior, &threads)?
-        }
-        AnyMessageModel::Mutation(m) => {
-            let prior = lambda_prior::<MultinomialMutation>(prior.as_ref(), &lambda, d, true)?;
-            let x = x.to_owned();
-            run_interruptible(py, move |_| {
-                m.lambda_map(x.view(), &tree, &lambda, &prior, &threads)
-            })?
-        }
-        AnyMessageModel::Masked(_) => return Err(no_learning_with_missing().into()),
-    };
-    Ok(lambda_array(py, &found))
-}
-
 fn no_learning_with_missing() -> RoseTreeError {
     RoseTreeError::param(
         "learn_hyperparameters",
@@ -608,7 +408,7 @@ impl SearchResult for Run {
     }
 }
 
-/// A greedy fit or an SMC fit, as `fit_coalescent` and `coalescent_smc` return them.
+/// A greedy fit or an SMC fit, as `CoalescentModel.fit` returns it.
 #[derive(IntoPyObject)]
 enum RunOutput {
     Greedy((PyTree, f64)),
@@ -624,7 +424,8 @@ impl From<Run> for RunOutput {
     }
 }
 
-/// The inference a learning run repeats: a greedy search or SMC.
+/// The inference of a fit, which a learning run repeats: a greedy search or SMC.
+#[derive(Clone)]
 enum Search {
     Greedy(coalescent::ValidCoalescentParams),
     Smc(SmcParams),
@@ -706,62 +507,6 @@ where
         )
     })?;
     Ok((learned.fit.into(), learned.lambda, learned.trace))
-}
-
-/// Fits a tree and learns `Λ` with it (Teh et al. §4.4, [`coalescent::learn::learn`]): the
-/// inference (`"greedy-rate1"`, `"greedy-maxprob"`, `"greedy-minduration"` or
-/// `"smc-<proposal>"` with `n_particles` and `seed`) under `lambda_`, then at most `rounds`
-/// rounds of coordinate ascent under `prior` (as for [`coalescent_lambda_map`]). Returns
-/// the fit as `fit_coalescent` or `coalescent_smc` gives it, the learnt `Λ` and the trace
-/// of `ln p(x, π) + ln p(Λ)`. With `verbose` (seconds), lines of progress and one per round
-/// once the run has taken that long.
-#[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, inference, n_jobs, rounds, prior=None,
-                    noise=0.0, approx=None, n_particles=1, seed=0, verbose=None))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_learn<'py>(
-    py: Python<'py>,
-    x: PyReadonlyArray2<'_, f64>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    inference: &str,
-    n_jobs: Option<usize>,
-    rounds: usize,
-    prior: Option<(f64, PyReadonlyArrayDyn<'_, f64>)>,
-    noise: f64,
-    approx: Option<(usize, usize, u64)>,
-    n_particles: usize,
-    seed: u64,
-    verbose: Option<f64>,
-) -> PyResult<(RunOutput, Bound<'py, PyArrayDyn<f64>>, Vec<f64>)> {
-    let x = x.as_array();
-    let d = x.ncols();
-    let lambda = lambda_of(lambda_.as_array(), "Lambda")?;
-    let threads = Threads::new(n_jobs)?;
-    let search = match inference.strip_prefix("smc-") {
-        Some(proposal) => Search::Smc(smc_params(proposal, n_particles, seed)?),
-        None => Search::Greedy(greedy_params(inference, n_jobs, approx)?),
-    };
-    let model = build_model(likelihood, &lambda_, root, noise, x)?;
-    let schedule = Schedule {
-        search,
-        rounds,
-        threads,
-        verbose,
-    };
-    let (run, lambda, trace) = match model {
-        AnyMessageModel::Brownian(m) => {
-            let prior = lambda_prior::<BrownianDiffusion>(prior.as_ref(), &lambda, d, false)?;
-            learn_with(py, m, lambda, prior, x, schedule)?
-        }
-        AnyMessageModel::Mutation(m) => {
-            let prior = lambda_prior::<MultinomialMutation>(prior.as_ref(), &lambda, d, true)?;
-            learn_with(py, m, lambda, prior, x, schedule)?
-        }
-        AnyMessageModel::Masked(_) => return Err(no_learning_with_missing().into()),
-    };
-    Ok((run, lambda_array(py, &lambda), trace))
 }
 
 /// A fitted tree's messages for prediction ([`Predictor`]).
@@ -921,29 +666,6 @@ fn gaussian_leaf_posteriors<M: MessageModel>(
     out
 }
 
-/// The predictor of a timed tree fitted to the rows of `x`.
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, likelihood, lambda_, root, noise=0.0))]
-fn coalescent_predictor(
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-) -> PyResult<PyCoalescentPredictor> {
-    let x = x.as_array();
-    let tree = tree.get().inner.clone();
-    let inner = match build_model(likelihood, &lambda_, root, noise, x)? {
-        AnyMessageModel::Brownian(m) => AnyPredictor::Brownian(Predictor::new(m, x, tree)?),
-        AnyMessageModel::Masked(m) => AnyPredictor::Masked(Predictor::new(m, x, tree)?),
-        AnyMessageModel::Mutation(m) => AnyPredictor::Mutation(Predictor::new(m, x, tree)?),
-    };
-    Ok(PyCoalescentPredictor {
-        inner: Arc::new(inner),
-    })
-}
-
 // ------------------------------------------------------------------ fitting in parts
 
 /// The message model shared by every part of a fit on other machines, built from what was
@@ -1014,101 +736,6 @@ where
     })
 }
 
-/// The Greedy-Rate1 fit of a part's rows `x` under the shared model (approximate with
-/// `approx = (exact_below, sample, seed)`), and what stitching and `split_llr_` need of it.
-#[pyfunction]
-#[pyo3(signature = (x, *, likelihood, lambda_, root, noise, masked, counts, approx, n_jobs))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_fit_part(
-    py: Python<'_>,
-    x: PyReadonlyArray2<'_, f64>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-    masked: bool,
-    counts: Option<Vec<Vec<f64>>>,
-    approx: Option<(usize, usize, u64)>,
-    n_jobs: Option<usize>,
-) -> PyResult<PartFit> {
-    let x = x.as_array();
-    let params = CoalescentParams::new()
-        .n_threads(n_jobs)
-        .approx(approx.map(|(exact_below, sample, seed)| ApproxParams {
-            exact_below,
-            sample,
-            seed,
-        }))
-        .check()?;
-    let model = shared_model(likelihood, &lambda_, root, noise, x.ncols(), masked, counts)?;
-    with_model!(model, m => fit_part_with(py, m, x, params))
-}
-
-/// The groups of a sample tree (fitted to the rows `x`) under which rows are sent, the
-/// time `τ` at which they are told apart, and each group's posterior there (encoded):
-/// [`Router`].
-#[pyfunction]
-#[pyo3(signature = (x, tree, *, max_leaves, likelihood, lambda_, root, noise, masked, counts))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_router(
-    x: PyReadonlyArray2<'_, f64>,
-    tree: &Bound<'_, PyTree>,
-    max_leaves: usize,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-    masked: bool,
-    counts: Option<Vec<Vec<f64>>>,
-) -> PyResult<(Vec<usize>, f64, Vec<Vec<f64>>)> {
-    let x = x.as_array();
-    let tree = &tree.get().inner;
-    let model = shared_model(likelihood, &lambda_, root, noise, x.ncols(), masked, counts)?;
-    with_model!(model, m => {
-        let sample = m.leaf_messages(x)?.into_iter().map(|(msg, _)| msg).collect();
-        let router = Router::new(&m, sample, tree, max_leaves)?;
-        let posteriors = router.posteriors.iter().map(|p| m.encode_message(p)).collect();
-        Ok((router.groups, router.tau, posteriors))
-    })
-}
-
-/// The group of each row of `x` ([`Router::route`]) given the groups' encoded posteriors
-/// at `tau`.
-#[pyfunction]
-#[pyo3(signature = (x, posteriors, tau, *, likelihood, lambda_, root, noise, masked, counts))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_route<'py>(
-    py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
-    posteriors: Vec<Vec<f64>>,
-    tau: f64,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-    masked: bool,
-    counts: Option<Vec<Vec<f64>>>,
-) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let x = x.as_array();
-    let model = shared_model(likelihood, &lambda_, root, noise, x.ncols(), masked, counts)?;
-    with_model!(model, m => {
-        let router = Router {
-            groups: (0..posteriors.len()).collect(),
-            tau,
-            posteriors: posteriors
-                .iter()
-                .map(|p| m.decode_message(p))
-                .collect::<Result<Vec<_>>>()?,
-        };
-        let leaves = m.leaf_messages(x)?;
-        let labels: Vec<i64> = leaves
-            .iter()
-            .map(|(leaf, _)| router.route(&m, leaf) as i64)
-            .collect();
-        Ok(labels.into_pyarray(py))
-    })
-}
-
 /// A part as Python passes it to the stitch: its tree (`None` for one row), the data row
 /// of each leaf, its encoded root message and `Σ ln Z` below its root.
 type PyCoalescentPart<'py> = (Option<Bound<'py, PyTree>>, Vec<usize>, Vec<f64>, f64);
@@ -1146,43 +773,429 @@ fn stitch_with<M: MessageCodec>(
     ))
 }
 
-/// The coalescent tree over rows `0..n_rows` joined from `parts` by the binary top nodes
-/// `top`, with its exact `ln p(x, π)` from the parts' summaries ([`stitch`]).
-#[pyfunction]
-#[pyo3(signature = (n_rows, n_features, parts, top, *, likelihood, lambda_, root, noise,
-                    masked, counts))]
-#[allow(clippy::too_many_arguments)]
-fn coalescent_stitch(
-    n_rows: usize,
-    n_features: usize,
-    parts: Vec<PyCoalescentPart<'_>>,
-    top: Vec<[usize; 2]>,
-    likelihood: &str,
-    lambda_: PyReadonlyArrayDyn<'_, f64>,
-    root: Option<f64>,
-    noise: f64,
-    masked: bool,
-    counts: Option<Vec<Vec<f64>>>,
-) -> PyResult<StitchOutput> {
-    let model = shared_model(
-        likelihood, &lambda_, root, noise, n_features, masked, counts,
-    )?;
-    with_model!(model, m => stitch_with(&m, n_rows, parts, &top))
+// ------------------------------------------------------------------ the Python classes
+
+/// A coalescent's likelihood, checked once: the message model named by `likelihood`,
+/// `Lambda`, `root` and `noise`, for rows of one width (`rosetree._core.CoalescentModel`).
+/// Every computation on data or trees is a method of it, so the model's options cross from
+/// Python once.
+#[pyclass(frozen, module = "rosetree._core", name = "CoalescentModel")]
+pub(crate) struct PyCoalescentModel {
+    model: AnyMessageModel,
+    /// `Λ` as given (its shape is the one learning keeps).
+    lambda: Lambda,
+}
+
+/// The inference of a fit, checked once (`rosetree._core.CoalescentParams`): a greedy
+/// search (`"greedy-rate1"`, `"greedy-maxprob"`, `"greedy-minduration"`; Greedy-Rate1 may be
+/// approximate) or SMC (`"smc-priorprior"`, `"smc-priorpost"`, `"smc-postpost"`).
+#[pyclass(frozen, module = "rosetree._core", name = "CoalescentParams")]
+pub(crate) struct PyCoalescentParams {
+    search: Search,
+    n_jobs: Option<usize>,
+}
+
+#[pymethods]
+impl PyCoalescentParams {
+    /// `approx` is `(exact_below, sample, seed)` of the approximate Greedy-Rate1 search,
+    /// `None` for the exact one; `n_particles` and `seed` are SMC's.
+    #[new]
+    #[pyo3(signature = (*, inference="greedy-rate1", n_jobs=None, approx=None, n_particles=1, seed=0))]
+    fn new(
+        inference: &str,
+        n_jobs: Option<usize>,
+        approx: Option<(usize, usize, u64)>,
+        n_particles: usize,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let search = match inference.strip_prefix("smc-") {
+            Some(proposal) => {
+                if approx.is_some() {
+                    return Err(RoseTreeError::param(
+                        "approx",
+                        "SMC has no approximate mode; use inference=\"greedy-rate1\"",
+                    )
+                    .into());
+                }
+                Search::Smc(smc_params(proposal, n_particles, seed)?)
+            }
+            None => Search::Greedy(greedy_params(inference, n_jobs, approx)?),
+        };
+        // Checked here, not at the first fit.
+        Threads::new(n_jobs)?;
+        Ok(Self { search, n_jobs })
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.search {
+            Search::Greedy(p) => format!("CoalescentParams({:?})", **p),
+            Search::Smc(p) => format!("CoalescentParams({p:?}, n_jobs={:?})", self.n_jobs),
+        }
+    }
+}
+
+impl PyCoalescentParams {
+    /// The greedy search's options; an error naming `inference` for SMC, where only a
+    /// greedy search is meant.
+    fn greedy(&self) -> Result<coalescent::ValidCoalescentParams> {
+        match &self.search {
+            Search::Greedy(p) => Ok(*p),
+            Search::Smc(_) => Err(RoseTreeError::param(
+                "inference",
+                "this step is a greedy search; SMC is not available here",
+            )),
+        }
+    }
+}
+
+#[pymethods]
+impl PyCoalescentModel {
+    /// The model for the rows of `x`: Brownian diffusion (masked where an entry is NaN), or
+    /// the multinomial mutation model with each column's categories and equilibrium read
+    /// from `x`.
+    #[new]
+    #[pyo3(signature = (x, *, likelihood, lambda_, root=None, noise=0.0))]
+    fn new(
+        x: PyReadonlyArray2<'_, f64>,
+        likelihood: &str,
+        lambda_: PyReadonlyArrayDyn<'_, f64>,
+        root: Option<f64>,
+        noise: f64,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            model: build_model(likelihood, &lambda_, root, noise, x.as_array())?,
+            lambda: lambda_of(lambda_.as_array(), "Lambda")?,
+        })
+    }
+
+    /// The model shared by every part of a fit on other machines, built from what was
+    /// reduced over all the data rather than from the rows at hand: `masked` (whether any
+    /// entry is missing, Brownian) and `counts` (the multinomial's smoothed state counts per
+    /// column, `c_dk + 1`), for rows of `n_features` columns.
+    #[staticmethod]
+    #[pyo3(signature = (n_features, *, likelihood, lambda_, root=None, noise=0.0, masked=false, counts=None))]
+    fn shared(
+        n_features: usize,
+        likelihood: &str,
+        lambda_: PyReadonlyArrayDyn<'_, f64>,
+        root: Option<f64>,
+        noise: f64,
+        masked: bool,
+        counts: Option<Vec<Vec<f64>>>,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            model: shared_model(
+                likelihood, &lambda_, root, noise, n_features, masked, counts,
+            )?,
+            lambda: lambda_of(lambda_.as_array(), "Lambda")?,
+        })
+    }
+
+    /// `"brownian"` or `"multinomial"`.
+    #[getter]
+    fn likelihood(&self) -> &'static str {
+        match self.model {
+            AnyMessageModel::Brownian(_) | AnyMessageModel::Masked(_) => "brownian",
+            AnyMessageModel::Mutation(_) => "multinomial",
+        }
+    }
+
+    /// The width of the rows the model takes.
+    #[getter]
+    fn n_features(&self) -> usize {
+        with_model!(&self.model, m => m.n_features())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CoalescentModel(likelihood={:?}, n_features={})",
+            self.likelihood(),
+            self.n_features()
+        )
+    }
+
+    /// Fits a tree to the rows of `x` by the inference of `params`: a greedy fit as
+    /// `(tree, ln p(x, π))`, an SMC fit as `(trees, normalised log weights, estimate of
+    /// ln p(x), effective sample size per step, index of the heaviest particle, its
+    /// ln p(x, π))`. With `verbose` (seconds; `None`: never), a line of progress goes to
+    /// `sys.stderr` about once a second once the fit has run that long.
+    #[pyo3(signature = (x, params, *, verbose=None))]
+    fn fit(
+        &self,
+        py: Python<'_>,
+        x: PyReadonlyArray2<'_, f64>,
+        params: &PyCoalescentParams,
+        verbose: Option<f64>,
+    ) -> PyResult<RunOutput> {
+        let x = x.as_array();
+        match &params.search {
+            Search::Greedy(p) => {
+                let label = Watch::after(verbose, "coalescent")?;
+                let fit = with_model!(self.model.clone(), m => fit_with(py, m, x, *p, label))?;
+                Ok(RunOutput::Greedy(fit))
+            }
+            Search::Smc(p) => {
+                let threads = Threads::new(params.n_jobs)?;
+                let label = Watch::after(verbose, "coalescent SMC")?;
+                // PostPost where the model has it ([`DurationPosterior::check_post_post`]).
+                let run = with_model!(
+                    self.model.clone(),
+                    m => smc_with(py, m, x, *p, threads, label)
+                )?;
+                Ok(RunOutput::Smc(run))
+            }
+        }
+    }
+
+    /// Fits a tree and learns `Λ` with it (Teh et al. §4.4, [`coalescent::learn::learn`]):
+    /// the inference of `params` under this model's `Λ`, then at most `rounds` rounds of
+    /// coordinate ascent under `prior` (as for [`PyCoalescentModel::lambda_map`]). Returns
+    /// the fit as [`PyCoalescentModel::fit`] gives it, the learnt `Λ` and the trace of
+    /// `ln p(x, π) + ln p(Λ)`. With `verbose` (seconds), lines of progress and one per
+    /// round once the run has taken that long.
+    #[pyo3(signature = (x, params, *, rounds, prior=None, verbose=None))]
+    fn learn<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'_, f64>,
+        params: &PyCoalescentParams,
+        rounds: usize,
+        prior: Option<(f64, PyReadonlyArrayDyn<'_, f64>)>,
+        verbose: Option<f64>,
+    ) -> PyResult<(RunOutput, Bound<'py, PyArrayDyn<f64>>, Vec<f64>)> {
+        let x = x.as_array();
+        let d = x.ncols();
+        let lambda = self.lambda.clone();
+        let schedule = Schedule {
+            search: params.search.clone(),
+            rounds,
+            threads: Threads::new(params.n_jobs)?,
+            verbose,
+        };
+        let (run, lambda, trace) = match self.model.clone() {
+            AnyMessageModel::Brownian(m) => {
+                let prior = lambda_prior::<BrownianDiffusion>(prior.as_ref(), &lambda, d, false)?;
+                learn_with(py, m, lambda, prior, x, schedule)?
+            }
+            AnyMessageModel::Mutation(m) => {
+                let prior = lambda_prior::<MultinomialMutation>(prior.as_ref(), &lambda, d, true)?;
+                learn_with(py, m, lambda, prior, x, schedule)?
+            }
+            AnyMessageModel::Masked(_) => return Err(no_learning_with_missing().into()),
+        };
+        Ok((run, lambda_array(py, &lambda), trace))
+    }
+
+    /// `ln p(x, π)` (Teh et al. eq 7) of the rows of `x` and a timed binary tree.
+    fn log_joint(&self, x: PyReadonlyArray2<'_, f64>, tree: &Bound<'_, PyTree>) -> PyResult<f64> {
+        let x = x.as_array();
+        let tree = &tree.get().inner;
+        Ok(with_model!(&self.model, m => coalescent::log_joint(m, x, tree)?))
+    }
+
+    /// `E(v) = ln p(x_v | π_v)` of every subtree of a timed tree, indexed by node id (see
+    /// [`subtree_log_evidence_from_leaves`]).
+    fn subtree_evidence(
+        &self,
+        x: PyReadonlyArray2<'_, f64>,
+        tree: &Bound<'_, PyTree>,
+    ) -> PyResult<Vec<f64>> {
+        let x = x.as_array();
+        let tree = &tree.get().inner;
+        coalescent::check_timed_tree(tree)?;
+        Ok(with_model!(
+            &self.model,
+            m => subtree_log_evidence_from_leaves(m, &m.leaf_messages(x)?, tree)?
+        ))
+    }
+
+    /// The predictor of a timed tree fitted to the rows of `x`.
+    fn predictor(
+        &self,
+        x: PyReadonlyArray2<'_, f64>,
+        tree: &Bound<'_, PyTree>,
+    ) -> PyResult<PyCoalescentPredictor> {
+        let x = x.as_array();
+        let tree = tree.get().inner.clone();
+        let inner = match self.model.clone() {
+            AnyMessageModel::Brownian(m) => AnyPredictor::Brownian(Predictor::new(m, x, tree)?),
+            AnyMessageModel::Masked(m) => AnyPredictor::Masked(Predictor::new(m, x, tree)?),
+            AnyMessageModel::Mutation(m) => AnyPredictor::Mutation(Predictor::new(m, x, tree)?),
+        };
+        Ok(PyCoalescentPredictor {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The posterior mode of `Λ` given a timed tree of the rows of `x`
+    /// ([`coalescent::learn::LearnableRate::lambda_map`]), in the shape of this model's
+    /// `Λ`, under `prior` (`(nu, Psi)` for Brownian diffusion, `(shape, rate)` for the
+    /// mutation model; `None`: the default whose mode is this model's `Λ`).
+    #[pyo3(signature = (x, tree, *, prior=None, n_jobs=None))]
+    fn lambda_map<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'_, f64>,
+        tree: &Bound<'_, PyTree>,
+        prior: Option<(f64, PyReadonlyArrayDyn<'_, f64>)>,
+        n_jobs: Option<usize>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+        let x = x.as_array();
+        let d = x.ncols();
+        let lambda = self.lambda.clone();
+        let tree = tree.get().inner.clone();
+        let threads = Threads::new(n_jobs)?;
+        let found = match self.model.clone() {
+            AnyMessageModel::Brownian(m) => {
+                let prior = lambda_prior::<BrownianDiffusion>(prior.as_ref(), &lambda, d, false)?;
+                m.lambda_map(x, &tree, &lambda, &prior, &threads)?
+            }
+            AnyMessageModel::Mutation(m) => {
+                let prior = lambda_prior::<MultinomialMutation>(prior.as_ref(), &lambda, d, true)?;
+                let x = x.to_owned();
+                run_interruptible(py, move |_| {
+                    m.lambda_map(x.view(), &tree, &lambda, &prior, &threads)
+                })?
+            }
+            AnyMessageModel::Masked(_) => return Err(no_learning_with_missing().into()),
+        };
+        Ok(lambda_array(py, &found))
+    }
+
+    /// Adds rows to a fitted timed tree ([`coalescent::insert_rows_with`]): the first
+    /// `tree.n_leaves` rows of `x` are the tree's, the rest are added one at a time in
+    /// order. `join_rule` is `"density"` (the MAP join point, the default) or `"mass"` (the
+    /// most probable branch); `balance`, `repair`, `retime` and `rotate` are
+    /// [`coalescent::Growth`]'s. Returns the grown tree, its `ln p(x, π)`, and for each
+    /// added row the node on whose branch it joined (see [`coalescent::Join`] for its ids)
+    /// and the join time.
+    #[pyo3(signature = (x, tree, *, join_rule="density", balance=true, repair=false, retime=false, rotate=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &self,
+        py: Python<'_>,
+        x: PyReadonlyArray2<'_, f64>,
+        tree: &Bound<'_, PyTree>,
+        join_rule: &str,
+        balance: bool,
+        repair: bool,
+        retime: bool,
+        rotate: bool,
+    ) -> PyResult<Grown> {
+        let rule = match join_rule {
+            "density" => coalescent::JoinRule::MaxDensity,
+            "mass" => coalescent::JoinRule::BranchMass,
+            other => {
+                return Err(RoseTreeError::param(
+                    "join_rule",
+                    format!("must be 'density' or 'mass', got {other:?}"),
+                )
+                .into());
+            }
+        };
+        let x = x.as_array();
+        let tree = tree.get().inner.clone();
+        let n0 = tree.n_leaves();
+        if x.nrows() < n0 {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "the tree has {n0} leaves but X has {} rows",
+                x.nrows()
+            ))
+            .into());
+        }
+        let growth = coalescent::Growth {
+            rule,
+            balance,
+            repair,
+            retime,
+            rotate,
+        };
+        with_model!(self.model.clone(), m => {
+            let mut leaves = m.leaf_messages(x)?;
+            let rows = leaves.split_off(n0);
+            let (fit, joins) = run_interruptible(py, move |interrupt| {
+                coalescent::insert_rows_with(&m, &tree, leaves, rows, growth, interrupt)
+            })?;
+            let joins = joins.into_iter().map(|j| (j.node, j.time)).collect();
+            Ok((fit.tree.into(), fit.log_joint, joins))
+        })
+    }
+
+    /// The Greedy-Rate1 fit of a part's rows `x` (the greedy search of `params`), and what
+    /// stitching and `split_llr_` need of it.
+    fn fit_part(
+        &self,
+        py: Python<'_>,
+        x: PyReadonlyArray2<'_, f64>,
+        params: &PyCoalescentParams,
+    ) -> PyResult<PartFit> {
+        let params = params.greedy()?;
+        with_model!(self.model.clone(), m => fit_part_with(py, m, x.as_array(), params))
+    }
+
+    /// The groups of a sample tree (fitted to the rows `x`) under which rows are sent, the
+    /// time `τ` at which they are told apart, and each group's posterior there (encoded):
+    /// [`Router`].
+    #[pyo3(signature = (x, tree, *, max_leaves))]
+    fn router(
+        &self,
+        x: PyReadonlyArray2<'_, f64>,
+        tree: &Bound<'_, PyTree>,
+        max_leaves: usize,
+    ) -> PyResult<(Vec<usize>, f64, Vec<Vec<f64>>)> {
+        let x = x.as_array();
+        let tree = &tree.get().inner;
+        with_model!(&self.model, m => {
+            let sample = m.leaf_messages(x)?.into_iter().map(|(msg, _)| msg).collect();
+            let router = Router::new(m, sample, tree, max_leaves)?;
+            let posteriors = router.posteriors.iter().map(|p| m.encode_message(p)).collect();
+            Ok((router.groups, router.tau, posteriors))
+        })
+    }
+
+    /// The group of each row of `x` ([`Router::route`]) given the groups' encoded
+    /// posteriors at `tau`.
+    fn route<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'py, f64>,
+        posteriors: Vec<Vec<f64>>,
+        tau: f64,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let x = x.as_array();
+        with_model!(&self.model, m => {
+            let router = Router {
+                groups: (0..posteriors.len()).collect(),
+                tau,
+                posteriors: posteriors
+                    .iter()
+                    .map(|p| m.decode_message(p))
+                    .collect::<Result<Vec<_>>>()?,
+            };
+            let leaves = m.leaf_messages(x)?;
+            let labels: Vec<i64> = leaves
+                .iter()
+                .map(|(leaf, _)| router.route(m, leaf) as i64)
+                .collect();
+            Ok(labels.into_pyarray(py))
+        })
+    }
+
+    /// The coalescent tree over rows `0..n_rows` joined from `parts` by the binary top
+    /// nodes `top`, with its exact `ln p(x, π)` from the parts' summaries ([`stitch`]).
+    fn stitch(
+        &self,
+        n_rows: usize,
+        parts: Vec<PyCoalescentPart<'_>>,
+        top: Vec<[usize; 2]>,
+    ) -> PyResult<StitchOutput> {
+        with_model!(&self.model, m => stitch_with(m, n_rows, parts, &top))
+    }
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(fit_coalescent, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_log_joint, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_insert, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_smc, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_subtree_evidence, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_lambda_map, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_learn, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_predictor, m)?)?;
+    m.add_class::<PyCoalescentModel>()?;
+    m.add_class::<PyCoalescentParams>()?;
     m.add_class::<PyCoalescentPredictor>()?;
-    m.add_function(wrap_pyfunction!(coalescent_fit_part, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_router, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_route, m)?)?;
-    m.add_function(wrap_pyfunction!(coalescent_stitch, m)?)?;
     Ok(())
 }
