@@ -79,22 +79,15 @@ def run_rosetree(
 ) -> dict[str, Any]:
     """``sweeps`` MCMC sweeps with fixed hyperparameters; wall time, moves and the trace."""
     start = time.perf_counter()
-    _, trace, last, proposals, accepted = _core.pydt_mcmc(
-        X,
-        None,
-        alpha=ALPHA,
-        beta=BETA,
-        c=C,
-        sigma2=1.0,
+    params = _core.PydtParams(alpha=ALPHA, beta=BETA, c=C, sigma2=1.0)
+    chain = _core.PydtMcmcParams(
         n_iter=sweeps,
         burn_in=sweeps - 1,
-        thin=1,
         learn=[],
         priors=PRIORS,
-        seed=seed,
-        verbose=False,
         subtree_move=subtree_move,
     )
+    _, trace, last, proposals, accepted = _core.pydt_mcmc(X, None, params, chain, seed=seed)
     wall = time.perf_counter() - start
     tree = rt.pydt._wrap(last.tree)
     return {

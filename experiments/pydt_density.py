@@ -96,20 +96,12 @@ def run_chain(
     curve = []
     for k in range(sweeps // chunk):
         start = time.perf_counter()
+        params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
+        chain = _core.PydtMcmcParams(
+            n_iter=chunk, burn_in=0, thin=max(1, chunk // 5), learn=learn, priors=PRIORS
+        )
         samples, trace, last, _, _ = _core.pydt_mcmc(
-            train,
-            tree,
-            alpha=alpha,
-            beta=beta,
-            c=c,
-            sigma2=sigma2,
-            n_iter=chunk,
-            burn_in=0,
-            thin=max(1, chunk // 5),
-            learn=learn,
-            priors=PRIORS,
-            seed=1000 * seed + k,
-            verbose=False,
+            train, tree, params, chain, seed=1000 * seed + k
         )
         elapsed += time.perf_counter() - start
         tree = last.tree
@@ -122,7 +114,7 @@ def run_chain(
         point: dict[str, float] = {
             "seconds": elapsed,
             "sweeps": (k + 1) * chunk,
-            "log_joint": float(last[5]),
+            "log_joint": float(last.log_joint),
             "log_likelihood": float(trace[-1, 1]),
             "alpha": float(alpha),
             "beta": float(beta),

@@ -20,8 +20,18 @@ def wrap(structure: object) -> rosetree.Tree:
     return tree
 
 
-def run(x: np.ndarray, learn: list[str], seed: int = 0) -> tuple:
+def em(x: np.ndarray, tree: object = None, **kwargs: object) -> tuple:
+    """``_core.pydt_greedy_em`` with the hyperparameters and options given by name."""
+    process = {k: kwargs.pop(k) for k in ("alpha", "beta", "c", "sigma2")}
+    seed, verbose = kwargs.pop("seed"), kwargs.pop("verbose")
+    params = _core.PydtParams(**process)
     return _core.pydt_greedy_em(
+        x, tree, params, _core.PydtEmParams(**kwargs), seed=seed, verbose=verbose
+    )
+
+
+def run(x: np.ndarray, learn: list[str], seed: int = 0) -> tuple:
+    return em(
         x,
         None,
         alpha=0.5,
@@ -61,7 +71,7 @@ def test_greedy_em_is_reproducible_and_starts_from_a_given_tree():
     b, tb = run(x, [], seed=5)
     np.testing.assert_array_equal(ta, tb)
     assert a[0].tree.children() == b[0].tree.children()
-    best, trace = _core.pydt_greedy_em(
+    best, trace = em(
         x,
         a[0].tree,
         alpha=0.5,
@@ -83,7 +93,7 @@ def test_greedy_em_is_reproducible_and_starts_from_a_given_tree():
 def test_greedy_em_names_bad_arguments():
     x = four_clusters(2, 3)
     with pytest.raises(ValueError, match="sigma2"):
-        _core.pydt_greedy_em(
+        em(
             x,
             alpha=0.5,
             beta=0.2,
@@ -97,7 +107,7 @@ def test_greedy_em_names_bad_arguments():
             verbose=False,
         )
     with pytest.raises(ValueError, match="k_best"):
-        _core.pydt_greedy_em(
+        em(
             x,
             alpha=0.5,
             beta=0.2,
@@ -115,7 +125,7 @@ def test_greedy_em_names_bad_arguments():
 @pytest.mark.parametrize("name", ["em_steps", "n_candidates"])
 def test_greedy_em_names_a_zero_step_or_candidate_count(name):
     with pytest.raises(rosetree.InvalidParameterError, match=name) as info:
-        _core.pydt_greedy_em(
+        em(
             four_clusters(2, 3),
             alpha=0.5,
             beta=0.2,

@@ -75,7 +75,10 @@ def mcmc(x, **kwargs):
         verbose=False,
     )
     settings.update(kwargs)
-    return _core.pydt_mcmc(x, None, **settings)
+    params = _core.PydtParams(**{k: settings.pop(k) for k in ("alpha", "beta", "c", "sigma2")})
+    seed, verbose = settings.pop("seed"), settings.pop("verbose")
+    chain = _core.PydtMcmcParams(**settings)
+    return _core.pydt_mcmc(x, None, params, chain, seed=seed, verbose=verbose)
 
 
 def test_the_probit_chain_runs_and_is_reproducible():

@@ -11,6 +11,9 @@ __all__ = [
     "CoalescentParams",
     "CoalescentPredictor",
     "ModelSpec",
+    "PydtEmParams",
+    "PydtMcmcParams",
+    "PydtParams",
     "PydtPredictor",
     "PydtState",
     "RoseTree",
@@ -371,38 +374,62 @@ class PydtPredictor:
         self, x: npt.NDArray[np.float64], *, n_jobs: int | None = None
     ) -> npt.NDArray[np.float64]: ...
 
+@final
+class PydtParams:
+    def __new__(cls, *, alpha: float, beta: float, c: float, sigma2: float = 1.0) -> PydtParams: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def beta(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    @property
+    def sigma2(self) -> float: ...
+
+@final
+class PydtMcmcParams:
+    def __new__(
+        cls,
+        *,
+        n_iter: int,
+        burn_in: int,
+        thin: int = 1,
+        learn: Sequence[str],
+        priors: Mapping[str, tuple[float, float]],
+        likelihood: str = "gaussian",
+        subtree_move: str = "auto",
+    ) -> PydtMcmcParams: ...
+
+@final
+class PydtEmParams:
+    def __new__(
+        cls,
+        *,
+        max_iter: int,
+        k_best: int = 10,
+        learn: Sequence[str],
+        priors: Mapping[str, tuple[float, float]],
+        likelihood: str = "gaussian",
+        em_steps: int = 10,
+        n_candidates: int = 3,
+    ) -> PydtEmParams: ...
+
 def pydt_predictor(
-    x: npt.NDArray[np.float64],
-    tree: Tree,
-    *,
-    alpha: float,
-    beta: float,
-    c: float,
-    sigma2: float,
-    n_points: int,
+    x: npt.NDArray[np.float64], tree: Tree, params: PydtParams, *, n_points: int
 ) -> PydtPredictor: ...
 def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
 def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...
 def sample_pydt(
-    n: int, d: int, *, alpha: float, beta: float, c: float, sigma2: float, seed: int
+    n: int, d: int, params: PydtParams, *, seed: int
 ) -> tuple[npt.NDArray[np.float64], Tree]: ...
 def pydt_greedy_em(
     x: npt.NDArray[np.float64],
-    tree: Tree | None = None,
+    tree: Tree | None,
+    params: PydtParams,
+    search: PydtEmParams,
     *,
-    alpha: float,
-    beta: float,
-    c: float,
-    sigma2: float,
-    max_iter: int,
-    k_best: int,
-    learn: Sequence[str],
-    priors: Mapping[str, tuple[float, float]],
     seed: int,
-    verbose: bool,
-    likelihood: str = "gaussian",
-    em_steps: int = 10,
-    n_candidates: int = 3,
+    verbose: bool = False,
 ) -> tuple[
     list[PydtState],
     npt.NDArray[np.float64],
@@ -410,20 +437,11 @@ def pydt_greedy_em(
 def pydt_mcmc(
     x: npt.NDArray[np.float64],
     tree: Tree | None,
+    params: PydtParams,
+    chain: PydtMcmcParams,
     *,
-    alpha: float,
-    beta: float,
-    c: float,
-    sigma2: float,
-    n_iter: int,
-    burn_in: int,
-    thin: int,
-    learn: Sequence[str],
-    priors: Mapping[str, tuple[float, float]],
     seed: int,
-    verbose: bool,
-    likelihood: str = "gaussian",
-    subtree_move: str = "auto",
+    verbose: bool = False,
 ) -> tuple[
     list[PydtState],
     npt.NDArray[np.float64],
@@ -435,17 +453,10 @@ def pydt_partial_fit(
     x: npt.NDArray[np.float64],
     x_new: npt.NDArray[np.float64],
     tree: Tree,
+    params: PydtParams,
+    chain: PydtMcmcParams,
     *,
-    alpha: float,
-    beta: float,
-    c: float,
-    sigma2: float,
-    n_iter: int,
-    learn: Sequence[str],
-    priors: Mapping[str, tuple[float, float]],
     seed: int,
-    likelihood: str = "gaussian",
-    subtree_move: str = "auto",
 ) -> tuple[
     npt.NDArray[np.float64],
     PydtState,

@@ -239,7 +239,8 @@ def sample_pydt(
     alpha, beta, c = check_real(alpha, "alpha"), check_real(beta, "beta"), check_real(c, "c")
     sigma2 = check_real(sigma2, "sigma2")
     seed = check_seed(random_state)
-    x, structure = _core.sample_pydt(n, d, alpha=alpha, beta=beta, c=c, sigma2=sigma2, seed=seed)
+    params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
+    x, structure = _core.sample_pydt(n, d, params, seed=seed)
     tree = Tree.__new__(Tree)
     tree._set_structure(structure)
     return np.asarray(x), tree
@@ -250,9 +251,8 @@ def _predictor(
     X: np.ndarray, tree: Tree, alpha: float, beta: float, c: float, sigma2: float, n_points: int
 ) -> _core.PydtPredictor:
     """The core's predictive mixture of ``tree`` over the rows of ``X``."""
-    return _core.pydt_predictor(
-        X, tree._structure, alpha=alpha, beta=beta, c=c, sigma2=sigma2, n_points=n_points
-    )
+    params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
+    return _core.pydt_predictor(X, tree._structure, params, n_points=n_points)
 
 
 def predictive_components(
@@ -669,11 +669,10 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
+        params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
         common: dict[str, Any] = dict(
-            alpha=alpha, beta=beta, c=c, sigma2=sigma2, learn=learn, priors=priors, seed=seed
+            learn=learn, priors=priors, likelihood="probit" if probit else "gaussian"
         )
-        if probit:
-            common["likelihood"] = "probit"
         # What partial_fit continues with: the choices of this fit, not later set_params.
         self._chain_options: dict[str, Any] = dict(
             learn=learn if self.inference == "mcmc" else [],
@@ -694,15 +693,15 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 )
             thin = check_count(self.thin, "thin")
             start = _linkage_start(X) if self.init == "linkage" and not probit else None
-            samples, trace, last, proposals, accepted = _core.pydt_mcmc(
-                X,
-                start,
+            chain = _core.PydtMcmcParams(
                 n_iter=n_iter,
                 burn_in=int(burn_in),
                 thin=thin,
-                verbose=verbose,
                 subtree_move=self.subtree_move,
                 **common,
+            )
+            samples, trace, last, proposals, accepted = _core.pydt_mcmc(
+                X, start, params, chain, seed=seed, verbose=verbose
             )
             if not samples:  # interrupted during the burn-in: keep the last state
                 samples = [last]
@@ -713,15 +712,15 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 samples = [s.with_log_joint(_probit_log_joint(X, s)) for s in samples]
             best = max(range(len(samples)), key=lambda i: samples[i].log_joint)
         else:
-            samples, trace = _core.pydt_greedy_em(
-                X,
-                None,
+            search = _core.PydtEmParams(
                 max_iter=n_iter,
                 k_best=10,
-                verbose=verbose,
                 em_steps=_EM_STEPS,
                 n_candidates=_EM_CANDIDATES,
                 **common,
+            )
+            samples, trace = _core.pydt_greedy_em(
+                X, None, params, search, seed=seed, verbose=verbose
             )
             self.trace_ = {"objective": np.asarray(trace, dtype=float)}
             self.acceptance_rate_ = None
@@ -874,20 +873,19 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         sweeps = check_int(self.partial_fit_sweeps, "partial_fit_sweeps", low=0)
         if not options["mcmc"]:
             sweeps = 0
-        trace, last, proposals, accepted = _core.pydt_partial_fit(
-            self._X,
-            X_new,
-            self.tree_._structure,
-            alpha=self.alpha_,
-            beta=self.beta_,
-            c=self.c_,
-            sigma2=self.sigma2_,
+        params = _core.PydtParams(
+            alpha=self.alpha_, beta=self.beta_, c=self.c_, sigma2=self.sigma2_
+        )
+        chain = _core.PydtMcmcParams(
             n_iter=sweeps,
+            burn_in=sweeps,
             learn=options["learn"],
             priors=options["priors"],
-            seed=check_seed(self.random_state),
             likelihood=options["likelihood"],
             subtree_move=options["subtree_move"],
+        )
+        trace, last, proposals, accepted = _core.pydt_partial_fit(
+            self._X, X_new, self.tree_._structure, params, chain, seed=check_seed(self.random_state)
         )
         X_all = np.vstack([self._X, X_new])
         if probit:

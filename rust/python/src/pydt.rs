@@ -120,6 +120,94 @@ impl PyPydtState {
     }
 }
 
+/// The hyperparameters of a diffusion tree, checked once (`rosetree._core.PydtParams`): the
+/// Pitman–Yor `α`, `β` and divergence `c` ([`PydtParams`]) and the Brownian variance `σ²`
+/// per unit time.
+#[pyclass(frozen, get_all, module = "rosetree._core", name = "PydtParams")]
+pub(crate) struct PyPydtParams {
+    alpha: f64,
+    beta: f64,
+    c: f64,
+    sigma2: f64,
+}
+
+impl PyPydtParams {
+    /// The core's process parameters (checked when `self` was made).
+    fn process(&self) -> PydtParams {
+        PydtParams::new(self.alpha, self.beta, self.c).expect("checked at construction")
+    }
+
+    /// The process parameters and `σ²`.
+    pub(super) fn parts(&self) -> (PydtParams, f64) {
+        (self.process(), self.sigma2)
+    }
+}
+
+#[pymethods]
+impl PyPydtParams {
+    #[new]
+    #[pyo3(signature = (*, alpha, beta, c, sigma2=1.0))]
+    fn new(alpha: f64, beta: f64, c: f64, sigma2: f64) -> PyResult<Self> {
+        PydtParams::new(alpha, beta, c)?;
+        pydt::check_sigma2(sigma2)?;
+        Ok(Self {
+            alpha,
+            beta,
+            c,
+            sigma2,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PydtParams(alpha={}, beta={}, c={}, sigma2={})",
+            self.alpha, self.beta, self.c, self.sigma2
+        )
+    }
+}
+
+/// The options of a Markov chain, checked once (`rosetree._core.PydtMcmcParams`;
+/// [`McmcConfig`]): `n_iter` sweeps of which the first `burn_in` are dropped and every
+/// `thin`-th kept, the hyperparameters to `learn` ([`learn_flags`]) under `priors`
+/// ([`PriorsArg`]), the `likelihood` (`"gaussian"`: rows are locations; `"probit"`: rows
+/// are binary, 0/1 with NaN missing, `σ²` fixed) and the `subtree_move` (`"gibbs"`,
+/// `"prior"` or `"auto"`).
+#[pyclass(frozen, module = "rosetree._core", name = "PydtMcmcParams")]
+pub(crate) struct PyPydtMcmcParams {
+    config: McmcConfig,
+}
+
+#[pymethods]
+impl PyPydtMcmcParams {
+    #[new]
+    #[pyo3(signature = (*, n_iter, burn_in, thin=1, learn, priors, likelihood="gaussian", subtree_move="auto"))]
+    fn new(
+        n_iter: usize,
+        burn_in: usize,
+        thin: usize,
+        learn: Vec<String>,
+        priors: PriorsArg,
+        likelihood: &str,
+        subtree_move: &str,
+    ) -> PyResult<Self> {
+        Ok(Self {
+            config: McmcConfig {
+                n_iter,
+                burn_in,
+                thin,
+                learn: learn_flags(learn)?,
+                priors: priors.into(),
+                likelihood: likelihood.parse::<Likelihood>()?,
+                subtree_move: subtree_move.parse::<SubtreeMove>()?,
+            },
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("PydtMcmcParams({:?})", self.config)
+    }
+}
+
 /// `ln p(T, t)` of a diffusion tree (leaves at 1, divergence times in `(0, 1)`).
 #[pyfunction]
 #[pyo3(signature = (tree, *, alpha, beta, c))]
@@ -146,20 +234,16 @@ fn pydt_log_likelihood(
 
 /// `(X, tree)`: `n` points in `d` dimensions and their tree, drawn from the seed.
 #[pyfunction]
-#[pyo3(signature = (n, d, *, alpha, beta, c, sigma2, seed))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (n, d, params, *, seed))]
 fn sample_pydt<'py>(
     py: Python<'py>,
     n: usize,
     d: usize,
-    alpha: f64,
-    beta: f64,
-    c: f64,
-    sigma2: f64,
+    params: &PyPydtParams,
     seed: u64,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, PyTree)> {
-    let params = PydtParams::new(alpha, beta, c)?;
-    let (x, tree) = py.detach(|| pydt::sample(n, d, &params, sigma2, seed))?;
+    let (process, sigma2) = params.parts();
+    let (x, tree) = py.detach(|| pydt::sample(n, d, &process, sigma2, seed))?;
     Ok((x.into_pyarray(py), tree.into()))
 }
 
@@ -167,39 +251,24 @@ fn py_sample(py: Python<'_>, s: mcmc::Sample) -> PyResult<PyPydtState> {
     py_state(py, s.tree, &s.params, s.sigma2, s.log_joint)
 }
 
-/// Runs the MCMC sampler of `rosetree::pydt::mcmc` from `tree` (or a prior draw) and returns
+/// Runs the MCMC sampler of `rosetree::pydt::mcmc` from `tree` (or a prior draw) with the
+/// hyperparameters `params` and the chain's options `chain`, and returns
 /// `(samples, trace, last, proposals, accepted)`: the kept states, one trace row per sweep
 /// `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`, and the last state.
-/// `learn` names the hyperparameters to learn ([`learn_flags`]); `priors` maps each to its
-/// prior ([`PriorsArg`]). With `verbose`, a line per
-/// second of progress goes to Python's `sys.stderr`. Interruptible with Ctrl-C. `likelihood`
-/// is `"gaussian"` (rows are locations) or `"probit"` (rows are binary, 0/1 with NaN missing;
-/// `sigma2` is then fixed and the trace's log likelihood is that of the latent values,
-/// `ln p(z | T, t)`). `subtree_move` is `"gibbs"` (the re-attachment move over every
-/// position), `"prior"` (a position from the generative process, Metropolis–Hastings) or
-/// `"auto"` (the first up to 250 rows, the second beyond).
+/// Under the probit likelihood the trace's log likelihood is that of the latent values,
+/// `ln p(z | T, t)`. With `verbose`, a line per second of progress goes to Python's
+/// `sys.stderr`. Interruptible with Ctrl-C.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_iter, burn_in, thin, learn, priors,
-                    seed, verbose, likelihood="gaussian", subtree_move="auto"))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, tree, params, chain, *, seed, verbose=false))]
 #[allow(clippy::type_complexity)]
 fn pydt_mcmc<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'_, f64>,
     tree: Option<&Bound<'_, PyTree>>,
-    alpha: f64,
-    beta: f64,
-    c: f64,
-    sigma2: f64,
-    n_iter: usize,
-    burn_in: usize,
-    thin: usize,
-    learn: Vec<String>,
-    priors: PriorsArg,
+    params: &PyPydtParams,
+    chain: &PyPydtMcmcParams,
     seed: u64,
     verbose: bool,
-    likelihood: &str,
-    subtree_move: &str,
 ) -> PyResult<(
     Vec<PyPydtState>,
     Bound<'py, PyArray2<f64>>,
@@ -207,20 +276,11 @@ fn pydt_mcmc<'py>(
     usize,
     usize,
 )> {
-    let params = PydtParams::new(alpha, beta, c)?;
-    let likelihood: Likelihood = likelihood.parse()?;
-    let subtree_move: SubtreeMove = subtree_move.parse()?;
+    let (process, sigma2) = params.parts();
+    let config = chain.config;
+    let n_iter = config.n_iter;
     let x = x.as_array().to_owned();
     let init = tree.map(|t| t.get().inner.clone());
-    let config = McmcConfig {
-        n_iter,
-        burn_in,
-        thin,
-        learn: learn_flags(learn)?,
-        priors: priors.into(),
-        likelihood,
-        subtree_move,
-    };
     let result = run_interruptible(py, move |interrupt| {
         let started = std::time::Instant::now();
         let mut shown = 0u64;
@@ -243,7 +303,7 @@ fn pydt_mcmc<'py>(
         };
         let start = Start {
             tree: init.as_ref(),
-            params,
+            params: process,
             sigma2,
         };
         mcmc::run(x.view(), start, &config, seed, interrupt, &mut progress)
@@ -279,46 +339,33 @@ fn trace_array(trace: &[mcmc::TraceRow]) -> ndarray::Array2<f64> {
 
 /// Adds the rows of `x_new` to `tree` (the tree of the rows of `x`) by
 /// `rosetree::pydt::mcmc::insert::partial_fit`: each row a leaf at a position drawn from
-/// its conditional posterior, then `n_iter` sweeps restricted to the new leaves' paths.
-/// Returns `(trace, last, proposals, accepted)` as [`pydt_mcmc`] (no kept samples).
-/// Interruptible with Ctrl-C.
+/// its conditional posterior, then `chain`'s `n_iter` sweeps restricted to the new leaves'
+/// paths (none are kept: its `burn_in` and `thin` are not read). Returns
+/// `(trace, last, proposals, accepted)` as [`pydt_mcmc`]. Interruptible with Ctrl-C.
 #[pyfunction]
-#[pyo3(signature = (x, x_new, tree, *, alpha, beta, c, sigma2, n_iter, learn, priors, seed,
-                    likelihood="gaussian", subtree_move="auto"))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, x_new, tree, params, chain, *, seed))]
 #[allow(clippy::type_complexity)]
 fn pydt_partial_fit<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'_, f64>,
     x_new: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
-    alpha: f64,
-    beta: f64,
-    c: f64,
-    sigma2: f64,
-    n_iter: usize,
-    learn: Vec<String>,
-    priors: PriorsArg,
+    params: &PyPydtParams,
+    chain: &PyPydtMcmcParams,
     seed: u64,
-    likelihood: &str,
-    subtree_move: &str,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, PyPydtState, usize, usize)> {
-    let params = PydtParams::new(alpha, beta, c)?;
+    let (process, sigma2) = params.parts();
     let config = McmcConfig {
-        n_iter,
-        burn_in: n_iter,
+        burn_in: chain.config.n_iter,
         thin: 1,
-        learn: learn_flags(learn)?,
-        priors: priors.into(),
-        likelihood: likelihood.parse()?,
-        subtree_move: subtree_move.parse()?,
+        ..chain.config
     };
     let (x, x_new) = (x.as_array().to_owned(), x_new.as_array().to_owned());
     let tree = tree.get().inner.clone();
     let result = run_interruptible(py, move |interrupt| {
         let start = Start {
             tree: Some(&tree),
-            params,
+            params: process,
             sigma2,
         };
         insert::partial_fit(
@@ -428,21 +475,23 @@ impl PyPydtPredictor {
     }
 }
 
-/// The predictive mixture of `tree` over the rows of `x` (§5.3), each branch's divergence
-/// time represented by `n_points` times.
+/// The predictive mixture of `tree` over the rows of `x` (§5.3) under `params`, each
+/// branch's divergence time represented by `n_points` times.
 #[pyfunction]
-#[pyo3(signature = (x, tree, *, alpha, beta, c, sigma2, n_points))]
+#[pyo3(signature = (x, tree, params, *, n_points))]
 fn pydt_predictor(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
-    alpha: f64,
-    beta: f64,
-    c: f64,
-    sigma2: f64,
+    params: &PyPydtParams,
     n_points: usize,
 ) -> PyResult<PyPydtPredictor> {
-    let params = PydtParams::new(alpha, beta, c)?;
-    let inner = Predictor::new(x.as_array(), &tree.get().inner, &params, sigma2, n_points)?;
+    let inner = Predictor::new(
+        x.as_array(),
+        &tree.get().inner,
+        &params.process(),
+        params.sigma2,
+        n_points,
+    )?;
     Ok(PyPydtPredictor {
         inner: Arc::new(inner),
     })
@@ -451,6 +500,8 @@ fn pydt_predictor(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPydtPredictor>()?;
     m.add_class::<PyPydtState>()?;
+    m.add_class::<PyPydtParams>()?;
+    m.add_class::<PyPydtMcmcParams>()?;
     m.add_function(wrap_pyfunction!(pydt_predictor, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;

@@ -229,7 +229,10 @@ pub fn log_likelihood(x: ArrayView2<'_, f64>, tree: &Tree, sigma2: f64) -> Resul
 }
 
 /// Checks the Brownian variance per unit time.
-fn check_sigma2(sigma2: f64) -> Result<()> {
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] naming `sigma2` unless it is finite and `> 0`.
+pub fn check_sigma2(sigma2: f64) -> Result<()> {
     if sigma2.is_finite() && sigma2 > 0.0 {
         Ok(())
     } else {
