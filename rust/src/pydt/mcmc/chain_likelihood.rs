@@ -24,11 +24,12 @@
 
 use std::fmt;
 
-use ndarray::{Array2, ArrayView1};
+use ndarray::{Array2, ArrayView1, ArrayView2};
 
-use super::Chain;
+use super::{Chain, Sample};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::{MessageModel, UnitMessage};
+use crate::pydt::predict::{MessagePredictor, Predictor};
 
 /// The likelihood of a diffusion-tree [`Chain`] (see the [module docs](self)).
 pub trait ChainLikelihood: Clone + fmt::Debug + Send + Sync + Sized {
@@ -65,6 +66,32 @@ pub trait ChainLikelihood: Clone + fmt::Debug + Send + Sync + Sized {
         f64::NAN
     }
 
+    /// The predictive density of new rows under one kept state.
+    type Predictor: fmt::Debug + Send + Sync;
+
+    /// The predictive mixture of a new row under the kept state `sample` for the training
+    /// rows `x` of its tree, each branch's divergence time represented by `n_points` times
+    /// (Knowles & Ghahramani §5.3).
+    ///
+    /// # Errors
+    /// Those of the predictor's constructor.
+    fn predictor(
+        &self,
+        x: ArrayView2<'_, f64>,
+        sample: &Sample,
+        n_points: usize,
+    ) -> Result<Self::Predictor>;
+
+    /// `ln p(y | X, T)` of the new row `y` (`index` names it in errors) under `predictor`.
+    ///
+    /// # Errors
+    /// A row the likelihood cannot take, naming `index`.
+    fn log_density_row(
+        predictor: &Self::Predictor,
+        y: ArrayView1<'_, f64>,
+        index: usize,
+    ) -> Result<f64>;
+
     /// The chain as one of [`Isotropic`] likelihood, for the moves only it has (the Gibbs
     /// re-attachment move, `σ²`, probit data); `None` (the default) for any other.
     fn isotropic(chain: &mut Chain<Self>) -> Option<&mut Chain<Isotropic>> {
@@ -91,6 +118,21 @@ impl Isotropic {
 
 impl ChainLikelihood for Isotropic {
     type Message = UnitMessage;
+    type Predictor = Predictor;
+
+    /// The sample's own `σ²` (the chain may learn it).
+    fn predictor(
+        &self,
+        x: ArrayView2<'_, f64>,
+        sample: &Sample,
+        n_points: usize,
+    ) -> Result<Predictor> {
+        sample.predictor(x, n_points)
+    }
+
+    fn log_density_row(predictor: &Predictor, y: ArrayView1<'_, f64>, index: usize) -> Result<f64> {
+        predictor.log_density_row(y, index)
+    }
 
     fn check_data(&self, x: &Array2<f64>) -> Result<()> {
         if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
@@ -198,6 +240,30 @@ where
     M::Message: fmt::Debug + 'static,
 {
     type Message = Cached<M::Message>;
+    type Predictor = MessagePredictor<M>;
+
+    fn predictor(
+        &self,
+        x: ArrayView2<'_, f64>,
+        sample: &Sample,
+        n_points: usize,
+    ) -> Result<MessagePredictor<M>> {
+        MessagePredictor::new(
+            self.model.clone(),
+            x,
+            &sample.tree,
+            &sample.params,
+            n_points,
+        )
+    }
+
+    fn log_density_row(
+        predictor: &MessagePredictor<M>,
+        y: ArrayView1<'_, f64>,
+        index: usize,
+    ) -> Result<f64> {
+        predictor.log_density_row(y, index)
+    }
 
     fn check_data(&self, x: &Array2<f64>) -> Result<()> {
         self.model.leaf_messages(x.view()).map(|_| ())

@@ -3,14 +3,18 @@
 //! covariance form, with a diagonal rate per feature; the mutation process against the sum
 //! over every internal node's state with the transition matrices `exp(δ Q)` of its rate
 //! matrix (nalgebra's matrix exponential); the stationary distribution against the prior's
-//! closed-form structure probabilities and the three-point posterior by quadrature.
+//! closed-form structure probabilities and the three-point posterior by quadrature; the
+//! predictive density against the Gaussian mixture and the enumerated joint of the tree with
+//! the new row attached.
 
 use nalgebra::DMatrix;
 use ndarray::Array2;
 
 use super::*;
 use crate::models::messages::{BrownianDiffusion, MultinomialMutation, Root};
+use crate::pydt::predict::{MessagePredictor, Predictor};
 use crate::pydt::sample_tree;
+use crate::tree::Topology;
 
 /// The diffusion tree's Brownian motion with variance `lambda[j]` per unit time in feature
 /// `j`, from the point mass at the origin.
@@ -341,4 +345,194 @@ fn message_chains_refuse_the_isotropic_moves_and_run_from_a_seed() {
     assert_eq!(a.last.log_joint, b.last.log_joint);
     assert_eq!(a.last.tree.to_newick(None), b.last.tree.to_newick(None));
     assert!(a.trace.iter().all(|row| row.sigma2.is_nan()));
+}
+
+#[test]
+fn the_message_predictor_of_brownian_motion_is_the_gaussian_mixture() {
+    for (seed, (a, b, c)) in [
+        (1, (1.0, 0.3, 1.0)),
+        (2, (0.0, 0.0, 1.5)),
+        (3, (-0.2, 0.4, 0.7)),
+    ] {
+        let p = params(a, b, c);
+        for (n, d, sigma2) in [(1, 2, 0.8), (2, 1, 1.3), (9, 3, 0.5)] {
+            let (x, t) = crate::pydt::sample(n, d, &p, sigma2, seed).unwrap();
+            let rows = data(4, d);
+            let gaussian = Predictor::new(x.view(), &t, &p, sigma2, 3).unwrap();
+            let generic =
+                MessagePredictor::new(brownian(&vec![sigma2; d]), x.view(), &t, &p, 3).unwrap();
+            let want = gaussian.log_density(rows.view()).unwrap();
+            let got = generic.log_density(rows.view()).unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-10 * (1.0 + w.abs()), "{g} vs {w}");
+            }
+        }
+    }
+}
+
+/// `tree` with a new leaf (id `n`, the last leaf) diverging at `time` on the branch into
+/// `u`, or at `u` itself when `time` is `u`'s own time (a new branch of a branch point).
+fn attach_leaf(tree: &Tree, u: usize, time: f64) -> Tree {
+    let h = tree.heights().unwrap();
+    let (n, m) = (tree.n_leaves(), tree.nodes().len());
+    let at_node = u >= n && time == h[u];
+    const NEW: usize = usize::MAX;
+    // The internal nodes in id order, the new one right after `u` (children first).
+    let mut order = Vec::new();
+    if !at_node && u < n {
+        order.push(NEW);
+    }
+    for v in n..m {
+        order.push(v);
+        if !at_node && v == u {
+            order.push(NEW);
+        }
+    }
+    let id = |v: usize| {
+        if v < n {
+            v
+        } else {
+            n + 1 + order.iter().position(|&o| o == v).unwrap()
+        }
+    };
+    let (mut internal, mut heights) = (Vec::new(), vec![1.0; n + 1]);
+    for &o in &order {
+        if o == NEW {
+            internal.push(vec![id(u), n]);
+            heights.push(time);
+            continue;
+        }
+        let mut children: Vec<usize> = tree
+            .node(o)
+            .children
+            .iter()
+            .map(|&c| if !at_node && c == u { id(NEW) } else { id(c) })
+            .collect();
+        if at_node && o == u {
+            children.push(n);
+        }
+        internal.push(children);
+        heights.push(h[o]);
+    }
+    Tree::new(&Topology::new(n + 1, internal).unwrap(), Some(heights)).unwrap()
+}
+
+#[test]
+fn the_message_predictor_of_mutation_is_the_enumerated_joint_over_the_tree() {
+    // Each component's density is p(X, y | T + y) / p(X | T) with y attached where the
+    // component diverges, both by enumeration; the weights are the divergence process's.
+    let (q, rates) = mutation_setting();
+    let model = MultinomialMutation::new(&q, &rates).unwrap();
+    let p = params(0.7, 0.3, 1.2);
+    for t in &trees(4, 9) {
+        let n = t.n_leaves();
+        let x = codes(n);
+        let predictor = MessagePredictor::new(model.clone(), x.view(), t, &p, 2).unwrap();
+        // The mixture's weights and positions, from the Gaussian predictor on any data.
+        let positions = Predictor::new(Array2::zeros((n, 1)).view(), t, &p, 1.0, 2).unwrap();
+        let base = mutation_by_enumeration(&x, t, &q, &rates);
+        let mut total = 0.0;
+        for k0 in 0..3 {
+            for k1 in 0..2 {
+                let y = [k0 as f64, k1 as f64];
+                let mut all = x.clone();
+                all.push_row(ndarray::ArrayView1::from(&y)).unwrap();
+                let terms: Vec<f64> = positions
+                    .positions()
+                    .iter()
+                    .zip(positions.log_weights())
+                    .map(|(&(u, time), w)| {
+                        w + mutation_by_enumeration(&all, &attach_leaf(t, u, time), &q, &rates)
+                            - base
+                    })
+                    .collect();
+                let want = crate::math::log_sum_exp(&terms);
+                let got = predictor
+                    .log_density_row(ndarray::ArrayView1::from(&y), 0)
+                    .unwrap();
+                assert!(
+                    (got - want).abs() < 1e-10,
+                    "{} y = {y:?}: {got} vs {want}",
+                    t.to_newick(None)
+                );
+                total += got.exp();
+            }
+        }
+        assert!((total - 1.0).abs() < 1e-12, "the densities sum to {total}");
+        // A missing entry is summed out.
+        let y = [1.0, f64::NAN];
+        let got = predictor
+            .log_density_row(ndarray::ArrayView1::from(&y), 0)
+            .unwrap();
+        let want = (0..2)
+            .map(|k1| {
+                let y = [1.0, f64::from(k1)];
+                predictor
+                    .log_density_row(ndarray::ArrayView1::from(&y), 0)
+                    .unwrap()
+                    .exp()
+            })
+            .sum::<f64>()
+            .ln();
+        assert!((got - want).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn a_fitted_message_chain_scores_rows_by_the_mean_of_its_states() {
+    let (q, rates) = mutation_setting();
+    let model = MultinomialMutation::new(&q, &rates).unwrap();
+    let x = codes(6);
+    let p = params(0.5, 0.2, 1.0);
+    let config = McmcConfig {
+        n_iter: 12,
+        burn_in: 6,
+        thin: 2,
+        ..McmcConfig::default()
+    };
+    let result = run_model(
+        model.clone(),
+        x.view(),
+        None,
+        p,
+        &config,
+        1,
+        &|| false,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let fitted = crate::pydt::Fitted::with_likelihood(
+        Messages::new(model.clone()),
+        x.view(),
+        result.clone(),
+        2,
+    )
+    .unwrap();
+    let rows = ndarray::array![[0.0, 1.0], [2.0, f64::NAN]];
+    let got = fitted
+        .log_density(
+            rows.view(),
+            &crate::parallel::Threads::new(Some(2)).unwrap(),
+        )
+        .unwrap();
+    for (i, value) in got.iter().enumerate() {
+        let mean = result
+            .samples
+            .iter()
+            .map(|s| {
+                MessagePredictor::new(model.clone(), x.view(), &s.tree, &s.params, 2)
+                    .unwrap()
+                    .log_density_row(rows.row(i), i)
+                    .unwrap()
+                    .exp()
+            })
+            .sum::<f64>()
+            / result.samples.len() as f64;
+        assert!((value - mean.ln()).abs() < 1e-12, "row {i}");
+    }
+    let bad = ndarray::array![[0.0, 5.0]];
+    assert!(matches!(
+        fitted.log_density(bad.view(), &crate::parallel::Threads::new(Some(1)).unwrap()),
+        Err(RoseTreeError::InvalidData { .. })
+    ));
 }
