@@ -527,3 +527,96 @@ def test_auto_takes_the_prior_move_beyond_250_rows():
     prior = rt.PitmanYorDiffusionTree(subtree_move="prior", **kw).fit(big)
     np.testing.assert_array_equal(auto.trace_["log_joint"], prior.trace_["log_joint"])
     assert auto.acceptance_rate_ is not None and auto.acceptance_rate_ < 0.5
+
+
+def _mutation_log_likelihood(X: np.ndarray, tree: rt.Tree, rate: float) -> float:
+    """ln p(X | T, t) under independent-sites mutation, by summing over the states of the
+    origin and of every internal node, with the transition matrices expm(δ Q),
+    Q = rate (1 qᵀ − I), q the categories' frequencies smoothed by one."""
+    from scipy.linalg import expm
+
+    children = tree._structure.children()
+    heights = np.asarray(tree.heights)
+    n, m = X.shape[0], len(children)
+    parent = [-1] * m
+    for v, kids in enumerate(children):
+        for k in kids:
+            parent[k] = v
+    total = 0.0
+    for j in range(X.shape[1]):
+        col = X[:, j]
+        k = max(int(np.nanmax(col)) + 1, 2)
+        counts = np.array([np.sum(col == s) for s in range(k)], dtype=float)
+        q = (counts + 1.0) / (counts.sum() + k)
+        gen = rate * (np.outer(np.ones(k), q) - np.eye(k))
+        trans = [
+            expm(gen * (heights[v] - (heights[parent[v]] if parent[v] >= 0 else 0.0)))
+            for v in range(m)
+        ]
+        s = 0.0
+        for states in np.ndindex(*([k] * (m - n + 1))):
+            origin, inner = states[0], states[1:]
+            state = [0] * n + list(inner)
+            term = q[origin]
+            for v in range(m):
+                above = state[parent[v]] if parent[v] >= 0 else origin
+                if v < n:
+                    if not np.isnan(col[v]):
+                        term *= trans[v][above, int(col[v])]
+                else:
+                    term *= trans[v][above, state[v]]
+            s += term
+        total += np.log(s)
+    return float(total)
+
+
+def test_the_multinomial_likelihood_scores_categories():
+    rng = np.random.default_rng(3)
+    Xc = np.vstack([rng.integers(0, 2, (3, 3)), rng.integers(1, 3, (3, 3))]).astype(float)
+    Xc[2, 1] = np.nan
+    est = rt.PitmanYorDiffusionTree(
+        likelihood="multinomial", sigma2=0.8, n_iter=20, random_state=1
+    ).fit(Xc)
+    # The log joint of the kept tree: its prior plus the enumerated likelihood.
+    want = rt.pydt_log_prior(est.tree_, est.alpha_, est.beta_, est.c_)
+    want += _mutation_log_likelihood(Xc, est.tree_, 0.8)
+    assert est.log_joint_ == pytest.approx(want, rel=1e-10)
+    assert est.sigma2_ == 0.8
+    np.testing.assert_array_equal(est.trace_["sigma2"], 0.8)
+    assert est.labels_.shape == (6,)
+    # Log probabilities of every row of categories sum to one; a missing entry is summed out.
+    grid = np.array(np.meshgrid(*[range(3)] * 3, indexing="ij")).reshape(3, -1).T.astype(float)
+    p = np.exp(est.score_samples(grid))
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    missing = est.score_samples(np.array([[1.0, np.nan, 0.0]]))[0]
+    on_grid = p[(grid[:, 0] == 1) & (grid[:, 2] == 0)].sum()
+    assert np.exp(missing) == pytest.approx(on_grid, rel=1e-12)
+    proba = est.predict_proba(Xc)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+def test_the_multinomial_likelihood_refuses_what_it_lacks():
+    Xc = np.array([[0.0, 1.0], [1.0, 1.0], [0.0, 2.0], [1.0, 0.0]])
+
+    def fit(**kw: object) -> rt.PitmanYorDiffusionTree:
+        args: dict[str, object] = dict(likelihood="multinomial", n_iter=4, random_state=0)
+        args.update(kw)
+        return rt.PitmanYorDiffusionTree(**args).fit(Xc)
+
+    with pytest.raises(rt.InvalidParameterError) as err:
+        fit(inference="greedy-em")
+    assert err.value.parameter == "inference"
+    with pytest.raises(rt.InvalidParameterError) as err:
+        fit(learn_hyperparameters={"sigma2"})
+    assert err.value.parameter == "learn_hyperparameters"
+    with pytest.raises(rt.InvalidParameterError) as err:
+        fit(subtree_move="gibbs")
+    assert err.value.parameter == "subtree_move"
+    with pytest.raises(rt.InvalidDataError):
+        rt.PitmanYorDiffusionTree(likelihood="multinomial").fit(Xc + 0.5)
+    est = fit()
+    with pytest.raises(rt.InvalidParameterError) as err:
+        est.partial_fit(Xc[:1])
+    assert err.value.parameter == "likelihood"
+    with pytest.raises(rt.InvalidDataError):
+        est.score_samples(np.array([[0.0, 0.5]]))

@@ -14,5 +14,5 @@ COALESCENT_INFERENCES = ("greedy-rate1", "greedy-maxprob", "greedy-minduration",
 COALESCENT_FLAT_CLUSTERS = ("dp", "llr")
 
 #: The diffusion tree's likelihoods and inferences.
-PYDT_LIKELIHOODS = ("gaussian", "probit")
+PYDT_LIKELIHOODS = ("gaussian", "probit", "multinomial")
 PYDT_INFERENCES = ("greedy-em", "mcmc")

@@ -415,7 +415,12 @@ class PydtEmParams:
     ) -> PydtEmParams: ...
 
 def pydt_predictor(
-    x: npt.NDArray[np.float64], tree: Tree, params: PydtParams, *, n_points: int
+    x: npt.NDArray[np.float64],
+    tree: Tree,
+    params: PydtParams,
+    *,
+    n_points: int,
+    likelihood: str = "gaussian",
 ) -> PydtPredictor: ...
 def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
 def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...

@@ -39,7 +39,7 @@ from ._validation import (
     unit_variances,
     warn_column_scales,
 )
-from .coalescent import tree_from_nested
+from .coalescent import _refuse_non_categories, tree_from_nested
 from .exceptions import InvalidDataError, InvalidParameterError, NumericalError
 from .tree import Tree
 
@@ -248,11 +248,20 @@ def sample_pydt(
 
 # ---------------------------------------------------------------------------- prediction
 def _predictor(
-    X: np.ndarray, tree: Tree, alpha: float, beta: float, c: float, sigma2: float, n_points: int
+    X: np.ndarray,
+    tree: Tree,
+    alpha: float,
+    beta: float,
+    c: float,
+    sigma2: float,
+    n_points: int,
+    likelihood: str = "gaussian",
 ) -> _core.PydtPredictor:
     """The core's predictive mixture of ``tree`` over the rows of ``X``."""
     params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
-    return _core.pydt_predictor(X, tree._structure, params, n_points=n_points)
+    return _core.pydt_predictor(
+        X, tree._structure, params, n_points=n_points, likelihood=likelihood
+    )
 
 
 def predictive_components(
@@ -323,22 +332,40 @@ _EM_CANDIDATES = 1
 _TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
 
 
-def _flat_clusters(X: np.ndarray, tree: Tree, probit: bool) -> tuple[FlatClusters | None, Any]:
+def _indicators(X: np.ndarray, n_categories: list[int]) -> np.ndarray:
+    """One 0/1 column per category of each column of ``X`` (NaN stays missing)."""
+    columns = []
+    for j, k in enumerate(n_categories):
+        col = X[:, j]
+        ind = (col[:, None] == np.arange(k)[None, :]).astype(np.float64)
+        ind[np.isnan(col)] = np.nan
+        columns.append(ind)
+    return np.hstack(columns)
+
+
+def _flat_clusters(X: np.ndarray, tree: Tree, likelihood: str) -> tuple[FlatClusters | None, Any]:
     """Flat clusters of a fitted tree by Bayesian model comparison at each node.
 
     The tree is evaluated as a Bayesian hierarchical clustering under the
     Dirichlet-process prior over its consistent partitions (concentration 1), with
     :class:`~rosetree.NormalGamma` clusters (:class:`~rosetree.BetaBernoulli` for the
-    probit likelihood's binary data), and cut where a node's posterior probability of being
+    probit likelihood's binary data, and over one indicator per category of each column
+    for the multinomial likelihood), and cut where a node's posterior probability of being
     one cluster reaches one half, descending from the root: the rule of the rose tree's and
     the coalescent's default ``labels_``. Constant columns say nothing about clusters and
     are left out. Returns the clusters (``None`` when every column is constant: one
-    cluster) and the columns they read (a boolean mask, or ``slice(None)``).
+    cluster) and what they read: a boolean mask of the columns, ``slice(None)``, or the
+    number of categories of each column (a list).
     """
     from .config import BetaBernoulli, NormalGamma
 
-    if probit:
+    if likelihood == "probit":
         return FlatClusters.cut(X, tree, BetaBernoulli()), slice(None)
+    if likelihood == "multinomial":
+        observed = np.where(np.isnan(X), -1.0, X)
+        n_categories = [max(int(col.max()) + 1, 2) for col in observed.T]
+        flat = FlatClusters.cut(_indicators(X, n_categories), tree, BetaBernoulli())
+        return flat, n_categories
     varying = np.ptp(X, axis=0) > 0
     if not varying.any():
         return None, varying
@@ -422,7 +449,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         The divergence constant :math:`c > 0` (starting value when learnt).
     sigma2 : float, default=1.0
         The Brownian variance per unit time (starting value when learnt), in the units of
-        the scaled rows (see ``scale``).
+        the scaled rows (see ``scale``). Under the multinomial likelihood, the mutation
+        rate of every column per unit time (fixed).
     scale : {"auto", "columns"} or None, default="auto"
         The Gaussian likelihood's rows are ``(X - center_) / scale_``: the model's root is
         at the origin and its diffusion has one variance for every column, so rows as given
@@ -436,13 +464,21 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         ``None``: the rows as given (the paper's setting; columns on very different scales
         get a :class:`~rosetree.DataScaleWarning`). The tree, ``log_joint_`` and the
         hyperparameters are those of the scaled rows; :meth:`score_samples` gives densities
-        in the units of ``X``. Unused by the probit likelihood, whose rows are 0/1.
-    likelihood : {"gaussian", "probit"}, default="gaussian"
+        in the units of ``X``. Unused by the probit and multinomial likelihoods.
+    likelihood : {"gaussian", "probit", "multinomial"}, default="gaussian"
         Real-valued rows observed exactly at the leaves (eq 10), or binary rows
         (0/1, NaN for missing) thresholding a latent Gaussian diffusion at 0 (§5.4); the
         probit likelihood is fitted by MCMC, which samples the latent values, or by greedy
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
-        EP's approximation of :math:`\ln p(X \mid T, t)`).
+        EP's approximation of :math:`\ln p(X \mid T, t)`). Or categorical rows (whole
+        codes 0, 1, 2, …, NaN for missing) under independent-sites multinomial mutation
+        along the tree, the model of :class:`KingmanCoalescent`'s
+        ``likelihood="multinomial"`` (Teh et al. 2007, §4.3): each column mutates at rate
+        ``sigma2`` towards its equilibrium, the categories' frequencies smoothed by one,
+        which is also the law at the origin. It is fitted by MCMC alone, with subtree
+        moves by the prior proposal (the Gibbs move is Gaussian only) and ``sigma2``
+        fixed; :meth:`score_samples` gives log probabilities, :meth:`partial_fit` is not
+        available.
     inference : {"mcmc", "greedy-em"}, default="mcmc"
         MCMC (§5.1): subtree moves (see ``subtree_move``), slice moves of
         the divergence times, Gibbs updates of ``c`` and :math:`1/\sigma^2` and slice
@@ -612,7 +648,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
 
     @property
     def _accepts_nan(self) -> bool:  # type: ignore[override]
-        return bool(self.likelihood == "probit")
+        return bool(self.likelihood in ("probit", "multinomial"))
 
     def fit(self, X: Any, y: Any = None) -> PitmanYorDiffusionTree:
         """Fit a diffusion tree to the rows of ``X``.
@@ -644,10 +680,19 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         check_choice(self.subtree_move, "subtree_move", ("auto", "gibbs", "prior"))
         scale = _check_scale(self.scale)
         probit = self.likelihood == "probit"
+        multinomial = self.likelihood == "multinomial"
         names = feature_names(X)
-        X = check_array(X, allow_nan=probit, min_rows=2)
+        X = check_array(X, allow_nan=probit or multinomial, min_rows=2)
         if probit:
             _check_binary(X)
+            center, unit = np.zeros(X.shape[1]), np.ones(X.shape[1])
+        elif multinomial:
+            if self.inference != "mcmc":
+                raise InvalidParameterError(
+                    "the multinomial likelihood is fitted by MCMC (inference='mcmc')",
+                    "inference",
+                )
+            _refuse_non_categories(X)
             center, unit = np.zeros(X.shape[1]), np.ones(X.shape[1])
         else:
             center, unit = _scaling(X, scale)
@@ -664,15 +709,13 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 learn_value = True
             else:
                 learn_value = set() if probit else {"sigma2"}
-        learn = _learn_names(learn_value, alpha, beta, probit)
+        learn = _learn_names(learn_value, alpha, beta, self.likelihood)
         priors = _prior_pairs(self.priors)
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
         params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
-        common: dict[str, Any] = dict(
-            learn=learn, priors=priors, likelihood="probit" if probit else "gaussian"
-        )
+        common: dict[str, Any] = dict(learn=learn, priors=priors, likelihood=self.likelihood)
         # What partial_fit continues with: the choices of this fit, not later set_params.
         self._chain_options: dict[str, Any] = dict(
             learn=learn if self.inference == "mcmc" else [],
@@ -692,7 +735,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                     f"burn_in must lie in [0, n_iter) = [0, {n_iter}), got {burn_in}", "burn_in"
                 )
             thin = check_count(self.thin, "thin")
-            start = _linkage_start(X) if self.init == "linkage" and not probit else None
+            gaussian = not (probit or multinomial)
+            start = _linkage_start(X) if self.init == "linkage" and gaussian else None
             chain = _core.PydtMcmcParams(
                 n_iter=n_iter,
                 burn_in=int(burn_in),
@@ -734,7 +778,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.n_features_in_ = X.shape[1]
         self.center_, self.scale_ = center, unit
         set_feature_names(self, names)
-        self._set_samples(X, samples, best, probit)
+        self._set_samples(X, samples, best, self.likelihood)
         return self
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -759,19 +803,33 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         return self._cached(
             "mixtures",
             lambda: [
-                _predictor(self._X, tree, alpha, beta, c, sigma2, self._n_points)
+                _predictor(
+                    self._X, tree, alpha, beta, c, sigma2, self._n_points, self._likelihood()
+                )
                 for tree, (alpha, beta, c, sigma2) in zip(
                     self.samples_, self.sample_hyperparameters_.tolist(), strict=True
                 )
             ],
         )
 
+    def _likelihood(self) -> str:
+        """The likelihood of the fit (``likelihood`` may have been set since)."""
+        options = getattr(self, "_chain_options", None)
+        return str(options["likelihood"]) if options is not None else str(self.likelihood)
+
+    def _cluster_rows(self, X: np.ndarray) -> np.ndarray:
+        """Rows as the flat clusters read them (see ``_flat_clusters``)."""
+        columns = self._flat_columns
+        if isinstance(columns, list):
+            return _indicators(X, columns)
+        return X[:, columns]
+
     def _scaled(self, X: np.ndarray) -> np.ndarray:
         """New rows as the fitted model sees them (as given under the probit likelihood)."""
         return cast("np.ndarray", (X - self.center_) / self.scale_)
 
     def _set_samples(
-        self, X: np.ndarray, samples: list[_core.PydtState], best: int, probit: bool
+        self, X: np.ndarray, samples: list[_core.PydtState], best: int, likelihood: str
     ) -> None:
         """Every fitted attribute but the trace from the core's ``samples``, best ``best``."""
         self.samples_ = [_wrap(s.tree) for s in samples]
@@ -783,7 +841,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         kept = samples[best]
         self.alpha_, self.beta_, self.c_, self.sigma2_ = kept.alpha, kept.beta, kept.c, kept.sigma2
         self.log_joint_ = kept.log_joint
-        self._flat, self._flat_columns = _flat_clusters(X, self.tree_, probit)
+        self._flat, self._flat_columns = _flat_clusters(X, self.tree_, likelihood)
         if self._flat is None:
             self.labels_ = np.zeros(X.shape[0], dtype=np.int64)
         else:
@@ -866,6 +924,12 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             return self.fit(X)
         options = self._chain_options
         probit = options["likelihood"] == "probit"
+        if options["likelihood"] == "multinomial":
+            raise InvalidParameterError(
+                "partial_fit places rows by the Gibbs move of the Gaussian and probit "
+                "likelihoods; refit with all the rows under the multinomial likelihood",
+                "likelihood",
+            )
         X_new = check_new_rows(self, X, allow_nan=probit)
         if probit:
             _check_binary(X_new)
@@ -896,7 +960,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         if options["mcmc"]:
             self.trace_ = {name: trace[:, j].copy() for j, name in enumerate(_TRACE_COLUMNS)}
             self.acceptance_rate_ = accepted / proposals if proposals else 0.0
-        self._set_samples(X_all, [last], 0, probit)
+        self._set_samples(X_all, [last], 0, options["likelihood"])
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -919,12 +983,14 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             Column ``k`` is the cluster labelled ``k``; rows sum to one.
         """
         self._check_fitted()
-        probit = self.likelihood == "probit"
-        X = self._scaled(check_new_rows(self, X, allow_nan=probit))
+        likelihood = self._likelihood()
+        X = check_new_rows(self, X, allow_nan=likelihood != "gaussian")
+        if likelihood == "multinomial":
+            _refuse_non_categories(X)
+        X = self._scaled(X)
         if self._flat is None:
             return np.ones((X.shape[0], 1))
-        columns = self._flat_columns
-        return self._flat.predict_proba(self._X[:, columns], X[:, columns])
+        return self._flat.predict_proba(self._cluster_rows(self._X), self._cluster_rows(X))
 
     def score_samples(self, X: Any) -> np.ndarray:
         r"""Log predictive density of each row of ``X`` (§5.3).
@@ -952,12 +1018,18 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             For the probit likelihood (binary rows have no density; not implemented).
         """
         self._check_fitted()
-        if self.likelihood == "probit":
+        likelihood = self._likelihood()
+        if likelihood == "probit":
             raise InvalidParameterError(
-                "score_samples needs the Gaussian likelihood; binary rows have no density",
+                "score_samples needs the Gaussian or multinomial likelihood; binary rows "
+                "have no density under the probit likelihood",
                 "likelihood",
             )
-        X = self._scaled(check_new_rows(self, X, allow_nan=False))
+        multinomial = likelihood == "multinomial"
+        X = check_new_rows(self, X, allow_nan=multinomial)
+        if multinomial:
+            _refuse_non_categories(X)
+        X = self._scaled(X)
         terms = np.array([p.log_density(X) for p in self._predictors()]).reshape(-1, X.shape[0])
         top = terms.max(axis=0)
         with np.errstate(invalid="ignore"):
@@ -1004,12 +1076,13 @@ def _check_binary(X: np.ndarray) -> None:
         )
 
 
-def _learn_names(value: Any, alpha: float, beta: float, probit: bool) -> list[str]:
+def _learn_names(value: Any, alpha: float, beta: float, likelihood: str) -> list[str]:
     """The names of the hyperparameters to learn, checked, in ``_HYPERPARAMETERS`` order."""
+    gaussian = likelihood == "gaussian"
     if isinstance(value, (bool, np.bool_)):
         if not value:
             return []
-        on = {"alpha": alpha > 0.0, "beta": beta > 0.0, "c": True, "sigma2": not probit}
+        on = {"alpha": alpha > 0.0, "beta": beta > 0.0, "c": True, "sigma2": gaussian}
         return [name for name in _HYPERPARAMETERS if on[name]]
     try:
         if isinstance(value, str):
@@ -1044,9 +1117,14 @@ def _learn_names(value: Any, alpha: float, beta: float, probit: bool) -> list[st
             f"got beta = {beta}",
             "beta",
         )
-    if "sigma2" in names and probit:
+    if "sigma2" in names and likelihood == "probit":
         raise InvalidParameterError(
             "sigma2 cannot be learnt under the probit likelihood (its scale is not identified)",
+            "learn_hyperparameters",
+        )
+    if "sigma2" in names and likelihood == "multinomial":
+        raise InvalidParameterError(
+            "sigma2, the mutation rate of the multinomial likelihood, is fixed (it is not learnt)",
             "learn_hyperparameters",
         )
     return [name for name in _HYPERPARAMETERS if name in names]

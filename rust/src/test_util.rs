@@ -1,8 +1,10 @@
 //! Helpers shared by the unit tests.
 
+use nalgebra::{DMatrix, DVector};
 use ndarray::Array2;
 
 use crate::models::RowQueries;
+use crate::tree::Tree;
 
 /// `ln f` of all rows of `x` as one cluster, through every path a model offers: evaluated
 /// from the merged statistics, merged from two parts (all rows but the last, and the last),
@@ -37,4 +39,46 @@ pub(crate) fn compositions(n: usize, k: usize) -> Vec<Vec<f64>> {
                 })
         })
         .collect()
+}
+
+/// `scale · t_{lca(u, v)}` over every pair of nodes of `tree` (leaves first), the height of
+/// the lowest common ancestor of `u` and `v` (a node's own height when one is above the
+/// other, so a leaf's diagonal entry is its own height): for the diffusion tree with
+/// `scale = σ²`, the covariance of the Brownian motion's locations at the nodes in one
+/// dimension.
+pub(crate) fn lca_covariance(tree: &Tree, scale: f64) -> DMatrix<f64> {
+    let h = tree.heights().unwrap();
+    let m = tree.nodes().len();
+    let up: Vec<Vec<usize>> = (0..m)
+        .map(|v| {
+            let mut out = vec![v];
+            while let Some(p) = tree.node(*out.last().unwrap()).parent {
+                out.push(p);
+            }
+            out
+        })
+        .collect();
+    DMatrix::from_fn(m, m, |u, v| {
+        scale * h[*up[u].iter().find(|a| up[v].contains(a)).unwrap()]
+    })
+}
+
+/// `ln N(x_col; 0, σ²C)` summed over the columns, `C_ij` the time of the lowest common
+/// ancestor of leaves `i ≠ j` and `C_ii = 1`, by a dense Cholesky factorisation: the
+/// diffusion tree's Gaussian likelihood (Knowles & Ghahramani eq 10) in covariance form.
+pub(crate) fn covariance_log_likelihood(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> f64 {
+    let n = tree.n_leaves();
+    let cov = lca_covariance(tree, sigma2)
+        .view((0, 0), (n, n))
+        .into_owned();
+    let chol = cov.cholesky().unwrap();
+    let log_det = 2.0 * chol.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
+    let ln_2pi = (2.0 * std::f64::consts::PI).ln();
+    let mut total = 0.0;
+    for col in x.columns() {
+        let v = DVector::from_iterator(n, col.iter().copied());
+        let quad = v.dot(&chol.solve(&v));
+        total += -0.5 * (n as f64 * ln_2pi + log_det + quad);
+    }
+    total
 }

@@ -63,7 +63,7 @@ fn as_lambda(err: RoseTreeError) -> RoseTreeError {
 
 /// `K_d = max(2, 1 + the largest code in column d)`, checking that every entry is NaN or a
 /// whole number `≥ 0`.
-fn n_states(x: ArrayView2<'_, f64>) -> Result<Vec<usize>> {
+pub(crate) fn n_states(x: ArrayView2<'_, f64>) -> Result<Vec<usize>> {
     let mut k = vec![2usize; x.ncols()];
     for (i, row) in x.rows().into_iter().enumerate() {
         for (c, &v) in row.iter().enumerate() {

@@ -12,12 +12,13 @@ use crate::errors::PyResult;
 use super::tree::PyTree;
 use super::{progress_line, run_interruptible};
 use rosetree::error::RoseTreeError;
+use rosetree::models::messages::MultinomialMutation;
 use rosetree::parallel::Threads;
 use rosetree::pydt::mcmc::{
     self, BetaPrior, GammaPrior, Hyperpriors, Learn, Likelihood, McmcConfig, Start, SubtreeMove,
     insert,
 };
-use rosetree::pydt::predict::Predictor;
+use rosetree::pydt::predict::{MessagePredictor, Predictor};
 use rosetree::pydt::probit::{self, EpConfig};
 use rosetree::pydt::{self, PydtParams};
 
@@ -170,11 +171,14 @@ impl PyPydtParams {
 /// [`McmcConfig`]): `n_iter` sweeps of which the first `burn_in` are dropped and every
 /// `thin`-th kept, the hyperparameters to `learn` ([`learn_flags`]) under `priors`
 /// ([`PriorsArg`]), the `likelihood` (`"gaussian"`: rows are locations; `"probit"`: rows
-/// are binary, 0/1 with NaN missing, `σ²` fixed) and the `subtree_move` (`"gibbs"`,
+/// are binary, 0/1 with NaN missing, `σ²` fixed; `"multinomial"`: rows are categories,
+/// mutating at the fixed rate `σ²`) and the `subtree_move` (`"gibbs"`,
 /// `"prior"` or `"auto"`).
 #[pyclass(frozen, module = "rosetree._core", name = "PydtMcmcParams")]
 pub(crate) struct PyPydtMcmcParams {
     config: McmcConfig,
+    /// `likelihood="multinomial"`: the message chain of multinomial mutation.
+    multinomial: bool,
 }
 
 #[pymethods]
@@ -190,6 +194,7 @@ impl PyPydtMcmcParams {
         likelihood: &str,
         subtree_move: &str,
     ) -> PyResult<Self> {
+        let (likelihood, multinomial) = chain_likelihood(likelihood)?;
         Ok(Self {
             config: McmcConfig {
                 n_iter,
@@ -197,9 +202,10 @@ impl PyPydtMcmcParams {
                 thin,
                 learn: learn_flags(learn)?,
                 priors: priors.into(),
-                likelihood: likelihood.parse::<Likelihood>()?,
+                likelihood,
                 subtree_move: subtree_move.parse::<SubtreeMove>()?,
             },
+            multinomial,
         })
     }
 
@@ -278,8 +284,14 @@ fn pydt_mcmc<'py>(
 )> {
     let (process, sigma2) = params.parts();
     let config = chain.config;
+    let multinomial = chain.multinomial;
     let n_iter = config.n_iter;
     let x = x.as_array().to_owned();
+    let mutation = if multinomial {
+        Some(mutation_model(x.view(), sigma2)?)
+    } else {
+        None
+    };
     let init = tree.map(|t| t.get().inner.clone());
     let result = run_interruptible(py, move |interrupt| {
         let started = std::time::Instant::now();
@@ -301,12 +313,27 @@ fn pydt_mcmc<'py>(
                 ));
             }
         };
-        let start = Start {
-            tree: init.as_ref(),
-            params: process,
-            sigma2,
-        };
-        mcmc::run(x.view(), start, &config, seed, interrupt, &mut progress)
+        match mutation {
+            Some(model) => mcmc::run_model(
+                model,
+                x.view(),
+                init.as_ref(),
+                process,
+                &config,
+                seed,
+                interrupt,
+                &mut progress,
+            )
+            .map(|result| with_rate(result, sigma2)),
+            None => {
+                let start = Start {
+                    tree: init.as_ref(),
+                    params: process,
+                    sigma2,
+                };
+                mcmc::run(x.view(), start, &config, seed, interrupt, &mut progress)
+            }
+        }
     })?;
     Ok((
         result
@@ -319,6 +346,51 @@ fn pydt_mcmc<'py>(
         result.proposals,
         result.accepted,
     ))
+}
+
+/// The chain's likelihood named by `likelihood`: `"gaussian"`, `"probit"` or
+/// `"multinomial"` (the message chain of multinomial mutation: `(Gaussian, true)`).
+fn chain_likelihood(likelihood: &str) -> rosetree::Result<(Likelihood, bool)> {
+    match likelihood {
+        "multinomial" => Ok((Likelihood::Gaussian, true)),
+        "gaussian" | "probit" => Ok((likelihood.parse()?, false)),
+        other => Err(RoseTreeError::param(
+            "likelihood",
+            format!("must be 'gaussian', 'probit' or 'multinomial', got {other:?}"),
+        )),
+    }
+}
+
+/// Multinomial mutation for the categories of `x` (whole numbers `0, 1, …`, NaN missing),
+/// as the coalescent's bindings build it: `K_d` states per column, the equilibrium the
+/// smoothed frequencies of the codes, every feature mutating at `rate` per unit time.
+fn mutation_model(
+    x: ndarray::ArrayView2<'_, f64>,
+    rate: f64,
+) -> rosetree::Result<MultinomialMutation> {
+    let k = super::coalescent::n_states(x)?;
+    MultinomialMutation::from_data(x, &k, &[rate]).map_err(|e| match e {
+        RoseTreeError::InvalidParameter { name, reason } if name == "rates" => {
+            RoseTreeError::param("sigma2", reason)
+        }
+        other => other,
+    })
+}
+
+/// A message chain's result with the mutation rate in place of its states' and rows'
+/// `sigma2` (`NaN` in the core: the rate is the model's, fixed).
+fn with_rate(mut result: mcmc::McmcResult, rate: f64) -> mcmc::McmcResult {
+    for s in result
+        .samples
+        .iter_mut()
+        .chain(std::iter::once(&mut result.last))
+    {
+        s.sigma2 = rate;
+    }
+    for row in &mut result.trace {
+        row.sigma2 = rate;
+    }
+    result
 }
 
 /// One row per sweep: `[log_joint, log_likelihood, alpha, beta, c, sigma2, acceptance]`.
@@ -423,7 +495,26 @@ fn pydt_probit_ep<'py>(
 /// kept by the fitted estimator.
 #[pyclass(frozen, module = "rosetree._core", name = "PydtPredictor")]
 pub(crate) struct PyPydtPredictor {
-    inner: Arc<Predictor>,
+    inner: Arc<AnyPredictor>,
+}
+
+/// The predictive mixture of the Gaussian likelihood or of multinomial mutation.
+enum AnyPredictor {
+    Gaussian(Predictor),
+    Multinomial(MessagePredictor<MultinomialMutation>),
+}
+
+impl AnyPredictor {
+    fn log_density_row(
+        &self,
+        y: ndarray::ArrayView1<'_, f64>,
+        index: usize,
+    ) -> rosetree::Result<f64> {
+        match self {
+            Self::Gaussian(p) => p.log_density_row(y, index),
+            Self::Multinomial(p) => p.log_density_row(y, index),
+        }
+    }
 }
 
 #[pymethods]
@@ -434,24 +525,30 @@ impl PyPydtPredictor {
     fn components<'py>(
         &self,
         py: Python<'py>,
-    ) -> (
+    ) -> PyResult<(
         Bound<'py, PyArray1<f64>>,
         Bound<'py, PyArray2<f64>>,
         Bound<'py, PyArray1<f64>>,
         Bound<'py, PyArray2<f64>>,
-    ) {
-        let p = &self.inner;
+    )> {
+        let AnyPredictor::Gaussian(p) = &*self.inner else {
+            return Err(RoseTreeError::param(
+                "likelihood",
+                "the mixture's Gaussian components belong to the Gaussian likelihood",
+            )
+            .into());
+        };
         let mut positions = ndarray::Array2::zeros((p.positions().len(), 2));
         for (i, &(u, t)) in p.positions().iter().enumerate() {
             positions[[i, 0]] = u as f64;
             positions[[i, 1]] = t;
         }
-        (
+        Ok((
             p.log_weights().to_vec().into_pyarray(py),
             p.means().to_owned().into_pyarray(py),
             p.variances().to_vec().into_pyarray(py),
             positions.into_pyarray(py),
-        )
+        ))
     }
 
     /// `ln p(y | X, T)` of every row of `x`, rows in parallel on `n_jobs` threads.
@@ -476,22 +573,39 @@ impl PyPydtPredictor {
 }
 
 /// The predictive mixture of `tree` over the rows of `x` (§5.3) under `params`, each
-/// branch's divergence time represented by `n_points` times.
+/// branch's divergence time represented by `n_points` times: Gaussian (`sigma2` the
+/// variance per unit time), or with `likelihood="multinomial"` multinomial mutation of the
+/// categories of `x` at rate `sigma2` (the model of [`pydt_mcmc`]).
 #[pyfunction]
-#[pyo3(signature = (x, tree, params, *, n_points))]
+#[pyo3(signature = (x, tree, params, *, n_points, likelihood="gaussian"))]
 fn pydt_predictor(
     x: PyReadonlyArray2<'_, f64>,
     tree: &Bound<'_, PyTree>,
     params: &PyPydtParams,
     n_points: usize,
+    likelihood: &str,
 ) -> PyResult<PyPydtPredictor> {
-    let inner = Predictor::new(
-        x.as_array(),
-        &tree.get().inner,
-        &params.process(),
-        params.sigma2,
-        n_points,
-    )?;
+    let (process, sigma2) = params.parts();
+    let (x, tree) = (x.as_array(), &tree.get().inner);
+    let inner = match chain_likelihood(likelihood)? {
+        (_, true) => AnyPredictor::Multinomial(MessagePredictor::new(
+            mutation_model(x, sigma2)?,
+            x,
+            tree,
+            &process,
+            n_points,
+        )?),
+        (Likelihood::Gaussian, false) => {
+            AnyPredictor::Gaussian(Predictor::new(x, tree, &process, sigma2, n_points)?)
+        }
+        (Likelihood::Probit, false) => {
+            return Err(RoseTreeError::param(
+                "likelihood",
+                "binary rows have no predictive density under the probit likelihood",
+            )
+            .into());
+        }
+    };
     Ok(PyPydtPredictor {
         inner: Arc::new(inner),
     })

@@ -4,8 +4,7 @@ use std::sync::OnceLock;
 
 use ndarray::{Array2, ArrayView2};
 
-use super::mcmc::{McmcResult, Sample};
-use super::predict::Predictor;
+use super::mcmc::{ChainLikelihood, Isotropic, McmcResult, Sample};
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_sum_exp;
 use crate::parallel::Threads;
@@ -33,24 +32,46 @@ use crate::parallel::Threads;
 /// assert!(near[0] > far[0]);
 /// # Ok::<(), rosetree::RoseTreeError>(())
 /// ```
+///
+/// A chain under another likelihood ([`mcmc::run_model`](super::mcmc::run_model)) is fitted
+/// by [`Fitted::with_likelihood`] with the same likelihood.
 #[derive(Debug)]
-pub struct Fitted {
+pub struct Fitted<L: ChainLikelihood = Isotropic> {
+    lik: L,
     x: Array2<f64>,
     samples: Vec<Sample>,
     best: usize,
     n_points: usize,
-    predictors: OnceLock<Vec<Predictor>>,
+    predictors: OnceLock<Vec<L::Predictor>>,
 }
 
-impl Fitted {
-    /// The kept states of `chain` for its training rows `x` (its last state when it kept
-    /// none, as a chain stopped during its burn-in), each branch's divergence time
-    /// represented by `n_points` times in prediction.
+impl Fitted<Isotropic> {
+    /// The kept states of `chain` (of isotropic Brownian motion, [`mcmc::run`](super::mcmc::run))
+    /// for its training rows `x` (its last state when it kept none, as a chain stopped
+    /// during its burn-in), each branch's divergence time represented by `n_points` times
+    /// in prediction.
     ///
     /// # Errors
     /// [`RoseTreeError::InvalidParameter`] naming `n_points` for 0;
     /// [`RoseTreeError::InvalidTree`] if the states' trees are not over the rows of `x`.
     pub fn new(x: ArrayView2<'_, f64>, chain: McmcResult, n_points: usize) -> Result<Self> {
+        // Each state predicts with its own σ².
+        let lik = Isotropic::new(chain.last.sigma2);
+        Self::with_likelihood(lik, x, chain, n_points)
+    }
+}
+
+impl<L: ChainLikelihood> Fitted<L> {
+    /// [`Fitted::new`] for a chain under the likelihood `lik`.
+    ///
+    /// # Errors
+    /// As [`Fitted::new`].
+    pub fn with_likelihood(
+        lik: L,
+        x: ArrayView2<'_, f64>,
+        chain: McmcResult,
+        n_points: usize,
+    ) -> Result<Self> {
         if n_points == 0 {
             return Err(RoseTreeError::param(
                 "n_points",
@@ -76,6 +97,7 @@ impl Fitted {
             }
         }
         Ok(Self {
+            lik,
             x: x.to_owned(),
             samples,
             best,
@@ -102,15 +124,16 @@ impl Fitted {
     /// Each kept state's predictive mixture, built at the first call.
     ///
     /// # Errors
-    /// As [`Predictor::new`].
-    pub fn predictors(&self) -> Result<&[Predictor]> {
+    /// As [`ChainLikelihood::predictor`]: for isotropic Brownian motion, as
+    /// [`Predictor::new`](super::predict::Predictor::new).
+    pub fn predictors(&self) -> Result<&[L::Predictor]> {
         if let Some(p) = self.predictors.get() {
             return Ok(p);
         }
         let built = self
             .samples
             .iter()
-            .map(|s| s.predictor(self.x.view(), self.n_points))
+            .map(|s| self.lik.predictor(self.x.view(), s, self.n_points))
             .collect::<Result<Vec<_>>>()?;
         // Two threads may build them at once; both results are the same.
         Ok(self.predictors.get_or_init(|| built))
@@ -120,7 +143,7 @@ impl Fitted {
     /// their predictive densities, rows on `threads`.
     ///
     /// # Errors
-    /// As [`Predictor::log_density_row`], for the first row at fault.
+    /// As [`ChainLikelihood::log_density_row`], for the first row at fault.
     pub fn log_density(&self, rows: ArrayView2<'_, f64>, threads: &Threads) -> Result<Vec<f64>> {
         let predictors = self.predictors()?;
         let ln_k = (predictors.len() as f64).ln();
@@ -128,7 +151,7 @@ impl Fitted {
         threads.try_map(&index, 2, |&i| {
             let terms = predictors
                 .iter()
-                .map(|p| p.log_density_row(rows.row(i), i))
+                .map(|p| L::log_density_row(p, rows.row(i), i))
                 .collect::<Result<Vec<f64>>>()?;
             Ok(log_sum_exp(&terms) - ln_k)
         })

@@ -3,7 +3,8 @@
 //! and slice sampling, with the Gaussian likelihood's internal locations integrated out.
 //!
 //! # The state and its caches
-//! The tree lives in an [`Arena`]. Each node caches the Gaussian message from the data below
+//! The tree lives in an [`Arena`]. Under isotropic Brownian motion each node caches the
+//! Gaussian message from the data below
 //! it (`N(x_v; μ_v, σ² v_v I)`, kept in units of `σ²`: the message layer's [`UnitMessage`])
 //! with the `σ²`-free parts of the local likelihood terms summed over its subtree, and its
 //! own prior term `ln S_b + ln c + (c J_b − 1) ln(1 − t_b)` with the sum over its subtree.
@@ -66,6 +67,17 @@
 //!   over all `|E|` branches, the one from the origin and those into the leaves included.
 //! - `α` and `β`: slice sampling of `ln α` and `logit β` (their priors a Gamma and a Beta,
 //!   with the Jacobians), on the structure and time terms (eqs 7 with the erratum, 9).
+//!
+//! # Other likelihoods
+//! The chain is generic over its likelihood ([`ChainLikelihood`]): [`Isotropic`] Brownian
+//! motion above, the default, or any message model of [`crate::models::messages`] through
+//! [`Messages`] ([`Chain::with_model`], [`run_model`]), the coalescent's models among them
+//! (Brownian motion with a diagonal or full rate, masked Brownian motion, multinomial
+//! mutation). A node then caches the model's message and the sum of the merges' `ln Z`
+//! below it; the subtree moves (by the prior proposal: the Gibbs re-attachment move is
+//! closed-form for isotropic Gaussians only), the divergence times and `α`, `β`, `c` move
+//! as above, and the model's rates stay fixed (`σ²` is learnt, and probit data observed,
+//! for isotropic Brownian motion alone).
 //!
 //! # Binary data
 //! With [`Likelihood::Probit`] the rows are binary and the Brownian motion's leaf locations
@@ -438,11 +450,11 @@ pub struct McmcResult {
 
 /// The cache of a node (see the [module docs](self)).
 #[derive(Debug, Clone, Default)]
-pub(super) struct NodeState {
-    /// The message from the data below, `N(μ_v, σ² v_v I)` in units of `σ²` (the data at a
-    /// leaf; no features without data), with the split normalisers of the merges in the
-    /// subtree.
-    pub(super) msg: UnitMessage,
+pub(super) struct NodeState<Msg = UnitMessage> {
+    /// The message from the data below ([`ChainLikelihood::Message`]). For [`Isotropic`],
+    /// `N(μ_v, σ² v_v I)` in units of `σ²` (the data at a leaf; no features without data),
+    /// with the split normalisers of the merges in the subtree.
+    pub(super) msg: Msg,
     /// This node's prior term, and the sum over its subtree.
     pub(super) prior: f64,
     pub(super) sub_prior: f64,
@@ -466,13 +478,15 @@ fn tau(t: f64) -> f64 {
 }
 
 /// A Markov chain over trees, divergence times and hyperparameters for data `x` (one row
-/// per leaf); see the [module docs](self).
+/// per leaf) under the likelihood `L` ([`Isotropic`] Brownian motion unless another is
+/// named); see the [module docs](self).
 #[derive(Debug, Clone)]
-pub struct Chain {
-    pub(super) arena: Arena<NodeState>,
+pub struct Chain<L: ChainLikelihood = Isotropic> {
+    pub(super) arena: Arena<NodeState<L::Message>>,
     pub(super) x: Array2<f64>,
     params: PydtParams,
-    pub(super) sigma2: f64,
+    /// The likelihood; for [`Isotropic`], with the current `σ²`.
+    pub(super) lik: L,
     /// `w_m` for `m = 0..=N` (`w_0` unused) and `H_0..=H_{N−1}`.
     w: Vec<f64>,
     h: Vec<f64>,
@@ -487,7 +501,7 @@ pub struct Chain {
     scratch: reattach::Scratch,
 }
 
-impl Chain {
+impl Chain<Isotropic> {
     /// A chain started at `tree` for data `x` (row `i` at leaf `i`; `x` may have no columns,
     /// which samples the prior).
     ///
@@ -502,37 +516,7 @@ impl Chain {
         sigma2: f64,
     ) -> Result<Self> {
         check_sigma2(sigma2)?;
-        let t = check_diffusion_tree(tree)?;
-        if tree.n_leaves() != x.nrows() {
-            return Err(RoseTreeError::InvalidTree(format!(
-                "the tree has {} leaves for {} rows",
-                tree.n_leaves(),
-                x.nrows()
-            )));
-        }
-        if let Some(((i, j), v)) = x.indexed_iter().find(|(_, v)| !v.is_finite()) {
-            return Err(RoseTreeError::data(
-                i,
-                Some(j),
-                format!("must be finite, got {v}"),
-            ));
-        }
-        let arena = Arena::from_topology(&tree.topology(), t, |_| NodeState::default())?;
-        let mut chain = Self {
-            arena,
-            x: x.to_owned(),
-            params,
-            sigma2,
-            w: Vec::new(),
-            h: Vec::new(),
-            ln_lik: 0.0,
-            ln_prior: 0.0,
-            z: Vec::new(),
-            observed: None,
-            scratch: reattach::Scratch::default(),
-        };
-        chain.set_params(params);
-        Ok(chain)
+        Self::with(Isotropic::new(sigma2), x, tree, params)
     }
 
     /// [`Chain::new`] or [`Chain::new_probit`], as `likelihood` says.
@@ -552,6 +536,69 @@ impl Chain {
         }
     }
 
+    /// The current Brownian variance per unit time.
+    pub fn sigma2(&self) -> f64 {
+        self.lik.sigma2
+    }
+}
+
+impl<M> Chain<Messages<M>>
+where
+    Messages<M>: ChainLikelihood,
+{
+    /// A chain under the message model `model` (see [`Messages`]) started at `tree` for
+    /// data `x` (row `i` at leaf `i`; `x` may have no columns, which samples the prior).
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] from [`check_diffusion_tree`] or when the tree's
+    /// leaves are not the rows of `x`; whatever the model's
+    /// [`leaf_messages`](crate::models::messages::MessageModel::leaf_messages) reports of
+    /// `x`.
+    pub fn with_model(
+        model: M,
+        x: ArrayView2<'_, f64>,
+        tree: &Tree,
+        params: PydtParams,
+    ) -> Result<Self> {
+        Self::with(Messages::new(model), x, tree, params)
+    }
+}
+
+impl<L: ChainLikelihood> Chain<L> {
+    /// A chain under the likelihood `lik` started at `tree` for data `x`.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidTree`] from [`check_diffusion_tree`] or when the tree's
+    /// leaves are not the rows of `x`; those of [`ChainLikelihood::check_data`].
+    pub fn with(lik: L, x: ArrayView2<'_, f64>, tree: &Tree, params: PydtParams) -> Result<Self> {
+        let t = check_diffusion_tree(tree)?;
+        if tree.n_leaves() != x.nrows() {
+            return Err(RoseTreeError::InvalidTree(format!(
+                "the tree has {} leaves for {} rows",
+                tree.n_leaves(),
+                x.nrows()
+            )));
+        }
+        let x = x.to_owned();
+        lik.check_data(&x)?;
+        let arena = Arena::from_topology(&tree.topology(), t, |_| NodeState::default())?;
+        let mut chain = Self {
+            arena,
+            x,
+            params,
+            lik,
+            w: Vec::new(),
+            h: Vec::new(),
+            ln_lik: 0.0,
+            ln_prior: 0.0,
+            z: Vec::new(),
+            observed: None,
+            scratch: reattach::Scratch::default(),
+        };
+        chain.set_params(params);
+        Ok(chain)
+    }
+
     /// The number of leaves.
     pub fn n_leaves(&self) -> usize {
         self.arena.n_leaves()
@@ -562,9 +609,9 @@ impl Chain {
         self.params
     }
 
-    /// The current Brownian variance per unit time.
-    pub fn sigma2(&self) -> f64 {
-        self.sigma2
+    /// The likelihood.
+    pub fn likelihood(&self) -> &L {
+        &self.lik
     }
 
     /// `ln p(X | T, t, σ²)` of the current state (0 without data); for a probit chain,
@@ -600,7 +647,7 @@ impl Chain {
         Ok(Sample {
             tree: self.tree()?,
             params: self.params,
-            sigma2: self.sigma2,
+            sigma2: self.lik.sigma2(),
             log_joint: self.log_joint(),
         })
     }
@@ -635,9 +682,9 @@ impl Chain {
 
     /// Recomputes the dirty caches and the totals.
     fn refresh(&mut self) {
-        let (x, params, h) = (&self.x, &self.params, &self.h);
+        let (x, lik, params, h) = (&self.x, &self.lik, &self.params, &self.h);
         self.arena
-            .refresh_dirty(|arena, v| node_state(arena, v, x, params, h));
+            .refresh_dirty(|arena, v| node_state_with(arena, v, x, lik, params, h));
         let root = self.arena.root();
         let state = self.arena.cache(root).expect("the root exists");
         self.ln_prior = state.sub_prior;
@@ -646,7 +693,9 @@ impl Chain {
 
     /// `ln p(X | T, t, σ²)` from the root's cache (see the [module docs](self)).
     fn root_log_likelihood(&self) -> f64 {
-        root_log_likelihood(&self.arena, self.x.ncols(), self.sigma2)
+        let node = self.arena.node(self.arena.root()).expect("the root exists");
+        self.lik
+            .log_likelihood(&node.cache().msg, node.time().min(1.0), self.x.ncols())
     }
 
     /// Time of `v`'s parent (0 for the root: the origin).
@@ -1059,67 +1108,6 @@ impl Chain {
         Ok(())
     }
 
-    /// Backward sampling of every node's location given the data (see the
-    /// [module docs](self)): a draw from `p(locations | X, T, t, σ²)`, `D` values per arena
-    /// slot (a leaf's are its data). Also returns the branches' total
-    /// `Σ_{[ab]} ‖x_b − x_a‖²/(t_b − t_a)` and their number, the origin's branch included.
-    pub(super) fn sample_locations<R: Rng + ?Sized>(
-        &self,
-        rng: &mut R,
-    ) -> Result<(Vec<f64>, f64, usize)> {
-        let d = self.x.ncols();
-        let sd = self.sigma2.sqrt();
-        let mut loc = vec![0.0; self.arena.n_slots() * d];
-        let mut sum_sq = 0.0;
-        let mut edges = 0usize;
-        let root = self.arena.root();
-        let order: Vec<NodeId> = self.arena.pre_order(root)?.collect();
-        for v in order {
-            let node = self.arena.node(v)?;
-            let state = node.cache();
-            let (len, from) = match node.parent() {
-                Some(p) => (node.time() - self.arena.time(p)?, Some(p)),
-                None => (node.time().min(1.0), None),
-            };
-            // N(x; x_parent, σ² len) · N(x; μ_v, σ² v_v): mean and variance of the product.
-            let bridge = state.msg.given_parent(len);
-            let post_sd = sd * bridge.var.sqrt();
-            let own = state.msg.mean();
-            // The message's weight as `1 − k` rather than `bridge.own` (the same weight,
-            // rounded otherwise): a seed keeps giving the draws it gave before.
-            let weight = 1.0 - bridge.parent;
-            for j in 0..d {
-                let parent = from.map_or(0.0, |p| loc[p.index() * d + j]);
-                let mean = bridge.parent * parent + weight * own[j];
-                let z: f64 = rng.sample(StandardNormal);
-                let value = mean + post_sd * z;
-                loc[v.index() * d + j] = value;
-                sum_sq += (value - parent).powi(2) / len;
-            }
-            edges += 1;
-        }
-        Ok((loc, sum_sq, edges))
-    }
-
-    /// Backward sampling of every node's location given the data, then the Gibbs update
-    /// of `1/σ²` from eq 14 (see the [module docs](self)).
-    fn update_sigma2<R: Rng + ?Sized>(&mut self, prior: GammaPrior, rng: &mut R) -> Result<()> {
-        let d = self.x.ncols();
-        if d == 0 {
-            return Ok(());
-        }
-        let (_, sum_sq, edges) = self.sample_locations(rng)?;
-        let shape = prior.shape + 0.5 * (edges * d) as f64;
-        let rate = prior.rate + 0.5 * sum_sq;
-        let precision = Gamma::new(shape, 1.0 / rate)
-            .map_err(|e| RoseTreeError::Numerical(format!("the Gibbs update of sigma2: {e}")))?
-            .sample(rng);
-        self.sigma2 = 1.0 / precision;
-        check_sigma2(self.sigma2)?;
-        self.ln_lik = self.root_log_likelihood();
-        Ok(())
-    }
-
     /// `ln p(T, t | α, β, c)` of the current tree under other hyperparameters.
     fn log_prior_with(&self, params: &PydtParams, nodes: &[(Vec<usize>, f64)]) -> f64 {
         let h = params.harmonic(self.n_leaves().saturating_sub(1));
@@ -1227,12 +1215,15 @@ impl Chain {
         let n = self.n_leaves();
         let proposals = if n >= 2 { moves } else { 0 };
         let mut accepted = 0;
-        if self.observed.is_some() {
-            self.update_latent(rng)?;
+        if let Some(chain) = L::isotropic(self)
+            && chain.observed.is_some()
+        {
+            chain.update_latent(rng)?;
         }
         // A restricted sweep makes few moves: the Gibbs move's O(n d) each is worth it at
-        // any size.
+        // any size. Only the isotropic Brownian likelihood has the Gibbs move.
         let kind = match pick {
+            _ if L::isotropic(self).is_none() => SubtreeMove::Prior,
             Pick::NonRoot => config.subtree_move.for_points(n),
             Pick::Holding(_) if config.subtree_move == SubtreeMove::Prior => SubtreeMove::Prior,
             Pick::Holding(_) => SubtreeMove::Gibbs,
@@ -1242,7 +1233,9 @@ impl Chain {
                 return Err(RoseTreeError::Interrupted);
             }
             accepted += usize::from(match kind {
-                SubtreeMove::Gibbs => self.gibbs_move_of(pick, rng)?,
+                SubtreeMove::Gibbs => L::isotropic(self)
+                    .expect("the Gibbs move is chosen for the isotropic likelihood alone")
+                    .gibbs_move_of(pick, rng)?,
                 _ => self.subtree_move_of(pick, rng)?,
             });
         }
@@ -1264,10 +1257,76 @@ impl Chain {
         if config.learn.alpha || config.learn.beta {
             self.update_alpha_beta(config.learn, &config.priors, rng)?;
         }
-        if config.learn.sigma2 {
-            self.update_sigma2(config.priors.precision, rng)?;
+        if config.learn.sigma2
+            && let Some(chain) = L::isotropic(self)
+        {
+            chain.update_sigma2(config.priors.precision, rng)?;
         }
         Ok((accepted, proposals))
+    }
+}
+
+/// The moves of the isotropic Brownian likelihood alone (see the [module docs](self)).
+impl Chain<Isotropic> {
+    /// Backward sampling of every node's location given the data (see the
+    /// [module docs](self)): a draw from `p(locations | X, T, t, σ²)`, `D` values per arena
+    /// slot (a leaf's are its data). Also returns the branches' total
+    /// `Σ_{[ab]} ‖x_b − x_a‖²/(t_b − t_a)` and their number, the origin's branch included.
+    pub(super) fn sample_locations<R: Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+    ) -> Result<(Vec<f64>, f64, usize)> {
+        let d = self.x.ncols();
+        let sd = self.lik.sigma2.sqrt();
+        let mut loc = vec![0.0; self.arena.n_slots() * d];
+        let mut sum_sq = 0.0;
+        let mut edges = 0usize;
+        let root = self.arena.root();
+        let order: Vec<NodeId> = self.arena.pre_order(root)?.collect();
+        for v in order {
+            let node = self.arena.node(v)?;
+            let state = node.cache();
+            let (len, from) = match node.parent() {
+                Some(p) => (node.time() - self.arena.time(p)?, Some(p)),
+                None => (node.time().min(1.0), None),
+            };
+            // N(x; x_parent, σ² len) · N(x; μ_v, σ² v_v): mean and variance of the product.
+            let bridge = state.msg.given_parent(len);
+            let post_sd = sd * bridge.var.sqrt();
+            let own = state.msg.mean();
+            // The message's weight as `1 − k` rather than `bridge.own` (the same weight,
+            // rounded otherwise): a seed keeps giving the draws it gave before.
+            let weight = 1.0 - bridge.parent;
+            for j in 0..d {
+                let parent = from.map_or(0.0, |p| loc[p.index() * d + j]);
+                let mean = bridge.parent * parent + weight * own[j];
+                let z: f64 = rng.sample(StandardNormal);
+                let value = mean + post_sd * z;
+                loc[v.index() * d + j] = value;
+                sum_sq += (value - parent).powi(2) / len;
+            }
+            edges += 1;
+        }
+        Ok((loc, sum_sq, edges))
+    }
+
+    /// Backward sampling of every node's location given the data, then the Gibbs update
+    /// of `1/σ²` from eq 14 (see the [module docs](self)).
+    fn update_sigma2<R: Rng + ?Sized>(&mut self, prior: GammaPrior, rng: &mut R) -> Result<()> {
+        let d = self.x.ncols();
+        if d == 0 {
+            return Ok(());
+        }
+        let (_, sum_sq, edges) = self.sample_locations(rng)?;
+        let shape = prior.shape + 0.5 * (edges * d) as f64;
+        let rate = prior.rate + 0.5 * sum_sq;
+        let precision = Gamma::new(shape, 1.0 / rate)
+            .map_err(|e| RoseTreeError::Numerical(format!("the Gibbs update of sigma2: {e}")))?
+            .sample(rng);
+        self.lik.sigma2 = 1.0 / precision;
+        check_sigma2(self.lik.sigma2)?;
+        self.ln_lik = self.root_log_likelihood();
+        Ok(())
     }
 }
 
@@ -1281,7 +1340,8 @@ pub(super) fn root_log_likelihood(arena: &Arena<NodeState>, d: usize, sigma2: f6
         .log_z(d, sigma2)
 }
 
-/// The cache of node `v` from its children's (see the [module docs](self)).
+/// The cache of node `v` from its children's under the isotropic Brownian likelihood (see
+/// the [module docs](self)).
 pub(super) fn node_state(
     arena: &Arena<NodeState>,
     v: NodeId,
@@ -1289,24 +1349,40 @@ pub(super) fn node_state(
     params: &PydtParams,
     h: &[f64],
 ) -> NodeState {
+    // Messages in units of σ²: the rate does not enter them.
+    node_state_with(arena, v, x, &Isotropic::new(1.0), params, h)
+}
+
+/// The cache of node `v` from its children's under the likelihood `lik` (see the
+/// [module docs](self)).
+fn node_state_with<L: ChainLikelihood>(
+    arena: &Arena<NodeState<L::Message>>,
+    v: NodeId,
+    x: &Array2<f64>,
+    lik: &L,
+    params: &PydtParams,
+    h: &[f64],
+) -> NodeState<L::Message> {
     let node = arena.node(v).expect("a dirty node is live");
     if node.is_leaf() {
         return NodeState {
-            msg: UnitMessage::point(x.row(v.index()).to_vec()),
+            msg: lik.leaf(x.row(v.index()), v.index()),
             ..NodeState::default()
         };
     }
     let t = node.time();
-    let mut msg = UnitMessage::uninformative(x.ncols());
     let mut sub_prior = 0.0;
     let mut counts = Vec::with_capacity(node.children().len());
-    for &k in node.children() {
-        let child = arena.node(k).expect("live child");
-        let s = child.cache();
-        counts.push(child.n_leaves());
-        sub_prior += s.sub_prior;
-        msg.absorb(&s.msg, child.time() - t);
-    }
+    let msg = lik.node(
+        x.ncols(),
+        node.children().iter().map(|&k| {
+            let child = arena.node(k).expect("live child");
+            let s = child.cache();
+            counts.push(child.n_leaves());
+            sub_prior += s.sub_prior;
+            (&s.msg, child.time() - t)
+        }),
+    );
     let prior = params.ln_structure(&counts)
         + params.c().ln()
         + (params.c() * harmonic_gap(h, &counts) - 1.0) * (-t).ln_1p();
@@ -1371,10 +1447,78 @@ pub fn run(
     )
 }
 
+/// Runs a chain under the message model `model` (see [`Messages`]) for data `x` from the
+/// tree `tree` (a draw from the prior when `None`) with the hyperparameters `params`, for
+/// `config.n_iter` sweeps, keeping every `thin`-th state after the burn-in, as [`run`]
+/// does for isotropic Brownian motion: the same subtree moves by the prior proposal
+/// ([`SubtreeMove::Auto`] is [`SubtreeMove::Prior`] here), the same time and `α`, `β`,
+/// `c` moves; the model's rates stay fixed. The kept states' and trace rows' `sigma2` is
+/// `NaN`.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] naming `likelihood` for [`Likelihood::Probit`],
+/// `sigma2` when it is to be learnt, `subtree_move` for [`SubtreeMove::Gibbs`] (moves of
+/// the isotropic Brownian likelihood alone); those of [`run`] for the rest of the
+/// configuration and of [`Chain::with_model`]; [`RoseTreeError::Interrupted`] when
+/// `interrupt` returns true.
+#[allow(clippy::too_many_arguments)]
+pub fn run_model<M>(
+    model: M,
+    x: ArrayView2<'_, f64>,
+    tree: Option<&Tree>,
+    params: PydtParams,
+    config: &McmcConfig,
+    seed: u64,
+    interrupt: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(usize, &TraceRow),
+) -> Result<McmcResult>
+where
+    Messages<M>: ChainLikelihood,
+{
+    if config.likelihood != Likelihood::Gaussian {
+        return Err(RoseTreeError::param(
+            "likelihood",
+            "the probit observation model is one of isotropic Brownian motion alone",
+        ));
+    }
+    if config.learn.sigma2 {
+        return Err(RoseTreeError::param(
+            "sigma2",
+            "is learnt for isotropic Brownian motion alone; a message model's rates are fixed",
+        ));
+    }
+    if config.subtree_move == SubtreeMove::Gibbs {
+        return Err(RoseTreeError::param(
+            "subtree_move",
+            "the Gibbs re-attachment move is one of isotropic Brownian motion alone; use \
+             'prior' or 'auto'",
+        ));
+    }
+    config.check(&params)?;
+    if x.nrows() == 0 {
+        return Err(RoseTreeError::param("n_samples", "the data have no rows"));
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let start = match tree {
+        Some(tree) => tree.clone(),
+        None => sample_tree(x.nrows(), &params, &mut rng)
+            .or_else(|_| sample_tree(x.nrows(), &PydtParams::ddt(1.0)?, &mut rng))?,
+    };
+    let mut chain = Chain::with_model(model, x, &start, params)?;
+    drive(
+        &mut chain,
+        config,
+        Pick::NonRoot,
+        &mut rng,
+        interrupt,
+        progress,
+    )
+}
+
 /// Runs `config.n_iter` sweeps of `chain` over the nodes of `pick`, keeping every
 /// `thin`-th state after the burn-in; `progress(sweep, row)` is called after each sweep.
-fn drive<R: Rng + ?Sized>(
-    chain: &mut Chain,
+fn drive<L: ChainLikelihood, R: Rng + ?Sized>(
+    chain: &mut Chain<L>,
     config: &McmcConfig,
     pick: Pick<'_>,
     rng: &mut R,
@@ -1400,7 +1544,7 @@ fn drive<R: Rng + ?Sized>(
             alpha: p.alpha(),
             beta: p.beta(),
             c: p.c(),
-            sigma2: chain.sigma2(),
+            sigma2: chain.likelihood().sigma2(),
             acceptance: if prop == 0 {
                 0.0
             } else {
@@ -1422,8 +1566,11 @@ fn drive<R: Rng + ?Sized>(
     })
 }
 
+pub mod chain_likelihood;
 pub mod insert;
 pub mod reattach;
+
+pub use chain_likelihood::{Cached, ChainLikelihood, Isotropic, Messages};
 
 #[cfg(test)]
 mod tests;

@@ -109,8 +109,8 @@ use ndarray::{Array2, ArrayView2};
 use rand::Rng;
 use rand_distr::{Exp1, StandardNormal};
 
-use super::mcmc::Chain;
 pub use super::mcmc::Likelihood;
+use super::mcmc::{Chain, Isotropic};
 use super::{PydtParams, check_diffusion_tree, check_sigma2};
 use crate::error::{Result, RoseTreeError};
 #[cfg(test)]
@@ -200,7 +200,7 @@ pub(super) fn drawn_latent<R: Rng + ?Sized>(v: f64, sd: f64, rng: &mut R) -> f64
     }
 }
 
-impl Chain {
+impl Chain<Isotropic> {
     /// A probit chain (see the [module docs](self)) started at `tree` for binary data `x`
     /// (0, 1 or `NaN` for missing; row `i` at leaf `i`), its latent values starting at
     /// `±σ` by the signs of `x` (0 where missing); the first sweep redraws them.
@@ -240,7 +240,7 @@ impl Chain {
         };
         if d > 0 {
             let (loc, _, _) = self.sample_locations(rng)?;
-            let sd = self.sigma2.sqrt();
+            let sd = self.lik.sigma2.sqrt();
             for n in 0..self.n_leaves() {
                 let leaf = NodeId(n as u32);
                 let parent = self.arena.parent(leaf)?;

@@ -14,8 +14,6 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use super::*;
 use crate::tree::Topology;
 
-const LN_2PI: f64 = 1.837_877_066_409_345_5;
-
 /// A diffusion tree: leaves at 1, internal nodes at `times` (in id order).
 pub(super) fn tree(n: usize, internal: Vec<Vec<usize>>, times: &[f64]) -> Tree {
     let mut h = vec![1.0; n];
@@ -466,43 +464,7 @@ fn the_structure_factor_keeps_its_digits_for_large_branches() {
     assert!((got - want).abs() < 1e-9, "{got} vs {want}");
 }
 
-/// `σ² K` over every node of `tree` (leaves first), `K_uv` the time of the lowest common
-/// ancestor of `u` and `v` (a node's own time when one is above the other): the covariance of
-/// the Brownian motion's locations at the nodes, in one dimension.
-pub(super) fn lca_covariance(tree: &Tree, sigma2: f64) -> DMatrix<f64> {
-    let h = tree.heights().unwrap();
-    let m = tree.nodes().len();
-    let up: Vec<Vec<usize>> = (0..m)
-        .map(|v| {
-            let mut out = vec![v];
-            while let Some(p) = tree.node(*out.last().unwrap()).parent {
-                out.push(p);
-            }
-            out
-        })
-        .collect();
-    DMatrix::from_fn(m, m, |u, v| {
-        sigma2 * h[*up[u].iter().find(|a| up[v].contains(a)).unwrap()]
-    })
-}
-
-/// `ln N(x_col; 0, σ²C)` summed over the columns, `C_ij` the time of the lowest common
-/// ancestor of leaves `i ≠ j` and `C_ii = 1`, by a Cholesky factorisation.
-pub(super) fn covariance_log_likelihood(x: &Array2<f64>, tree: &Tree, sigma2: f64) -> f64 {
-    let n = tree.n_leaves();
-    let cov = lca_covariance(tree, sigma2)
-        .view((0, 0), (n, n))
-        .into_owned();
-    let chol = cov.cholesky().unwrap();
-    let log_det = 2.0 * chol.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
-    let mut total = 0.0;
-    for col in x.columns() {
-        let v = DVector::from_iterator(n, col.iter().copied());
-        let quad = v.dot(&chol.solve(&v));
-        total += -0.5 * (n as f64 * LN_2PI + log_det + quad);
-    }
-    total
-}
+pub(super) use crate::test_util::{covariance_log_likelihood, lca_covariance};
 
 #[test]
 fn the_likelihood_is_the_covariance_form() {

@@ -50,8 +50,8 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::{
-    Chain, Likelihood, McmcConfig, McmcResult, NodeState, Pick, REJECTION_TRIES, Start, TraceRow,
-    drive,
+    Chain, Isotropic, Likelihood, McmcConfig, McmcResult, NodeState, Pick, REJECTION_TRIES, Start,
+    TraceRow, drive,
 };
 use crate::error::{Result, RoseTreeError};
 use crate::pydt::probit::{check_binary, drawn_latent};
@@ -60,7 +60,7 @@ use crate::tree::arena::NodeId;
 /// The odd constant of Fibonacci hashing, `2⁶⁴/φ`: spreads the row count over the seed.
 const SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
-impl Chain {
+impl Chain<Isotropic> {
     /// Adds `row` as a new leaf (the next row of the data) at a position drawn from its
     /// conditional posterior given the current tree (see the [module docs](self)), and
     /// returns the leaf. A probit chain takes a binary row (0, 1 or `NaN`), whose latent
@@ -97,7 +97,7 @@ impl Chain {
                 check_binary(row.insert_axis(ndarray::Axis(0)))
                     .map_err(|_| bad_entry(n, row, |v| v.is_nan() || v == 0.0 || v == 1.0))?;
                 observed.push_row(row).map_err(shape)?;
-                let sd = self.sigma2.sqrt();
+                let sd = self.lik.sigma2.sqrt();
                 let latent = row.mapv(|v| drawn_latent(v, sd, rng));
                 self.x.push_row(latent.view()).map_err(shape)?;
             }

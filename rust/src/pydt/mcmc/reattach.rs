@@ -72,7 +72,7 @@
 
 use rand::Rng;
 
-use super::{Chain, Pick};
+use super::{Chain, Isotropic, Pick};
 use crate::error::Result;
 use crate::math::ln_gamma_ratio;
 use crate::models::messages::{BranchJoin, JoinPoint, Outside};
@@ -319,7 +319,7 @@ fn segment_ends(h0: f64, h1: f64) -> (f64, f64) {
     }
 }
 
-impl Chain {
+impl Chain<Isotropic> {
     /// One Gibbs re-attachment move (see the [module docs](self)); returns whether the
     /// Metropolis–Hastings correction accepted it (it may have put the subtree back where
     /// it was).
@@ -548,7 +548,7 @@ impl Chain {
                 + c.ln(),
             exponent: c * j_w - 1.0,
             half_d: 0.5 * d as f64,
-            inv_two_sigma2: 0.5 / self.sigma2,
+            inv_two_sigma2: 0.5 / self.lik.sigma2,
             eps: 0.0,
             segments: MIN_SEGMENTS,
             width: 0.0,
@@ -560,14 +560,14 @@ impl Chain {
         if d > 0 {
             eps = eps
                 .max(v0)
-                .max(FLOOR_FRACTION * q0 / (self.sigma2 * d as f64));
+                .max(FLOOR_FRACTION * q0 / (self.lik.sigma2 * d as f64));
         }
         let span = (len / eps).ln_1p();
         // Enough segments for the span in z and for the curvature of the likelihood in λ:
         // ‖μ↓ − μ_u‖²/(σ² V) over the λ range of the branch.
         let lambda_top = branch.moments(len).0.weight;
         let curvature = if d > 0 {
-            (lambda_top - lambda).abs() * (join.gap_sq() / (self.sigma2 * v0.max(eps))).sqrt()
+            (lambda_top - lambda).abs() * (join.gap_sq() / (self.lik.sigma2 * v0.max(eps))).sqrt()
         } else {
             0.0
         };

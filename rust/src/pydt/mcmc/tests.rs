@@ -16,7 +16,7 @@ use crate::pydt::tests::{
 use crate::pydt::{log_likelihood, log_prior};
 
 /// A tree's labelled structure: the sorted leaf sets of its internal nodes.
-fn structure(tree: &Tree) -> String {
+pub(super) fn structure(tree: &Tree) -> String {
     let mut sets: Vec<Vec<usize>> = (tree.n_leaves()..tree.nodes().len())
         .map(|v| {
             let mut l = tree.leaves_of(v);
@@ -93,7 +93,7 @@ fn all_trees(set: &[usize]) -> Vec<Labelled> {
 /// integrated out: `Π_b S_b / H_{m_b − 1}` (the integral over nested `τ_b = −ln(1 − t_b)`
 /// of `Π_b c e^{−c J_b τ_b}` is `Π_b 1/Σ_{b' under b} J_{b'}`, and the `J` of a subtree sum
 /// to `H_{m − 1}`). Checked here against quadrature of `log_prior`.
-fn exact_structures(n: usize, p: &PydtParams) -> BTreeMap<String, f64> {
+pub(super) fn exact_structures(n: usize, p: &PydtParams) -> BTreeMap<String, f64> {
     let h = p.harmonic(n - 1);
     let leaves: Vec<usize> = (0..n).collect();
     all_trees(&leaves)
@@ -411,6 +411,16 @@ fn three_point_posterior(
     p: &PydtParams,
     sigma2: f64,
 ) -> (BTreeMap<String, f64>, f64) {
+    three_point_posterior_of(p, &|t: &Tree| {
+        log_likelihood(x.view(), t, sigma2).map_or(0.0, f64::exp)
+    })
+}
+
+/// [`three_point_posterior`] for the likelihood `lik(T, t)` (not its log).
+pub(super) fn three_point_posterior_of(
+    p: &PydtParams,
+    lik: &dyn Fn(&Tree) -> f64,
+) -> (BTreeMap<String, f64>, f64) {
     let labelled: Vec<Vec<Vec<usize>>> = vec![
         vec![vec![0, 1], vec![3, 2]],
         vec![vec![0, 2], vec![3, 1]],
@@ -421,10 +431,7 @@ fn three_point_posterior(
     let mut mass = BTreeMap::new();
     let (mut total, mut root_time) = (0.0, 0.0);
     for shape in &labelled {
-        let lik = |times: &[f64]| {
-            let t = tree(3, shape.clone(), times);
-            log_likelihood(x.view(), &t, sigma2).map_or(0.0, f64::exp)
-        };
+        let lik = |times: &[f64]| lik(&tree(3, shape.clone(), times));
         let m = integrate_shape(3, shape, p, 1.0 / 8.0, &lik);
         let r = integrate_shape(3, shape, p, 1.0 / 8.0, &|times: &[f64]| {
             times[times.len() - 1] * lik(times)
@@ -683,3 +690,5 @@ fn bad_settings_are_named() {
     let err = Chain::new(x.view(), &t, p, -1.0).unwrap_err();
     assert!(err.to_string().contains("sigma2"), "{err}");
 }
+
+mod generic;

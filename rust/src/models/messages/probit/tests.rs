@@ -8,6 +8,7 @@ use gauss_quad::GaussLegendre;
 use nalgebra::{DMatrix, DVector};
 
 use super::*;
+use crate::test_util::lca_covariance;
 use crate::tree::Topology;
 
 /// `∫_lo^hi f` by a composite 20-point Gauss–Legendre rule on `pieces` equal pieces.
@@ -75,24 +76,6 @@ fn tree_and_lengths(sigma2: f64) -> (Tree, ScalarTree) {
     (tree, scalar)
 }
 
-/// `σ² t_{lca}` over every node.
-fn covariance(tree: &Tree, sigma2: f64) -> DMatrix<f64> {
-    let h = tree.heights().unwrap();
-    let m = tree.nodes().len();
-    let up: Vec<Vec<usize>> = (0..m)
-        .map(|v| {
-            let mut out = vec![v];
-            while let Some(p) = tree.node(*out.last().unwrap()).parent {
-                out.push(p);
-            }
-            out
-        })
-        .collect();
-    DMatrix::from_fn(m, m, |u, v| {
-        sigma2 * h[*up[u].iter().find(|a| up[v].contains(a)).unwrap()]
-    })
-}
-
 /// Mean and covariance of the nodes `target` given observations `x` at `obs` with noise
 /// variances `noise`.
 fn conditional(
@@ -121,7 +104,7 @@ fn sites() -> Vec<(f64, f64)> {
 fn cavities_posteriors_and_branch_statistics_are_the_conditional_gaussian() {
     let sigma2 = 1.3;
     let (tree, scalar) = tree_and_lengths(sigma2);
-    let c = covariance(&tree, sigma2);
+    let c = lca_covariance(&tree, sigma2);
     let m = tree.nodes().len();
     let s = sites();
     let mut up = vec![Precision::default(); m];
@@ -169,7 +152,7 @@ fn cavities_posteriors_and_branch_statistics_are_the_conditional_gaussian() {
 fn the_pseudo_likelihood_is_the_covariance_form() {
     let sigma2 = 0.7;
     let (tree, scalar) = tree_and_lengths(sigma2);
-    let c = covariance(&tree, sigma2);
+    let c = lca_covariance(&tree, sigma2);
     let s = sites();
     let mu: Vec<f64> = (0..8).map(|v| if v < 5 { s[v].0 } else { 0.0 }).collect();
     let tau: Vec<f64> = (0..8).map(|v| if v < 5 { s[v].1 } else { 0.0 }).collect();

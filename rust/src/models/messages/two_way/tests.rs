@@ -10,24 +10,12 @@ use ndarray::Array2;
 use super::*;
 use crate::models::messages::tests::{normal, random_tree, rng};
 use crate::models::messages::{BrownianDiffusion, GaussianMessage, Root};
+use crate::test_util::lca_covariance;
 
 /// `λ (s0 + h_lca − h_root)` over every node.
 fn covariance(tree: &Tree, lambda: f64, s0: f64) -> DMatrix<f64> {
-    let h = tree.heights().unwrap();
-    let m = tree.nodes().len();
-    let root = tree.root();
-    let up: Vec<Vec<usize>> = (0..m)
-        .map(|v| {
-            let mut out = vec![v];
-            while let Some(p) = tree.node(*out.last().unwrap()).parent {
-                out.push(p);
-            }
-            out
-        })
-        .collect();
-    DMatrix::from_fn(m, m, |u, v| {
-        lambda * (s0 + h[*up[u].iter().find(|a| up[v].contains(a)).unwrap()] - h[root])
-    })
+    let h_root = tree.heights().unwrap()[tree.root()];
+    lca_covariance(tree, 1.0).map(|h| lambda * (s0 + h - h_root))
 }
 
 /// Mean and variance of node `target` given the values `x` at the nodes `obs`.

@@ -9,6 +9,7 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::*;
+use crate::test_util::lca_covariance;
 use crate::tree::{Topology, Tree};
 
 /// `((0, 1) at 0.7, (2, 3, 4) at 0.5) at 0.2`, with a three-way branch point; a
@@ -33,24 +34,6 @@ fn trees() -> Vec<Tree> {
         )
         .unwrap(),
     ]
-}
-
-/// `C_uv = t_{lca(u, v)}` over every node of `tree` (leaves at their own time, 1).
-fn node_covariance(tree: &Tree) -> DMatrix<f64> {
-    let h = tree.heights().unwrap();
-    let m = tree.nodes().len();
-    let up: Vec<Vec<usize>> = (0..m)
-        .map(|v| {
-            let mut out = vec![v];
-            while let Some(p) = tree.node(*out.last().unwrap()).parent {
-                out.push(p);
-            }
-            out
-        })
-        .collect();
-    DMatrix::from_fn(m, m, |u, v| {
-        h[*up[u].iter().find(|a| up[v].contains(a)).unwrap()]
-    })
 }
 
 fn sub(c: &DMatrix<f64>, rows: &[usize], cols: &[usize]) -> DMatrix<f64> {
@@ -121,7 +104,7 @@ fn the_split_normalisers_are_the_covariance_form_at_every_rate() {
     for tree in trees() {
         let n = tree.n_leaves();
         let h = tree.heights().unwrap();
-        let c = node_covariance(&tree);
+        let c = lca_covariance(&tree, 1.0);
         let leaves: Vec<usize> = (0..n).collect();
         let d = 3;
         let x = data(n, d);
@@ -152,7 +135,7 @@ fn the_split_normalisers_are_the_covariance_form_at_every_rate() {
 fn unobserved_leaves_drop_out() {
     let tree = &trees()[0];
     let h = tree.heights().unwrap();
-    let c = node_covariance(tree);
+    let c = lca_covariance(tree, 1.0);
     let x = data(5, 2);
     // Leaves 2 and 3 unobserved: the three-way node keeps one informative child.
     let noise = [0.0, 0.1, f64::INFINITY, f64::INFINITY, 0.2];
@@ -180,7 +163,7 @@ fn posterior_marginals_and_branch_statistics_are_the_conditional_gaussian() {
         let n = tree.n_leaves();
         let m = tree.nodes().len();
         let h = tree.heights().unwrap();
-        let c = node_covariance(&tree) * sigma2;
+        let c = lca_covariance(&tree, 1.0) * sigma2;
         let d = 2;
         let x = data(n, d);
         let noise: Vec<f64> = (0..n).map(|i| 0.03 * i as f64).collect();
@@ -274,7 +257,7 @@ fn outside_messages_are_the_law_given_the_data_outside_the_subtree() {
     let sigma2 = 1.7;
     for tree in trees() {
         let n = tree.n_leaves();
-        let c = node_covariance(&tree) * sigma2;
+        let c = lca_covariance(&tree, 1.0) * sigma2;
         let d = 2;
         let x = data(n, d);
         let up = upward(&tree, &x, &vec![0.0; n]);
