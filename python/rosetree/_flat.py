@@ -22,6 +22,20 @@ from .functions import evaluate_tree
 from .tree import RoseTree, Tree
 
 
+def category_indicators(X: np.ndarray, n_categories: list[int]) -> np.ndarray:
+    """One 0/1 column per category of each column of ``X`` (NaN stays missing).
+
+    Categorical rows as the beta-Bernoulli clusters of flat clusters read them.
+    """
+    columns = []
+    for j, k in enumerate(n_categories):
+        col = X[:, j]
+        ind = (col[:, None] == np.arange(k)[None, :]).astype(np.float64)
+        ind[np.isnan(col)] = np.nan
+        columns.append(ind)
+    return np.hstack(columns)
+
+
 @dataclass(frozen=True)
 class FlatClusters:
     """Flat clusters of a tree under a cluster model.

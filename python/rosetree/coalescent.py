@@ -13,7 +13,7 @@ from ._choices import COALESCENT_FLAT_CLUSTERS as _FLAT_CLUSTERS
 from ._choices import COALESCENT_INFERENCES as _INFERENCES
 from ._choices import COALESCENT_LIKELIHOODS as _LIKELIHOODS
 from ._choices import COALESCENT_SMC as _SMC
-from ._flat import FlatClusters
+from ._flat import FlatClusters, category_indicators
 from ._validation import (
     check_approx,
     check_array,
@@ -586,14 +586,7 @@ class KingmanCoalescent(ClusterEstimator):
         """The rows as the cluster model of ``flat_clusters="dp"`` reads them."""
         if self._model_options["likelihood"] == "brownian":
             return cast("np.ndarray", (X - self._cluster_center) / self._cluster_scale)
-        # One 0/1 indicator per category of each column (NaN stays missing).
-        columns = []
-        for j, k in enumerate(self._n_categories):
-            col = X[:, j]
-            ind = (col[:, None] == np.arange(k)[None, :]).astype(np.float64)
-            ind[np.isnan(col)] = np.nan
-            columns.append(ind)
-        return np.hstack(columns)
+        return category_indicators(X, self._n_categories)
 
     def _set_flat_clusters(self, X: np.ndarray, likelihood: str, keep_model: bool = False) -> None:
         """``labels_``, ``n_clusters_``, ``cluster_nodes_`` and ``cluster_tree_``.

@@ -22,7 +22,7 @@ from . import _core
 from ._base import ClusterEstimator
 from ._choices import PYDT_INFERENCES as _INFERENCES
 from ._choices import PYDT_LIKELIHOODS as _LIKELIHOODS
-from ._flat import FlatClusters
+from ._flat import FlatClusters, category_indicators
 from ._validation import (
     check_array,
     check_choice,
@@ -332,17 +332,6 @@ _EM_CANDIDATES = 1
 _TRACE_COLUMNS = ("log_joint", "log_likelihood", "alpha", "beta", "c", "sigma2", "acceptance")
 
 
-def _indicators(X: np.ndarray, n_categories: list[int]) -> np.ndarray:
-    """One 0/1 column per category of each column of ``X`` (NaN stays missing)."""
-    columns = []
-    for j, k in enumerate(n_categories):
-        col = X[:, j]
-        ind = (col[:, None] == np.arange(k)[None, :]).astype(np.float64)
-        ind[np.isnan(col)] = np.nan
-        columns.append(ind)
-    return np.hstack(columns)
-
-
 def _flat_clusters(X: np.ndarray, tree: Tree, likelihood: str) -> tuple[FlatClusters | None, Any]:
     """Flat clusters of a fitted tree by Bayesian model comparison at each node.
 
@@ -364,7 +353,7 @@ def _flat_clusters(X: np.ndarray, tree: Tree, likelihood: str) -> tuple[FlatClus
     if likelihood == "multinomial":
         observed = np.where(np.isnan(X), -1.0, X)
         n_categories = [max(int(col.max()) + 1, 2) for col in observed.T]
-        flat = FlatClusters.cut(_indicators(X, n_categories), tree, BetaBernoulli())
+        flat = FlatClusters.cut(category_indicators(X, n_categories), tree, BetaBernoulli())
         return flat, n_categories
     varying = np.ptp(X, axis=0) > 0
     if not varying.any():
@@ -821,7 +810,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         """Rows as the flat clusters read them (see ``_flat_clusters``)."""
         columns = self._flat_columns
         if isinstance(columns, list):
-            return _indicators(X, columns)
+            return category_indicators(X, columns)
         return X[:, columns]
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
