@@ -1426,16 +1426,8 @@ pub fn run(
         params,
         sigma2,
     } = start;
-    config.check(&params)?;
-    if x.nrows() == 0 {
-        return Err(RoseTreeError::param("n_samples", "the data have no rows"));
-    }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let start = match init {
-        Some(tree) => tree.clone(),
-        None => sample_tree(x.nrows(), &params, &mut rng)
-            .or_else(|_| sample_tree(x.nrows(), &PydtParams::ddt(1.0)?, &mut rng))?,
-    };
+    let start = first_tree(x.nrows(), init, &params, config, &mut rng)?;
     let mut chain = Chain::with_likelihood(x, &start, params, sigma2, config.likelihood)?;
     drive(
         &mut chain,
@@ -1494,16 +1486,8 @@ where
              'prior' or 'auto'",
         ));
     }
-    config.check(&params)?;
-    if x.nrows() == 0 {
-        return Err(RoseTreeError::param("n_samples", "the data have no rows"));
-    }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let start = match tree {
-        Some(tree) => tree.clone(),
-        None => sample_tree(x.nrows(), &params, &mut rng)
-            .or_else(|_| sample_tree(x.nrows(), &PydtParams::ddt(1.0)?, &mut rng))?,
-    };
+    let start = first_tree(x.nrows(), tree, &params, config, &mut rng)?;
     let mut chain = Chain::with_model(model, x, &start, params)?;
     drive(
         &mut chain,
@@ -1513,6 +1497,31 @@ where
         interrupt,
         progress,
     )
+}
+
+/// A run's first tree over `n_rows` rows, its configuration checked first: `init`, or a
+/// draw from the prior of `params` (from the Dirichlet diffusion tree's where that prior
+/// cannot be drawn).
+///
+/// # Errors
+/// Those of the configuration's check; [`RoseTreeError::InvalidParameter`] naming
+/// `n_samples` for no rows.
+fn first_tree<R: Rng + ?Sized>(
+    n_rows: usize,
+    init: Option<&Tree>,
+    params: &PydtParams,
+    config: &McmcConfig,
+    rng: &mut R,
+) -> Result<Tree> {
+    config.check(params)?;
+    if n_rows == 0 {
+        return Err(RoseTreeError::param("n_samples", "the data have no rows"));
+    }
+    match init {
+        Some(tree) => Ok(tree.clone()),
+        None => sample_tree(n_rows, params, rng)
+            .or_else(|_| sample_tree(n_rows, &PydtParams::ddt(1.0)?, rng)),
+    }
 }
 
 /// Runs `config.n_iter` sweeps of `chain` over the nodes of `pick`, keeping every
