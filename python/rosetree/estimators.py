@@ -112,11 +112,13 @@ class BayesianRoseTree(ClusterEstimator):
         Threads for pair scoring; ``None`` or ``-1`` uses every core. The tree does not
         depend on it.
     approximate : bool, default=False
-        For large data: find the top of the tree on a random sample of 1,000 rows, send
-        every row to the top-level cluster under which it is most likely (its predictive
-        probability, eq 1.25's cluster term), and repeat within each part until parts have
-        at most ``exact_below`` rows, which get the exact greedy search (in the manner of
-        Heller & Ghahramani's randomised BHC). A part whose rows the sample does not split
+        For large data: find the top of the tree on a random sample of 1,000 rows (doubled,
+        up to ``exact_below``, while the sample's clusters average fewer than 16 rows), send
+        every row to the top-level group holding the sample's cluster under which it is
+        most likely (its predictive probability, eq 1.25's cluster term; up to 1,024
+        clusters), and repeat within each part until parts have at most ``exact_below``
+        rows, which get the exact greedy search (in the manner of Heller & Ghahramani's
+        randomised BHC). A part whose rows the sample does not split
         (they look alike) is cut into blocks of 1,000 rows, each built exactly, under one
         node. What is approximated is the search, not the model: merges are only
         considered within a part, so rows sent to different parts are never siblings

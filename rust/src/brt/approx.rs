@@ -1,18 +1,20 @@
 //! An approximate greedy search for data sets too large for the exact, quadratic one.
 //!
 //! In the manner of Heller & Ghahramani's randomised BHC: the top of the tree is found on a
-//! random sample, every row is sent to the cluster of the sample under which it is most
-//! likely (the sample tree's nodes where it becomes plausible that their rows form one
-//! cluster, see [`top_clusters`]), the sample tree's structure above those clusters is kept,
-//! and each part is treated the same way until it is small enough for the exact greedy
-//! search ([`super::greedy`]). Rows of a cluster that has no rows in the sample may be sent
+//! random sample (grown while its clusters are too small to have been seen, see
+//! [`Approx::sample_tree`]), the sample is split into groups (the sample tree's nodes where
+//! it becomes plausible that their rows form one cluster, see [`top_clusters`]), every row
+//! is sent to the group holding the sample's cluster under which it is most likely (up to
+//! 1,024 of them), the sample tree's structure above the groups is kept, and each part is
+//! treated the same way until it is small enough for the exact greedy search
+//! ([`super::greedy`]). Rows of a cluster that has no rows in the sample may be sent
 //! to several parts; so at the end the parts' clusters (at most `exact_below` of them) are
 //! joined afresh by the greedy search, each as one cluster of its rows ([`regroup`]), and
 //! whichever of the two trees has the higher evidence is returned. Trees are evaluated
 //! exactly, so the reported `ln p(D | T)` is the true evidence of the tree returned. With
 //! `n ≤ exact_below` this *is* the exact search.
 //!
-//! Cost: a level sends each row to one of a handful of clusters (one
+//! Cost: a level scores each row against at most 1,024 clusters (one
 //! [`ClusterModel::log_marginal_query`] each), and the parts at the bottom cost
 //! `O(exact_below)` pair scores per row, so the total is about `n · exact_below` instead of
 //! `n²` pair scores. A part whose rows the sample does not split (they look alike) is cut
@@ -227,12 +229,26 @@ fn rows_of(shape: &Shape) -> Vec<usize> {
 /// Most groups a split of the sample may have.
 const MAX_GROUPS: usize = 64;
 
+/// Most clusters of the sample that rows are scored against when they are routed (each
+/// below one of the split's groups): scoring a row against its group alone, a mixture of
+/// clusters taken as one, sends rows of one small cluster to different parts.
+const MAX_ROUTING_CLUSTERS: usize = 1024;
+
+/// The fewest rows a sample's plausible clusters should average (see
+/// [`Approx::sample_tree`]).
+const MIN_ROWS_PER_CLUSTER: usize = 16;
+
 /// The nodes of a sample tree under which rows are sent: descending from the root, the most
 /// implausible group (lowest `r`, eq 1.26) is replaced by its children while its `r` is
 /// below one half and there are at most 64 groups. The root's children alone
 /// would be a poor split when the top of the tree is a chain of unlikely merges: each side
 /// is then a mixture of clusters scored as one cluster. Returned in increasing id order.
 pub fn top_clusters(top: &RoseTree) -> Vec<usize> {
+    clusters_at_most(top, MAX_GROUPS)
+}
+
+/// [`top_clusters`] with at most `max_groups` groups.
+fn clusters_at_most(top: &RoseTree, max_groups: usize) -> Vec<usize> {
     let mut groups = vec![top.root()];
     loop {
         let worst = groups
@@ -245,7 +261,7 @@ pub fn top_clusters(top: &RoseTree) -> Vec<usize> {
             });
         let Some((k, &g)) = worst else { break };
         let children = &top.node(g).children;
-        if top.value(g).log_r() >= 0.5f64.ln() || groups.len() - 1 + children.len() > MAX_GROUPS {
+        if top.value(g).log_r() >= 0.5f64.ln() || groups.len() - 1 + children.len() > max_groups {
             break;
         }
         groups.swap_remove(k);
@@ -328,14 +344,23 @@ impl<M: RowQueries> Approx<'_, M> {
             // Splits that keep peeling off a few rows: finish with exact blocks.
             return self.blocks(&rows, depth, &mut rng);
         }
-        // The clusters of a random sample, and the sample tree's structure above them.
-        let picked = rand::seq::index::sample(&mut rng, rows.len(), self.params.sample);
-        let mut sample: Vec<usize> = picked.into_iter().map(|k| rows[k]).collect();
-        sample.sort_unstable();
-        let stats: Vec<M::Stats> = sample.iter().map(|&r| self.leaves[r].clone()).collect();
-        let top = self.greedy(stats.clone())?;
+        // The clusters of a random sample, and the sample tree's structure above them: the
+        // parts are its top clusters; rows are scored against its finer clusters, each
+        // below one part.
+        let (stats, top) = self.sample_tree(&rows, &mut rng)?;
         let cut = top_clusters(&top);
-        let groups: Vec<M::Stats> = cut
+        let fine = clusters_at_most(&top, MAX_ROUTING_CLUSTERS);
+        let mut part_of_leaf = vec![0usize; stats.len()];
+        for (g, &c) in cut.iter().enumerate() {
+            for l in top.leaves_of(c) {
+                part_of_leaf[l] = g;
+            }
+        }
+        let part_of: Vec<usize> = fine
+            .iter()
+            .map(|&f| part_of_leaf[top.leaves_of(f)[0]])
+            .collect();
+        let groups: Vec<M::Stats> = fine
             .iter()
             .map(|&c| {
                 let members = top.leaves_of(c);
@@ -352,7 +377,8 @@ impl<M: RowQueries> Approx<'_, M> {
             .map(|g| self.model.log_marginal(g))
             .collect::<Result<_>>()?;
 
-        // Every row goes where its predictive probability is highest (ties: the first group).
+        // Every row goes to the part of the cluster under which its predictive probability
+        // is highest (ties: the first cluster).
         let assign = |&r: &usize| -> Result<usize> {
             let mut best = (f64::NEG_INFINITY, 0);
             for (g, (q, stats)) in queries.iter().zip(&groups).enumerate() {
@@ -364,9 +390,9 @@ impl<M: RowQueries> Approx<'_, M> {
             Ok(best.1)
         };
         let labels = self.threads.try_map(&rows, PAR_THRESHOLD, assign)?;
-        let mut parts = vec![Vec::new(); groups.len()];
+        let mut parts = vec![Vec::new(); cut.len()];
         for (&r, &g) in rows.iter().zip(&labels) {
-            parts[g].push(r);
+            parts[part_of[g]].push(r);
         }
         if parts.iter().filter(|p| !p.is_empty()).count() < 2 {
             // The sample's split does not separate the rows: they look alike.
@@ -383,6 +409,31 @@ impl<M: RowQueries> Approx<'_, M> {
             Shape::Node,
         );
         Ok(shape.expect("at least two parts are not empty"))
+    }
+
+    /// The statistics of a random sample of `rows` and the sample's greedy tree. The sample
+    /// starts at `params.sample` rows and doubles, up to `exact_below` and half the rows,
+    /// while its plausible clusters (cut at `r ≥ ½`) average fewer than
+    /// [`MIN_ROWS_PER_CLUSTER`] rows: such a sample has seen too few rows of the data's
+    /// clusters to route the rest (many clusters of a few rows each, or no clusters).
+    fn sample_tree(
+        &self,
+        rows: &[usize],
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<(Vec<M::Stats>, RoseTree)> {
+        let limit = self.params.exact_below.min(rows.len() / 2);
+        let mut size = self.params.sample.min(rows.len());
+        loop {
+            let picked = rand::seq::index::sample(rng, rows.len(), size);
+            let mut sample: Vec<usize> = picked.into_iter().map(|k| rows[k]).collect();
+            sample.sort_unstable();
+            let stats: Vec<M::Stats> = sample.iter().map(|&r| self.leaves[r].clone()).collect();
+            let top = self.greedy(stats.clone())?;
+            if size >= limit || size >= MIN_ROWS_PER_CLUSTER * top.cut(0.5)?.len() {
+                return Ok((stats, top));
+            }
+            size = (2 * size).min(limit);
+        }
     }
 
     /// Each part's tree (`None` for an empty part), built in parallel.
@@ -515,6 +566,55 @@ mod tests {
                 &|| false,
             );
             assert!(none.unwrap().is_none());
+        }
+    }
+
+    /// The sample stays at `params.sample` rows where its clusters are large, and grows to
+    /// its limit (`exact_below`, at most half the rows) where they are small.
+    #[test]
+    fn the_sample_grows_while_its_clusters_are_small() {
+        use rand::Rng;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        // `k` random prototypes on 64 bits, `n / k` rows each, 5 % of the bits flipped.
+        let mut rows_of = |k: usize, n: usize| {
+            let protos: Vec<Vec<bool>> = (0..k)
+                .map(|_| (0..64).map(|_| rng.random::<bool>()).collect())
+                .collect();
+            Array2::from_shape_fn((n, 64), |(i, j)| {
+                let bit = protos[i % k][j] ^ (rng.random::<f64>() < 0.05);
+                f64::from(u8::from(bit))
+            })
+        };
+        let model = BetaBernoulli::new(&[1.0], &[1.0], 64).unwrap();
+        let threads = Threads::new(Some(1)).unwrap();
+        let (stop, placed) = (AtomicBool::new(false), AtomicUsize::new(0));
+        let params = ApproxParams {
+            exact_below: 100,
+            sample: 40,
+            seed: 0,
+        };
+        let mixing = Mixing::Brt { gamma: 0.5 };
+        // Two clusters of 200 rows: 40 rows average 20 a plausible cluster.
+        // A hundred clusters of 4 rows: a sample of 40 sees about 35 clusters.
+        for (k, want) in [(2, 40), (100, 100)] {
+            let x = rows_of(k, 400);
+            let leaves = model.leaf_stats_all(x.view()).unwrap();
+            let search = Approx {
+                model: &model,
+                mixing: &mixing,
+                binary: false,
+                rule: MergeRule::LikelihoodRatio,
+                leaves: &leaves,
+                threads: &threads,
+                stop: &stop,
+                placed: &placed,
+                params,
+            };
+            let rows: Vec<usize> = (0..400).collect();
+            let mut seed = Xoshiro256PlusPlus::seed_from_u64(1);
+            let (stats, top) = search.sample_tree(&rows, &mut seed).unwrap();
+            assert_eq!(stats.len(), want, "{k} clusters");
+            assert_eq!(top.n_leaves(), want);
         }
     }
 }
