@@ -292,12 +292,7 @@ impl Predictor {
     /// # Errors
     /// As [`log_density_row`](Self::log_density_row), for the first row at fault.
     pub fn log_density(&self, rows: ArrayView2<'_, f64>) -> Result<Array1<f64>> {
-        rows.rows()
-            .into_iter()
-            .enumerate()
-            .map(|(i, y)| self.log_density_row(y, i))
-            .collect::<Result<Vec<f64>>>()
-            .map(Array1::from)
+        each_row(rows, |y, i| self.log_density_row(y, i))
     }
 
     /// `ln p(y | X, T)` of one new row `y` (`index` names it in errors): `O(N D)`.
@@ -465,12 +460,7 @@ impl<M: MessageModel> MessagePredictor<M> {
     /// # Errors
     /// As [`log_density_row`](Self::log_density_row), for the first row at fault.
     pub fn log_density(&self, rows: ArrayView2<'_, f64>) -> Result<Array1<f64>> {
-        rows.rows()
-            .into_iter()
-            .enumerate()
-            .map(|(i, y)| self.log_density_row(y, i))
-            .collect::<Result<Vec<f64>>>()
-            .map(Array1::from)
+        each_row(rows, |y, i| self.log_density_row(y, i))
     }
 
     /// `ln p(y | X, T)` of one new row `y` (`index` names it in errors).
@@ -490,6 +480,19 @@ impl<M: MessageModel> MessagePredictor<M> {
         }
         Ok(leaf_log_z + log_sum_exp(&terms))
     }
+}
+
+/// `f(y, i)` of each row `y` of `rows` (row `i`), the first error in row order.
+fn each_row(
+    rows: ArrayView2<'_, f64>,
+    f: impl Fn(ArrayView1<'_, f64>, usize) -> Result<f64>,
+) -> Result<Array1<f64>> {
+    rows.rows()
+        .into_iter()
+        .enumerate()
+        .map(|(i, y)| f(y, i))
+        .collect::<Result<Vec<f64>>>()
+        .map(Array1::from)
 }
 
 #[cfg(test)]
