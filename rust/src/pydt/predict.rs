@@ -190,20 +190,7 @@ impl Predictor {
         n_points: usize,
     ) -> Result<Self> {
         check_sigma2(sigma2)?;
-        if n_points == 0 {
-            return Err(RoseTreeError::param(
-                "n_points",
-                "must be at least 1, got 0",
-            ));
-        }
-        let h = check_diffusion_tree(tree)?;
-        let n = tree.n_leaves();
-        if x.nrows() != n {
-            return Err(RoseTreeError::InvalidTree(format!(
-                "the tree has {n} leaves but X has {} rows",
-                x.nrows()
-            )));
-        }
+        let h = check_inputs(x, tree, n_points)?;
         let d = x.ncols();
         let model = BrownianDiffusion::isotropic(1.0, d)?.with_root(Root::Gaussian { s0: 0.0 })?;
         let nodes = tree.nodes();
@@ -400,20 +387,7 @@ impl<M: MessageModel> MessagePredictor<M> {
         params: &PydtParams,
         n_points: usize,
     ) -> Result<Self> {
-        if n_points == 0 {
-            return Err(RoseTreeError::param(
-                "n_points",
-                "must be at least 1, got 0",
-            ));
-        }
-        let h = check_diffusion_tree(tree)?;
-        let n = tree.n_leaves();
-        if x.nrows() != n {
-            return Err(RoseTreeError::InvalidTree(format!(
-                "the tree has {n} leaves but X has {} rows",
-                x.nrows()
-            )));
-        }
+        let h = check_inputs(x, tree, n_points)?;
         let div = Divergence::new(tree, h, params);
         let r = &div.r;
         let leaves = model
@@ -480,6 +454,30 @@ impl<M: MessageModel> MessagePredictor<M> {
         }
         Ok(leaf_log_z + log_sum_exp(&terms))
     }
+}
+
+/// Checks a predictor's inputs: `n_points ≥ 1`, a diffusion tree (its times returned),
+/// whose leaves are the rows of `x`.
+///
+/// # Errors
+/// [`RoseTreeError::InvalidParameter`] naming `n_points`; [`RoseTreeError::InvalidTree`]
+/// from [`check_diffusion_tree`] or for leaves that are not the rows of `x`.
+fn check_inputs<'t>(x: ArrayView2<'_, f64>, tree: &'t Tree, n_points: usize) -> Result<&'t [f64]> {
+    if n_points == 0 {
+        return Err(RoseTreeError::param(
+            "n_points",
+            "must be at least 1, got 0",
+        ));
+    }
+    let h = check_diffusion_tree(tree)?;
+    if x.nrows() != tree.n_leaves() {
+        return Err(RoseTreeError::InvalidTree(format!(
+            "the tree has {} leaves but X has {} rows",
+            tree.n_leaves(),
+            x.nrows()
+        )));
+    }
+    Ok(h)
 }
 
 /// `f(y, i)` of each row `y` of `rows` (row `i`), the first error in row order.
