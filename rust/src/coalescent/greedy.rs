@@ -18,7 +18,12 @@
 //! largest `t*_{lr}`. The key `t*_{lr}` depends on the two clusters alone and is fixed while
 //! both live, as the engine requires. Where several pairs have `t*_{lr} ≥ t_{i−1}`, they all
 //! merge at `t_{i−1}` (`δ = 0`) and the paper's rule ties; the key breaks the tie towards
-//! the pair whose own optimum is the most recent, then the lower ids.
+//! the pair whose own optimum is the most recent, and among pairs whose optimum is clamped
+//! at their own time (`t*_{lr} = min(t_l, t_r)`: rows closer than the observation noise,
+//! all at `t = 0`) towards the one whose optimum *without* that bound
+//! ([`MessageModel::unbounded_duration`]) is the most recent, the closest pair; only then
+//! the lower ids. Without that second key the rows' order would decide which of the close
+//! rows meet first.
 //!
 //! The objective is unimodal for Brownian diffusion (eq 11: `−v/2 − (D/2) ln v − S/(2v)`
 //! in `v`, with one stationary point) and for the multinomial mutation model with one rate
@@ -32,10 +37,11 @@
 
 pub use super::merges::CoalescentFit;
 use super::merges::Merges;
-use crate::agglomerate::{Linkage, agglomerate};
+use crate::agglomerate::{Linkage, TotalOrder, agglomerate};
 use crate::error::{Result, RoseTreeError};
 use crate::models::messages::MessageModel;
 use crate::parallel::Threads;
+use std::cmp::Ordering;
 
 /// The search state: the merges so far, seen by the engine through [`Linkage`].
 struct Rate1<'a, M: MessageModel>(Merges<'a, M>);
@@ -85,40 +91,66 @@ pub(crate) fn greedy_rate1_merges<M: MessageModel>(
     Ok(search.0.into_merges())
 }
 
+/// A pair's rank: its best merge time `t*` given its own subtrees, then, among pairs whose
+/// `t*` is their own time, the best time without that bound (module docs). The most recent
+/// ranks first.
+#[derive(Clone, Copy, Debug)]
+struct MergeTime {
+    time: f64,
+    unbounded: f64,
+}
+
+impl TotalOrder for MergeTime {
+    #[inline]
+    fn total_cmp(&self, other: &Self) -> Ordering {
+        self.time
+            .total_cmp(&other.time)
+            .then(self.unbounded.total_cmp(&other.unbounded))
+    }
+}
+
 impl<M: MessageModel> Rate1<'_, M> {
     /// `t*`, the most probable merge time of clusters `i` and `j` under rate 1 given their
-    /// own subtrees (module docs). Out of line, so that the test of
-    /// [`score_above`](Linkage::score_above) stays small.
+    /// own subtrees, with the tie-breaking time (module docs). Out of line, so that the
+    /// test of [`score_above`](Linkage::score_above) stays small.
     #[inline(never)]
-    fn best_time(&self, i: u32, j: u32) -> Result<f64> {
+    fn best_time(&self, i: u32, j: u32) -> Result<MergeTime> {
         let s = &self.0;
         let (ti, tj) = (s.time(i), s.time(j));
         let pair = s.model.pair(s.message(i), s.message(j));
-        let delta = s.model.optimal_duration(&pair, (ti - tj).abs(), 1.0)?;
-        let t = ti.min(tj) - delta;
-        if t.is_nan() {
+        let base = (ti - tj).abs();
+        let delta = s.model.optimal_duration(&pair, base, 1.0)?;
+        let newest = ti.min(tj);
+        let time = newest - delta;
+        let unbounded = if delta > 0.0 {
+            time
+        } else {
+            newest - s.model.unbounded_duration(&pair, base, 1.0)?
+        };
+        if time.is_nan() || unbounded.is_nan() {
             return Err(RoseTreeError::Numerical(format!(
                 "the merge time of clusters {i} and {j} is NaN"
             )));
         }
-        Ok(t)
+        Ok(MergeTime { time, unbounded })
     }
 }
 
 impl<M: MessageModel> Linkage for Rate1<'_, M> {
-    /// The pair's best merge time `t*`: the most recent ranks first.
-    type Key = f64;
+    /// The pair's best merge time `t*`, then its tie-breaking time: the most recent ranks
+    /// first.
+    type Key = MergeTime;
     type Probe = ();
     /// The floor's time.
     type Cutoff = f64;
 
-    fn score(&self, i: u32, j: u32, _: Option<&()>) -> Result<f64> {
+    fn score(&self, i: u32, j: u32, _: Option<&()>) -> Result<MergeTime> {
         self.best_time(i, j)
     }
 
-    /// The floor's time itself.
-    fn cutoff(&self, key: &f64) -> Option<f64> {
-        (!key.is_nan()).then_some(*key)
+    /// The floor's time `t*` itself.
+    fn cutoff(&self, key: &MergeTime) -> Option<f64> {
+        (!key.time.is_nan()).then_some(key.time)
     }
 
     /// `None` where the pair provably merges before the floor's time `t_f`: `t* = min(t_i,
@@ -126,7 +158,13 @@ impl<M: MessageModel> Linkage for Rate1<'_, M> {
     /// and otherwise the model tells whether `δ*` exceeds `min(t_i, t_j) − t_f` (raised by
     /// `10⁻¹²` of the times, so that rounding `t*` cannot bring it back to `t_f`).
     #[inline(always)]
-    fn score_above(&self, i: u32, j: u32, _: Option<&()>, cutoff: &f64) -> Result<Option<f64>> {
+    fn score_above(
+        &self,
+        i: u32,
+        j: u32,
+        _: Option<&()>,
+        cutoff: &f64,
+    ) -> Result<Option<MergeTime>> {
         let s = &self.0;
         let (ti, tj) = (s.time(i), s.time(j));
         let newest = ti.min(tj);
@@ -143,7 +181,7 @@ impl<M: MessageModel> Linkage for Rate1<'_, M> {
     }
 
     fn merge(&mut self, i: u32, j: u32, merged: u32) -> Result<()> {
-        let t = self.best_time(i, j)?.min(self.0.now());
+        let t = self.best_time(i, j)?.time.min(self.0.now());
         let id = self.0.merge(i, j, t);
         debug_assert_eq!(id, merged);
         Ok(())

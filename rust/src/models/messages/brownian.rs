@@ -539,6 +539,20 @@ impl MessageModel for BrownianDiffusion {
         Ok((half_v - 0.5 * w).max(0.0))
     }
 
+    /// `(v̂* − w)/2` of [`optimal_duration`](MessageModel::optimal_duration), not clamped:
+    /// the stationary point is the objective's only one on `v̂ > 0`, so it is its maximum
+    /// over every `δ > −w/2`.
+    fn unbounded_duration(&self, pair: &GaussianPair, base_length: f64, rate: f64) -> Result<f64> {
+        check_duration_args(base_length, rate)?;
+        let w = pair.var + base_length;
+        if w.is_infinite() {
+            return Ok(0.0);
+        }
+        let d = self.n_features() as f64;
+        let s = pair.sq_dist;
+        Ok(s / ((d * d + 4.0 * rate * s).sqrt() + d) - 0.5 * w)
+    }
+
     /// `v̂*` grows with `S` and solves `rate·v̂² + D·v̂ = S`, so `δ* > h` exactly when
     /// `v̂* > V = 2h + w`, that is when `S > rate·V² + D·V`; this tests a lower bound on `S`
     /// (summed in four lanes, less a relative `10⁻¹²`) against that bound raised by a

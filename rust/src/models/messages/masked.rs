@@ -3,7 +3,8 @@
 use ndarray::ArrayView1;
 
 use super::{
-    BrownianDiffusion, MessageModel, Root, best_stationary_point, check_duration_args, check_row,
+    BrownianDiffusion, MessageModel, Root, best_stationary_point, bracketed_root,
+    check_duration_args, check_row,
 };
 use crate::error::{Result, RoseTreeError};
 
@@ -395,17 +396,7 @@ impl MessageModel for MaskedBrownian {
                 Ok((half_v - 0.5 * (w + base_length)).max(0.0))
             }
             groups => {
-                // With du/dδ = 2, d/dδ of −(n ln u + S/u)/2 is (S − n u)/u², and its
-                // derivative 2(n u − 2S)/u³.
-                let slope = |delta: f64| -> (f64, f64) {
-                    let (mut d1, mut d2) = (-rate, 0.0);
-                    for &(w, n, s) in groups {
-                        let u = w + base_length + 2.0 * delta;
-                        d1 += (s - n * u) / (u * u);
-                        d2 += 2.0 * (n * u - 2.0 * s) / (u * u * u);
-                    }
-                    (d1, d2)
-                };
+                let slope = |delta: f64| duration_slope(groups, base_length, rate, delta);
                 let hi = groups
                     .iter()
                     .map(|&(w, n, s)| 0.5 * (s / n - w - base_length))
@@ -421,6 +412,66 @@ impl MessageModel for MaskedBrownian {
             }
         }
     }
+
+    /// Where [`optimal_duration`](MessageModel::optimal_duration) is positive, that
+    /// duration. Otherwise the maximiser over `δ ≤ 0` while every group's variance
+    /// `u = w + base_length + 2δ` stays positive: in closed form for one group; for several,
+    /// the lower bound itself where a group of the smallest `u` agrees exactly (`S = 0`: the
+    /// objective grows without bound there), else the local maximum nearest 0 (the slope
+    /// is negative at 0, and positive near the bound unless a group almost agrees).
+    fn unbounded_duration(&self, pair: &MaskedPair, base_length: f64, rate: f64) -> Result<f64> {
+        if let &[(w, n, s)] = pair.groups.as_slice() {
+            check_duration_args(base_length, rate)?;
+            return Ok(s / ((n * n + 4.0 * rate * s).sqrt() + n) - 0.5 * (w + base_length));
+        }
+        let best = self.optimal_duration(pair, base_length, rate)?;
+        let groups = pair.groups.as_slice();
+        let smallest = groups.iter().map(|g| g.0).fold(f64::INFINITY, f64::min) + base_length;
+        if best > 0.0 || groups.is_empty() || !(smallest.is_finite() && smallest > 0.0) {
+            return Ok(best);
+        }
+        let bound = -0.5 * smallest;
+        if groups
+            .iter()
+            .any(|&(w, _, s)| w + base_length == smallest && s == 0.0)
+        {
+            return Ok(bound);
+        }
+        let slope = |delta: f64| duration_slope(groups, base_length, rate, delta);
+        if slope(0.0).0 >= 0.0 {
+            return Ok(best);
+        }
+        // Towards the bound in decades of the remaining distance, for the first positive
+        // slope: a maximum lies between it and the point before.
+        let mut before = 0.0;
+        for k in 1..=40 {
+            let x = bound * (1.0 - 10f64.powi(-k));
+            match slope(x).0 {
+                g if g > 0.0 => return Ok(bracketed_root(slope, x, before)),
+                g if g == 0.0 => return Ok(x),
+                _ => before = x,
+            }
+        }
+        Ok(bound)
+    }
+}
+
+/// The slope of `−rate·δ − Σ (n ln u + S/u)/2` over the groups `(w, n, S)`, with
+/// `u = w + base_length + 2δ`, and its derivative: with `du/dδ = 2`, d/dδ of
+/// `−(n ln u + S/u)/2` is `(S − n u)/u²`, and its derivative `2(n u − 2S)/u³`.
+fn duration_slope(
+    groups: &[(f64, f64, f64)],
+    base_length: f64,
+    rate: f64,
+    delta: f64,
+) -> (f64, f64) {
+    let (mut d1, mut d2) = (-rate, 0.0);
+    for &(w, n, s) in groups {
+        let u = w + base_length + 2.0 * delta;
+        d1 += (s - n * u) / (u * u);
+        d2 += 2.0 * (n * u - 2.0 * s) / (u * u * u);
+    }
+    (d1, d2)
 }
 
 #[cfg(test)]

@@ -227,6 +227,20 @@ pub trait MessageModel: Sync {
     /// `base_length` not finite and `≥ 0`.
     fn optimal_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64>;
 
+    /// The same maximiser without the bound `δ ≥ 0`: a negative duration where
+    /// [`optimal_duration`](MessageModel::optimal_duration) is clamped at 0 says how much
+    /// shorter the pair's branches would like to be (down to `−(v_l + v_r + base_length)/2`,
+    /// where their variance vanishes). Greedy-Rate1 ranks pairs that all merge at once by
+    /// it, the closest first, rather than by their ids. The default is
+    /// [`optimal_duration`](MessageModel::optimal_duration) itself, for models without
+    /// negative lengths (the mutation model: its rows merge at once only when equal).
+    ///
+    /// # Errors
+    /// As [`optimal_duration`](MessageModel::optimal_duration).
+    fn unbounded_duration(&self, pair: &Self::Pair, base_length: f64, rate: f64) -> Result<f64> {
+        self.optimal_duration(pair, base_length, rate)
+    }
+
     /// Whether [`optimal_duration`](MessageModel::optimal_duration)`(&pair(left, right),
     /// base_length, rate)` exceeds `h ≥ 0` by a margin far beyond the rounding of
     /// computing it, decided more cheaply than computing it: `true` only where it does;

@@ -267,6 +267,81 @@ fn optimal_duration_finds_the_best_of_several_maxima() {
 }
 
 #[test]
+fn unbounded_duration_is_the_best_negative_duration_where_the_bound_binds() {
+    // Close messages with noise-like variances: the maximum over δ ≥ 0 is at 0, and the
+    // unbounded maximiser lies between −(smallest u)/2 and 0. One group: the maximum of
+    // the objective on a fine grid over that interval; several: a local maximum there
+    // (the slope changes sign from + to − through it), above the objective at δ = 0.
+    let model = MaskedBrownian::new(BrownianDiffusion::isotropic(1.0, 5).unwrap()).unwrap();
+    let mut r = rng(35);
+    let (mut one_group, mut several) = (0, 0);
+    for case in 0..400 {
+        let shared_var = case % 2 == 0;
+        let v0 = 0.2 + r.random::<f64>();
+        let msg = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| MaskedMessage {
+            mean: (0..5).map(|_| 0.3 * normal(r)).collect(),
+            var: (0..5)
+                .map(|_| {
+                    if shared_var {
+                        v0
+                    } else {
+                        0.2 + r.random::<f64>()
+                    }
+                })
+                .collect(),
+        };
+        let (a, b) = (msg(&mut r), msg(&mut r));
+        let pair = model.pair(&a, &b);
+        let base = [0.0, 0.1][(case / 2) % 2];
+        if model.optimal_duration(&pair, base, 1.0).unwrap() > 0.0 {
+            continue;
+        }
+        let f = |x: f64| -x + model.pair_log_z(&pair, base + 2.0 * x);
+        let got = model.unbounded_duration(&pair, base, 1.0).unwrap();
+        let smallest = pair
+            .groups()
+            .iter()
+            .map(|g| g.0)
+            .fold(f64::INFINITY, f64::min)
+            + base;
+        assert!(got < 0.0 && got > -0.5 * smallest, "case {case}: {got}");
+        if pair.groups().len() == 1 {
+            one_group += 1;
+            let lo = -0.5 * smallest;
+            let best = (1..100_000)
+                .map(|k| lo * (1.0 - k as f64 / 100_000.0))
+                .fold(f64::NEG_INFINITY, |m, x| m.max(f(x)));
+            assert!(
+                f(got) >= best - 1e-9 * (1.0 + best.abs()),
+                "case {case}: {} < {best}",
+                f(got)
+            );
+        } else {
+            several += 1;
+            // A step small beside the distance to the bound, where a group that almost
+            // agrees puts a narrow peak.
+            let h = 1e-4 * (got + 0.5 * smallest);
+            assert!(f(got) >= f(got - h) && f(got) >= f(got + h), "case {case}");
+            assert!(f(got) > f(0.0), "case {case}");
+        }
+    }
+    assert!(one_group > 20 && several > 20, "{one_group} {several}");
+    // Where a group of the smallest variance agrees exactly, the objective grows without
+    // bound towards that variance's end: the bound itself.
+    let a = MaskedMessage {
+        mean: vec![0.0, 1.0],
+        var: vec![0.1, 0.3],
+    };
+    let b = MaskedMessage {
+        mean: vec![0.0, 1.2],
+        var: vec![0.1, 0.5],
+    };
+    let model = MaskedBrownian::new(BrownianDiffusion::isotropic(1.0, 2).unwrap()).unwrap();
+    let pair = model.pair(&a, &b);
+    assert_eq!(model.unbounded_duration(&pair, 0.0, 1.0).unwrap(), -0.1);
+}
+
+#[test]
 fn a_full_lambda_or_an_infinite_value_is_rejected() {
     let full = BrownianDiffusion::full(array![[2.0, 0.5], [0.5, 1.0]].view()).unwrap();
     invalid_parameter(MaskedBrownian::new(full), "lambda");
