@@ -204,9 +204,13 @@ def read_labelled_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def per_class(y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Sorted row indices: ``k`` rows of every class, drawn without replacement."""
+    """Row indices in random order: ``k`` rows of every class, drawn without replacement.
+
+    Not sorted: the files list their rows class by class, and an order by class would favour
+    any method that breaks ties by row index.
+    """
     rows = [rng.choice(np.flatnonzero(y == c), k, replace=False) for c in np.unique(y)]
-    return np.sort(np.concatenate(rows))
+    return rng.permutation(np.concatenate(rows))
 
 
 def pca(X: np.ndarray, d: int) -> np.ndarray:
@@ -265,7 +269,8 @@ class Source:
             return (X if self.raw else real_data.standardize(X)), y
         rng = np.random.default_rng([i, list(DATASETS).index(name)])
         if name in WHOLE:
-            return X, y
+            order = np.random.default_rng(list(DATASETS).index(name)).permutation(len(X))
+            return X[order], y[order]
         k = {"spambase": 50, "mnist": 20, "optdigits": 12, "newsgroups120": 30}.get(name, 200)
         rows = per_class(y, k, rng)
         X, y = X[rows], y[rows]

@@ -102,12 +102,14 @@ def subset(name: str, X: np.ndarray, y: np.ndarray, i: int) -> tuple[np.ndarray,
     """Subset ``i`` of a data set.
 
     Its rows are drawn at random without replacement by ``default_rng([i, k])`` (``k`` the
-    set's position in :data:`REAL_SETS`), then reduced by PCA where the set asks for it
+    set's position in :data:`REAL_SETS`) and kept in the order drawn (the files list their
+    rows class by class, and an order by class would favour any method that breaks ties by
+    row index), then reduced by PCA where the set asks for it
     (fitted on the subset).
     """
     _, _, rows, dims = REAL_SETS[name]
     rng = np.random.default_rng([i, list(REAL_SETS).index(name)])
-    picked = np.sort(rng.choice(len(X), min(rows, len(X)), replace=False))
+    picked = rng.choice(len(X), min(rows, len(X)), replace=False)
     X, y = X[picked], y[picked]
     if dims is not None:
         centred = X - X.mean(axis=0)
