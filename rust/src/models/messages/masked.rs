@@ -446,11 +446,14 @@ impl MessageModel for MaskedBrownian {
         let mut before = 0.0;
         for k in 1..=40 {
             let x = bound * (1.0 - 10f64.powi(-k));
-            match slope(x).0 {
-                g if g > 0.0 => return Ok(bracketed_root(slope, x, before)),
-                g if g == 0.0 => return Ok(x),
-                _ => before = x,
+            let g = slope(x).0;
+            if g > 0.0 {
+                return Ok(bracketed_root(slope, x, before));
             }
+            if g == 0.0 {
+                return Ok(x);
+            }
+            before = x;
         }
         Ok(bound)
     }
