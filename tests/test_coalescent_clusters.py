@@ -147,4 +147,4 @@ def test_estimator_protocol_and_fit_predict():
     assert np.array_equal(
         labels, rt.KingmanCoalescent(noise=0.0, flat_clusters="llr").fit(X).labels_
     )
-    assert repr(copy).startswith("KingmanCoalescent(likelihood='brownian', Lambda=2.0")
+    assert repr(copy).startswith("KingmanCoalescent(likelihood='auto', Lambda=2.0")

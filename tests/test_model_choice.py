@@ -1,5 +1,6 @@
 """The rose tree's default model (``model="auto"``): the data's type, the choice among
-real-valued models, and constant columns."""
+real-valued models, and constant columns; the likelihood the coalescent's and the diffusion
+tree's ``likelihood="auto"`` take for each type of data."""
 
 import warnings
 
@@ -255,3 +256,55 @@ def _plain_options():
         "n_jobs": None,
         "approx": None,
     }
+
+
+def _bits(n=40, d=6, seed=5):
+    """0/1 rows from two prototypes with a fifth of the bits flipped, a few entries missing."""
+    rng = np.random.default_rng(seed)
+    proto = rng.random((2, d)) < 0.5
+    X = (proto[rng.integers(0, 2, n)] ^ (rng.random((n, d)) < 0.2)).astype(float)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    return X
+
+
+def test_coalescent_auto_takes_the_mutation_model_for_binary_rows():
+    X = _bits()
+    est = rt.KingmanCoalescent().fit(X)
+    want = rt.KingmanCoalescent(likelihood="multinomial").fit(X)
+    assert est.likelihood_ == "multinomial" and est.noise_ == 0.0
+    assert est.tree_.to_nested() == want.tree_.to_nested()
+    assert est.log_joint_ == want.log_joint_
+    # ln p(x, pi) of the mutation model, computed apart from the fit.
+    assert est.log_joint_ == pytest.approx(
+        rt.coalescent_log_joint(X, est.tree_, likelihood="multinomial", Lambda=1.0), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    "options", [dict(noise=0.2), dict(root=1.0), dict(inference="smc-postpost", n_particles=3)]
+)
+def test_coalescent_auto_keeps_brownian_diffusion_where_an_option_needs_it(options):
+    X = np.nan_to_num(_bits(n=12))
+    assert rt.KingmanCoalescent(**options).fit(X).likelihood_ == "brownian"
+
+
+def test_coalescent_auto_takes_brownian_diffusion_for_real_values_and_counts():
+    rng = np.random.default_rng(1)
+    assert rt.KingmanCoalescent().fit(rng.normal(size=(10, 3))).likelihood_ == "brownian"
+    counts = rng.integers(0, 5, (10, 3)).astype(float)
+    assert rt.KingmanCoalescent().fit(counts).likelihood_ == "brownian"
+
+
+def test_diffusion_tree_auto_takes_the_probit_likelihood_for_binary_rows():
+    X = _bits(n=20)
+    est = rt.PitmanYorDiffusionTree(n_iter=4, random_state=3).fit(X)
+    want = rt.PitmanYorDiffusionTree(likelihood="probit", n_iter=4, random_state=3).fit(X)
+    assert est.likelihood_ == "probit"
+    assert est.tree_.to_nested() == want.tree_.to_nested()
+    assert est.log_joint_ == want.log_joint_
+    with pytest.raises(rt.InvalidParameterError, match="multinomial"):
+        est.score_samples(X[:2])
+    real = np.random.default_rng(2).normal(size=(8, 2))
+    assert rt.PitmanYorDiffusionTree(n_iter=2).fit(real).likelihood_ == "gaussian"
+    with pytest.raises(rt.InvalidDataError, match="NaN in row 1, column 0"):
+        rt.PitmanYorDiffusionTree(n_iter=2).fit(np.where([[0, 0], [1, 0]] * 4, np.nan, real))

@@ -255,9 +255,9 @@ def _check_options(args: argparse.Namespace) -> None:
     likelihoods: tuple[str, ...]
     inferences: tuple[str, ...]
     if family == "coalescent":
-        likelihoods, inferences = COALESCENT_LIKELIHOODS, COALESCENT_INFERENCES
+        likelihoods, inferences = ("auto", *COALESCENT_LIKELIHOODS), COALESCENT_INFERENCES
     else:
-        likelihoods, inferences = PYDT_LIKELIHOODS, PYDT_INFERENCES
+        likelihoods, inferences = ("auto", *PYDT_LIKELIHOODS), PYDT_INFERENCES
     for flag, value, allowed in (
         ("--likelihood", args.likelihood, likelihoods),
         ("--inference", args.inference, inferences),
@@ -375,7 +375,7 @@ def _summary(est: Any, family: str) -> tuple[str, dict[str, Any]]:
         return text + root + _line("internal nodes", internal), scores
     scores.update(alpha=est.alpha_, beta=est.beta_, c=est.c_, sigma2=est.sigma2_)
     joint = f"ln p(X, T, t) = {est.log_joint_:.4f}"
-    if est.likelihood == "probit":
+    if est.likelihood_ == "probit":
         joint += " (ln p(X | T, t) by expectation propagation)"
     widest = max(len(c) for c in tree.children)
     text = (
@@ -564,11 +564,12 @@ def _family_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--likelihood",
-        choices=(*COALESCENT_LIKELIHOODS, *PYDT_LIKELIHOODS),
+        choices=("auto", *COALESCENT_LIKELIHOODS, *PYDT_LIKELIHOODS),
         default=None,
-        help="coalescent: brownian (real values; default) or multinomial (categories 0, 1, "
-        "..., empty for missing); pydt: gaussian (real values; default) or probit (0/1, "
-        "empty for missing)",
+        help="auto (default): for 0/1 rows the coalescent's multinomial and the diffusion "
+        "tree's probit likelihood, else brownian and gaussian; coalescent: brownian (real "
+        "values) or multinomial (categories 0, 1, ..., empty for missing); pydt: gaussian "
+        "(real values), probit (0/1, empty for missing) or multinomial",
     )
     g.add_argument(
         "--inference",
