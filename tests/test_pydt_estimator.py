@@ -36,7 +36,10 @@ def test_mcmc_attributes_are_consistent():
     assert est.log_joint_ == pytest.approx(expected, rel=1e-10)
     assert len(est.samples_) == 5  # sweeps 15, 18, ..., 27
     assert est.sample_hyperparameters_.shape == (5, 4)
-    assert est.log_joint_ == est.sample_log_joint_.max()
+    best = _mcmc(thin=3, summary="best")
+    assert best.log_joint_ == est.sample_log_joint_.max()
+    top = int(np.argmax(est.sample_log_joint_))
+    assert best.tree_.to_nested() == est.samples_[top].to_nested()
     for tree, (a, b, c, s2), lj in zip(
         est.samples_, est.sample_hyperparameters_, est.sample_log_joint_, strict=True
     ):
@@ -170,7 +173,6 @@ def test_probit_mcmc_finds_the_insects_of_the_animals_data():
     _, _, log_marginal = rt._core.pydt_probit_ep(animals.data, tree._structure)
     prior = rt.pydt_log_prior(tree, alpha=est.alpha_, beta=est.beta_, c=est.c_)
     assert est.log_joint_ == pytest.approx(prior + log_marginal, rel=1e-12)
-    assert est.log_joint_ == est.sample_log_joint_.max()
     with pytest.raises(rt.InvalidParameterError):
         est.score_samples(animals.data)
 
@@ -620,3 +622,47 @@ def test_the_multinomial_likelihood_refuses_what_it_lacks():
     assert err.value.parameter == "likelihood"
     with pytest.raises(rt.InvalidDataError):
         est.score_samples(np.array([[0.0, 0.5]]))
+
+
+def _lca_times(tree: rt.Tree) -> np.ndarray:
+    """Each pair of leaves' divergence time: the height of their lowest common ancestor."""
+    n = tree.n_leaves
+    out = np.ones((n, n))
+    for v in tree.internal_nodes:
+        groups = [np.asarray(tree.leaves(c)) for c in tree.children[v]]
+        for i, a in enumerate(groups):
+            for b in groups[i + 1 :]:
+                out[np.ix_(a, b)] = out[np.ix_(b, a)] = tree.heights[v]
+    return out
+
+
+def test_the_mean_summary_is_average_linkage_on_the_mean_divergence_times():
+    est = _mcmc(n_iter=40)
+    assert est.summary == "mean" and len(est.samples_) == 20
+    # The samples' mean distance 1 - t, from their lowest common ancestors.
+    distance = np.mean([1.0 - _lca_times(t) for t in est.samples_], axis=0)
+    tree, heights = est.tree_, np.asarray(est.tree_.heights)
+    assert np.all((heights[25:] > 0) & (heights[25:] < 1))
+    for v in tree.internal_nodes:
+        kids = tree.children[v]
+        # UPGMA: a node lies at one minus the mean distance between the rows of any two of
+        # its children, and before every branch point below it.
+        for i, a in enumerate(kids):
+            assert v == tree.root or heights[v] > heights[tree.parent[v]]
+            for b in kids[i + 1 :]:
+                mean = distance[np.ix_(tree.leaves(a), tree.leaves(b))].mean()
+                assert heights[v] == pytest.approx(1.0 - mean, abs=1e-12)
+    # Its log joint under the best sample's hyperparameters, which it reports.
+    top = int(np.argmax(est.sample_log_joint_))
+    assert (est.alpha_, est.beta_, est.c_, est.sigma2_) == tuple(est.sample_hyperparameters_[top])
+    Z = (X - X.mean(axis=0)) / np.sqrt(X.var(axis=0).mean())
+    expected = rt.pydt_log_prior(
+        tree, alpha=est.alpha_, beta=est.beta_, c=est.c_
+    ) + rt.pydt_log_likelihood(Z, tree, sigma2=est.sigma2_)
+    assert est.log_joint_ == pytest.approx(expected, rel=1e-10)
+    # partial_fit goes on from the chain's best sample, not from the summary.
+    before = est.samples_[top].n_leaves
+    est.partial_fit(X[:2])
+    assert est.tree_.n_leaves == before + 2 and len(est.samples_) == 1
+    with pytest.raises(rt.InvalidParameterError, match="summary"):
+        rt.PitmanYorDiffusionTree(summary="median").fit(X)

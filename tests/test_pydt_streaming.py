@@ -156,7 +156,9 @@ def test_an_unfitted_estimator_fits_the_first_batch() -> None:
 
 def test_no_sweeps_attaches_only_and_keeps_the_hyperparameters() -> None:
     X, _ = blobs(20, 2, 2, seed=5)
-    est = rt.PitmanYorDiffusionTree(n_iter=6, partial_fit_sweeps=0, random_state=0).fit(X[:15])
+    est = rt.PitmanYorDiffusionTree(
+        n_iter=6, partial_fit_sweeps=0, summary="best", random_state=0
+    ).fit(X[:15])
     hyper = (est.alpha_, est.beta_, est.c_, est.sigma2_)
     before = {
         frozenset(est.tree_.leaves(v)): est.tree_.heights[v] for v in est.tree_.internal_nodes
