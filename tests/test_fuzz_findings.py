@@ -259,12 +259,10 @@ def test_coalescent_cells_out_of_range_are_named():
 def test_diffusion_tree_densities_are_never_nan():
     zeros = np.zeros((2, 2))
     # Greedy EM's default (sigma2 alone learnt) fits two equal points and scores them.
-    em = rt.PitmanYorDiffusionTree(
-        likelihood="gaussian", inference="greedy-em", random_state=0
-    ).fit(zeros)
+    em = rt.PitmanYorDiffusionTree(inference="greedy-em", random_state=0).fit(zeros)
     assert np.all(np.isfinite(em.score_samples(np.vstack([zeros[:1], np.ones((1, 2))]))))
     est = rt.PitmanYorDiffusionTree(
-        likelihood="gaussian", inference="greedy-em", learn_hyperparameters=True, random_state=0
+        inference="greedy-em", learn_hyperparameters=True, random_state=0
     )
     try:  # two equal points: the learnt c collapses, the divergence is close to t = 1
         est.fit(zeros)

@@ -1,6 +1,6 @@
 """The rose tree's default model (``model="auto"``): the data's type, the choice among
-real-valued models, and constant columns; the likelihood the coalescent's and the diffusion
-tree's ``likelihood="auto"`` take for each type of data."""
+real-valued models, and constant columns; the likelihood the coalescent's
+``likelihood="auto"`` takes for each type of data."""
 
 import warnings
 
@@ -293,18 +293,3 @@ def test_coalescent_auto_takes_brownian_diffusion_for_real_values_and_counts():
     assert rt.KingmanCoalescent().fit(rng.normal(size=(10, 3))).likelihood_ == "brownian"
     counts = rng.integers(0, 5, (10, 3)).astype(float)
     assert rt.KingmanCoalescent().fit(counts).likelihood_ == "brownian"
-
-
-def test_diffusion_tree_auto_takes_the_probit_likelihood_for_binary_rows():
-    X = _bits(n=20)
-    est = rt.PitmanYorDiffusionTree(n_iter=4, random_state=3).fit(X)
-    want = rt.PitmanYorDiffusionTree(likelihood="probit", n_iter=4, random_state=3).fit(X)
-    assert est.likelihood_ == "probit"
-    assert est.tree_.to_nested() == want.tree_.to_nested()
-    assert est.log_joint_ == want.log_joint_
-    with pytest.raises(rt.InvalidParameterError, match="multinomial"):
-        est.score_samples(X[:2])
-    real = np.random.default_rng(2).normal(size=(8, 2))
-    assert rt.PitmanYorDiffusionTree(n_iter=2).fit(real).likelihood_ == "gaussian"
-    with pytest.raises(rt.InvalidDataError, match="NaN in row 1, column 0"):
-        rt.PitmanYorDiffusionTree(n_iter=2).fit(np.where([[0, 0], [1, 0]] * 4, np.nan, real))

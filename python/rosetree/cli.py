@@ -257,7 +257,7 @@ def _check_options(args: argparse.Namespace) -> None:
     if family == "coalescent":
         likelihoods, inferences = ("auto", *COALESCENT_LIKELIHOODS), COALESCENT_INFERENCES
     else:
-        likelihoods, inferences = ("auto", *PYDT_LIKELIHOODS), PYDT_INFERENCES
+        likelihoods, inferences = PYDT_LIKELIHOODS, PYDT_INFERENCES
     for flag, value, allowed in (
         ("--likelihood", args.likelihood, likelihoods),
         ("--inference", args.inference, inferences),
@@ -375,7 +375,7 @@ def _summary(est: Any, family: str) -> tuple[str, dict[str, Any]]:
         return text + root + _line("internal nodes", internal), scores
     scores.update(alpha=est.alpha_, beta=est.beta_, c=est.c_, sigma2=est.sigma2_)
     joint = f"ln p(X, T, t) = {est.log_joint_:.4f}"
-    if est.likelihood_ == "probit":
+    if est.likelihood == "probit":
         joint += " (ln p(X | T, t) by expectation propagation)"
     widest = max(len(c) for c in tree.children)
     text = (
@@ -566,10 +566,9 @@ def _family_args(p: argparse.ArgumentParser) -> None:
         "--likelihood",
         choices=("auto", *COALESCENT_LIKELIHOODS, *PYDT_LIKELIHOODS),
         default=None,
-        help="auto (default): for 0/1 rows the coalescent's multinomial and the diffusion "
-        "tree's probit likelihood, else brownian and gaussian; coalescent: brownian (real "
-        "values) or multinomial (categories 0, 1, ..., empty for missing); pydt: gaussian "
-        "(real values), probit (0/1, empty for missing) or multinomial",
+        help="coalescent: auto (default: multinomial for 0/1 rows, else brownian), brownian "
+        "(real values) or multinomial (categories 0, 1, ..., empty for missing); pydt: "
+        "gaussian (real values; default), probit (0/1, empty for missing) or multinomial",
     )
     g.add_argument(
         "--inference",

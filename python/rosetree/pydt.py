@@ -23,7 +23,6 @@ from ._base import ClusterEstimator
 from ._choices import PYDT_INFERENCES as _INFERENCES
 from ._choices import PYDT_LIKELIHOODS as _LIKELIHOODS
 from ._flat import FlatClusters, category_indicators
-from ._selection import data_kind
 from ._validation import (
     check_array,
     check_choice,
@@ -455,12 +454,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         get a :class:`~rosetree.DataScaleWarning`). The tree, ``log_joint_`` and the
         hyperparameters are those of the scaled rows; :meth:`score_samples` gives densities
         in the units of ``X``. Unused by the probit and multinomial likelihoods.
-    likelihood : {"auto", "gaussian", "probit", "multinomial"}, default="auto"
-        ``"auto"``: ``"probit"`` for binary rows (every observed entry 0 or 1), ``"gaussian"``
-        otherwise; ``likelihood_`` says which. On binary data the probit likelihood is the
-        model (dendrogram purity in ``benchmarks/bench_quality.py``: 0.95 against the
-        Gaussian's 0.69 on the toy data, 0.71 against 0.67 on SPAMBASE). ``"gaussian"``:
-        real-valued rows observed exactly at the leaves (eq 10); ``"probit"``: binary rows
+    likelihood : {"gaussian", "probit", "multinomial"}, default="gaussian"
+        Real-valued rows observed exactly at the leaves (eq 10), or binary rows
         (0/1, NaN for missing) thresholding a latent Gaussian diffusion at 0 (§5.4); the
         probit likelihood is fitted by MCMC, which samples the latent values, or by greedy
         EM with expectation propagation on the probit factors (``log_joint_`` then uses
@@ -538,10 +533,11 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         minus those times, averaged over the samples, builds the tree, each merge a branch
         point at one minus its average distance (merges at one time join into one branch
         point). It averages out the noise of any one sample: on standardized labelled data
-        it was purer than the best sample on iris, wine, the penguins and MNIST (by 0.04 to
-        0.08 in dendrogram purity, ``BENCHMARKS.md``). ``"best"``: the kept sample with the
-        highest log joint. The multinomial likelihood, and data of more than 4,000 rows
-        (the mean times take ``n (n - 1) / 2`` numbers), keep ``"best"``.
+        it was purer than the best sample on iris, wine, the penguins and MNIST (by 0.05 to
+        0.07 in dendrogram purity) and within 0.012 of it elsewhere (``BENCHMARKS.md``).
+        ``"best"``: the kept sample with the highest log joint. The multinomial likelihood,
+        and data of more than 4,000 rows (the mean times take ``n (n - 1) / 2`` numbers),
+        keep ``"best"``.
     n_predictive_points : int, default=3
         Divergence times per branch in the predictive mixture (:meth:`score_samples`).
     partial_fit_sweeps : int, default=10
@@ -556,8 +552,6 @@ class PitmanYorDiffusionTree(ClusterEstimator):
 
     Attributes
     ----------
-    likelihood_ : str
-        The likelihood fitted: ``likelihood``, or what ``"auto"`` chose.
     tree_ : Tree
         The fitted tree (EM: the best by the search's objective, see ``trace_``; MCMC: as
         ``summary`` says, the tree of the mean divergence times by default): leaves (the
@@ -621,7 +615,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         c: float = 1.0,
         sigma2: float = 1.0,
         scale: str | None = "auto",
-        likelihood: str = "auto",
+        likelihood: str = "gaussian",
         inference: str = "mcmc",
         init: str = "linkage",
         subtree_move: str = "auto",
@@ -684,20 +678,15 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             For NaN or infinite values with the Gaussian likelihood, or a value other than
             0, 1 or NaN with the probit likelihood, naming its row and column.
         """
-        check_choice(self.likelihood, "likelihood", ("auto", *_LIKELIHOODS))
+        check_choice(self.likelihood, "likelihood", _LIKELIHOODS)
         check_choice(self.inference, "inference", _INFERENCES)
         check_choice(self.init, "init", ("linkage", "prior"))
         check_choice(self.subtree_move, "subtree_move", ("auto", "gibbs", "prior"))
         check_choice(self.summary, "summary", ("mean", "best"))
         scale = _check_scale(self.scale)
+        probit = self.likelihood == "probit"
+        multinomial = self.likelihood == "multinomial"
         names = feature_names(X)
-        likelihood = str(self.likelihood)
-        if likelihood == "auto":
-            X = check_array(X, allow_nan=True, min_rows=2)
-            likelihood = "probit" if data_kind(X) == "binary" else "gaussian"
-        self.likelihood_ = likelihood
-        probit = likelihood == "probit"
-        multinomial = likelihood == "multinomial"
         X = check_array(X, allow_nan=probit or multinomial, min_rows=2)
         if probit:
             _check_binary(X)
@@ -725,18 +714,18 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 learn_value = True
             else:
                 learn_value = set() if probit else {"sigma2"}
-        learn = _learn_names(learn_value, alpha, beta, likelihood)
+        learn = _learn_names(learn_value, alpha, beta, self.likelihood)
         priors = _prior_pairs(self.priors)
         seed = check_seed(self.random_state)
         verbose = check_flag(self.verbose, "verbose")
         self._n_points = check_count(self.n_predictive_points, "n_predictive_points")
         params = _core.PydtParams(alpha=alpha, beta=beta, c=c, sigma2=sigma2)
-        common: dict[str, Any] = dict(learn=learn, priors=priors, likelihood=likelihood)
+        common: dict[str, Any] = dict(learn=learn, priors=priors, likelihood=self.likelihood)
         # What partial_fit continues with: the choices of this fit, not later set_params.
         self._chain_options: dict[str, Any] = dict(
             learn=learn if self.inference == "mcmc" else [],
             priors=priors,
-            likelihood=likelihood,
+            likelihood=self.likelihood,
             subtree_move=self.subtree_move,
             mcmc=self.inference == "mcmc",
         )
@@ -794,7 +783,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         self.n_features_in_ = X.shape[1]
         self.center_, self.scale_ = center, unit
         set_feature_names(self, names)
-        self._set_samples(X, samples, best, likelihood)
+        self._set_samples(X, samples, best, self.likelihood)
         return self
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -832,9 +821,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
     def _likelihood(self) -> str:
         """The likelihood of the fit (``likelihood`` may have been set since)."""
         options = getattr(self, "_chain_options", None)
-        if options is not None:
-            return str(options["likelihood"])
-        return str(getattr(self, "likelihood_", self.likelihood))
+        return str(options["likelihood"]) if options is not None else str(self.likelihood)
 
     def _cluster_rows(self, X: np.ndarray) -> np.ndarray:
         """Rows as the flat clusters read them (see ``_flat_clusters``)."""
@@ -1055,10 +1042,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         likelihood = self._likelihood()
         if likelihood == "probit":
             raise InvalidParameterError(
-                "score_samples needs the Gaussian or multinomial likelihood; under the probit "
-                "likelihood (likelihood='auto' chooses it for 0/1 rows) the probability of a "
-                "new row is not implemented: fit likelihood='multinomial' for the "
-                "probabilities of binary rows",
+                "score_samples needs the Gaussian or multinomial likelihood; binary rows "
+                "have no density under the probit likelihood",
                 "likelihood",
             )
         multinomial = likelihood == "multinomial"
