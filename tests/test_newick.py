@@ -172,7 +172,9 @@ def test_a_coalescent_tree_reads_back_with_its_log_joint(likelihood, inference):
 @pytest.mark.parametrize(("alpha", "beta"), [(0.5, 0.2), (0.0, 0.0)])
 def test_a_diffusion_tree_reads_back_with_its_log_joint(alpha, beta):
     X, _ = rt.sample_pydt(n=15, d=2, alpha=0.5, beta=0.2, random_state=0)
-    est = rt.PitmanYorDiffusionTree(alpha, beta, inference="mcmc", n_iter=30, random_state=0)
+    est = rt.PitmanYorDiffusionTree(
+        alpha, beta, inference="mcmc", n_iter=30, summary="best", random_state=0
+    )
     tree = est.fit(X).tree_
     if alpha > 0:
         assert max(len(c) for c in tree.children) > 2  # a multi-way branch point
