@@ -2,8 +2,9 @@
 r"""The coalescent's defaults on ordinary labelled data, against SciPy's average linkage.
 
 On scikit-learn's iris, wine, breast_cancer and digits (a seeded subset of 400 rows where a
-set is larger, rows in a seeded random order) and on ``../shared/data/spambase/spambase_120.csv`` (held out: never used to
-choose a default), each standardized (constant columns dropped) and raw, the script fits
+set is larger, rows in a seeded random order) and on
+``../shared/data/spambase/spambase_120.csv`` (held out: never used to choose a default),
+each standardized (constant columns dropped) and raw, the script fits
 
 - ``KingmanCoalescent()``, the default (``likelihood="auto"``: the mutation model for the
   binary spambase rows), and ``KingmanCoalescent(**options)`` for each ``--noise`` value
