@@ -535,8 +535,7 @@ impl MessageModel for BrownianDiffusion {
         }
         let d = self.n_features() as f64;
         let s = pair.sq_dist;
-        let half_v = s / ((d * d + 4.0 * rate * s).sqrt() + d);
-        Ok((half_v - 0.5 * w).max(0.0))
+        Ok((half_stationary_variance(s, d, rate) - 0.5 * w).max(0.0))
     }
 
     /// `(v̂* − w)/2` of [`optimal_duration`](MessageModel::optimal_duration), not clamped:
@@ -550,7 +549,7 @@ impl MessageModel for BrownianDiffusion {
         }
         let d = self.n_features() as f64;
         let s = pair.sq_dist;
-        Ok(s / ((d * d + 4.0 * rate * s).sqrt() + d) - 0.5 * w)
+        Ok(half_stationary_variance(s, d, rate) - 0.5 * w)
     }
 
     /// `v̂*` grows with `S` and solves `rate·v̂² + D·v̂ = S`, so `δ* > h` exactly when
@@ -576,6 +575,14 @@ impl MessageModel for BrownianDiffusion {
         let s = sq_dist_lanes(&left.mean, &right.mean) * (1.0 - 1e-12);
         s > (rate * v * v + d * v) * (1.0 + 1e-9)
     }
+}
+
+/// Half the stationary variance `v̂*` of eq 12 with `D` features at rate `rate`: the
+/// positive root of `rate·v̂² + D·v̂ = S`, halved, as `S / (√(D² + 4·rate·S) + D)` (no
+/// cancellation). Brownian diffusion's and the masked model's one-group durations share it.
+#[inline]
+pub(super) fn half_stationary_variance(s: f64, d: f64, rate: f64) -> f64 {
+    s / ((d * d + 4.0 * rate * s).sqrt() + d)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use ndarray::ArrayView1;
 
+use super::brownian::half_stationary_variance;
 use super::{
     BrownianDiffusion, MessageModel, Root, best_stationary_point, bracketed_root,
     check_duration_args, check_row,
@@ -392,8 +393,7 @@ impl MessageModel for MaskedBrownian {
         match pair.groups.as_slice() {
             [] => Ok(0.0),
             &[(w, n, s)] => {
-                let half_v = s / ((n * n + 4.0 * rate * s).sqrt() + n);
-                Ok((half_v - 0.5 * (w + base_length)).max(0.0))
+                Ok((half_stationary_variance(s, n, rate) - 0.5 * (w + base_length)).max(0.0))
             }
             groups => {
                 let slope = |delta: f64| duration_slope(groups, base_length, rate, delta);
@@ -422,7 +422,7 @@ impl MessageModel for MaskedBrownian {
     fn unbounded_duration(&self, pair: &MaskedPair, base_length: f64, rate: f64) -> Result<f64> {
         if let &[(w, n, s)] = pair.groups.as_slice() {
             check_duration_args(base_length, rate)?;
-            return Ok(s / ((n * n + 4.0 * rate * s).sqrt() + n) - 0.5 * (w + base_length));
+            return Ok(half_stationary_variance(s, n, rate) - 0.5 * (w + base_length));
         }
         let best = self.optimal_duration(pair, base_length, rate)?;
         let groups = pair.groups.as_slice();
