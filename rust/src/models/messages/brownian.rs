@@ -528,19 +528,12 @@ impl MessageModel for BrownianDiffusion {
     /// is `v̂* = (√(D² + 4·rate·S) − D) / (2·rate) = 2S / (√(D² + 4·rate·S) + D)` (the second
     /// form has no cancellation), so `δ* = max(0, (v̂* − w)/2)`.
     fn optimal_duration(&self, pair: &GaussianPair, base_length: f64, rate: f64) -> Result<f64> {
-        check_duration_args(base_length, rate)?;
-        let w = pair.var + base_length;
-        if w.is_infinite() {
-            return Ok(0.0);
-        }
-        let d = self.n_features() as f64;
-        let s = pair.sq_dist;
-        Ok((half_stationary_variance(s, d, rate) - 0.5 * w).max(0.0))
+        Ok(self.unbounded_duration(pair, base_length, rate)?.max(0.0))
     }
 
     /// `(v̂* − w)/2` of [`optimal_duration`](MessageModel::optimal_duration), not clamped:
     /// the stationary point is the objective's only one on `v̂ > 0`, so it is its maximum
-    /// over every `δ > −w/2`.
+    /// over every `δ > −w/2`; 0 where a message is uninformative (`w` infinite).
     fn unbounded_duration(&self, pair: &GaussianPair, base_length: f64, rate: f64) -> Result<f64> {
         check_duration_args(base_length, rate)?;
         let w = pair.var + base_length;
