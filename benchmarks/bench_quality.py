@@ -62,7 +62,9 @@ runs both on the raw columns and, as a user of linkage would, on the standardize
 (``SciPy average, Euclidean (standardized)``).
 
 Subsets are drawn per class without replacement by ``numpy.random.default_rng([i, k])``
-(subset *i* of the *k*-th data set), so every run and every system sees the same rows.
+(subset *i* of the *k*-th data set), so every run and every system sees the same rows, in
+a random order (whole sets too): the files list their rows class by class, and that order
+would favour any method that breaks ties by row index.
 Beside our numbers, the tables show Teh et al. (2007) Table 1 as published (MNIST and
 SPAMBASE; their distance for average linkage and their SPAMBASE preprocessing are not
 stated, and their subsets are others).
