@@ -118,15 +118,10 @@ impl<M: MessageModel> Rate1<'_, M> {
         let s = &self.0;
         let (ti, tj) = (s.time(i), s.time(j));
         let pair = s.model.pair(s.message(i), s.message(j));
-        let base = (ti - tj).abs();
-        let delta = s.model.optimal_duration(&pair, base, 1.0)?;
+        // One solve gives both: the bounded duration is the unbounded one at least 0.
+        let free = s.model.unbounded_duration(&pair, (ti - tj).abs(), 1.0)?;
         let newest = ti.min(tj);
-        let time = newest - delta;
-        let unbounded = if delta > 0.0 {
-            time
-        } else {
-            newest - s.model.unbounded_duration(&pair, base, 1.0)?
-        };
+        let (time, unbounded) = (newest - free.max(0.0), newest - free);
         if time.is_nan() || unbounded.is_nan() {
             return Err(RoseTreeError::Numerical(format!(
                 "the merge time of clusters {i} and {j} is NaN"

@@ -231,7 +231,9 @@ pub trait MessageModel: Sync {
     /// [`optimal_duration`](MessageModel::optimal_duration) is clamped at 0 says how much
     /// shorter the pair's branches would like to be (down to `−(v_l + v_r + base_length)/2`,
     /// where their variance vanishes). Greedy-Rate1 ranks pairs that all merge at once by
-    /// it, the closest first, rather than by their ids. The default is
+    /// it, the closest first, rather than by their ids. It must equal
+    /// [`optimal_duration`](MessageModel::optimal_duration) where that is positive, and be
+    /// at most 0 where that is 0: Greedy-Rate1 takes both from this one call. The default is
     /// [`optimal_duration`](MessageModel::optimal_duration) itself, for models without
     /// negative lengths (the mutation model: its rows merge at once only when equal).
     ///

@@ -234,6 +234,9 @@ fn optimal_duration_finds_the_best_of_several_maxima() {
         };
         let rate = [0.5, 1.0, 6.0][case % 3];
         let got = model.optimal_duration(&pair, base, rate).unwrap();
+        // The unbounded duration is the bounded one wherever that is positive.
+        let free = model.unbounded_duration(&pair, base, rate).unwrap();
+        assert!(free.max(0.0) == got, "case {case}: {free} against {got}");
         let want = brute_optimal(&model, &pair, base, rate);
         let f = |x: f64| -rate * x + model.pair_log_z(&pair, base + 2.0 * x);
         assert!(
