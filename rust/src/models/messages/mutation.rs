@@ -216,6 +216,12 @@ impl MultinomialMutation {
             .map(|(&r, w)| (r, w[0]..w[1]))
     }
 
+    /// The rate of every feature, where they share one.
+    fn shared_rate(&self) -> Option<f64> {
+        let first = *self.rates.first()?;
+        self.rates.iter().all(|&r| r == first).then_some(first)
+    }
+
     /// `−rate·δ + ln Z(base + 2δ)`, Greedy-Rate1's objective.
     fn objective(&self, pair: &MutationPair, base: f64, rate: f64, delta: f64) -> f64 {
         -rate * delta + self.pair_log_z(pair, base + 2.0 * delta)
@@ -376,6 +382,19 @@ impl MessageModel for MultinomialMutation {
     ///   grid spacing (a factor 1.26) can be missed.
     fn optimal_duration(&self, pair: &MutationPair, base_length: f64, rate: f64) -> Result<f64> {
         check_duration_args(base_length, rate)?;
+        if let Some(lambda) = self.shared_rate() {
+            // One rate: `g` is unimodal, and the features need no grouping.
+            let slope =
+                |delta: f64| shared_rate_slope(&pair.overlap, lambda, base_length, rate, delta);
+            if !pair.overlap.iter().any(|&s| s < 1.0) || slope(0.0).0 <= 0.0 {
+                return Ok(0.0);
+            }
+            let mut hi = 1.0 / lambda;
+            while slope(hi).0 >= 0.0 && hi < f64::MAX / 4.0 {
+                hi *= 2.0;
+            }
+            return Ok(bracketed_root(slope, 0.0, hi));
+        }
         // The features that matter (s_d ≠ 1), grouped by rate so that each evaluation
         // costs one `exp` per distinct rate and a division per feature.
         let mut groups: Vec<(f64, Vec<f64>)> = Vec::new();
@@ -427,6 +446,63 @@ impl MessageModel for MultinomialMutation {
             hi,
         ))
     }
+
+    /// With one rate for all features `g` is unimodal, so `δ* > h` exactly when
+    /// `g′(h) > 0`; this tests `g′(h)` against `10⁻⁹` of the sum of its terms' sizes, far
+    /// beyond its rounding, from the two messages directly (no pair built). With several
+    /// rates it says nothing.
+    fn duration_exceeds(
+        &self,
+        left: &MutationMessage,
+        right: &MutationMessage,
+        base_length: f64,
+        rate: f64,
+        h: f64,
+    ) -> bool {
+        let Some(lambda) = self.shared_rate() else {
+            return false;
+        };
+        if !(h >= 0.0 && rate.is_finite() && rate > 0.0 && base_length.is_finite()) {
+            return false;
+        }
+        let e = (-lambda * (base_length + 2.0 * h)).exp();
+        let moved = -(-lambda * (base_length + 2.0 * h)).exp_m1();
+        let (mut slope, mut size) = (-rate, rate);
+        for (_, b) in self.blocks() {
+            let s: f64 = self.equilibrium[b.clone()]
+                .iter()
+                .zip(&left.values[b.clone()])
+                .zip(&right.values[b])
+                .map(|((q, l), r)| q * l * r)
+                .sum();
+            let term = 2.0 * lambda * (1.0 - s) * e / (moved + e * s);
+            slope += term;
+            size += term.abs();
+        }
+        slope > 1e-9 * size
+    }
+}
+
+/// `g′(δ)` and `g″(δ)` of [`MultinomialMutation::optimal_duration`] with one rate `lambda`
+/// for every feature, over the features' overlaps `s_d`.
+fn shared_rate_slope(
+    overlap: &[f64],
+    lambda: f64,
+    base_length: f64,
+    rate: f64,
+    delta: f64,
+) -> (f64, f64) {
+    let length = base_length + 2.0 * delta;
+    let e = (-lambda * length).exp();
+    let moved = -(-lambda * length).exp_m1();
+    let (mut d1, mut d2) = (-rate, 0.0);
+    for &s in overlap {
+        let z = moved + e * s;
+        let a = lambda * (1.0 - s) * e / z;
+        d1 += 2.0 * a;
+        d2 -= 4.0 * lambda * a / z;
+    }
+    (d1, d2)
 }
 
 #[cfg(test)]

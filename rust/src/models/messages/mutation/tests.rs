@@ -495,3 +495,58 @@ fn bad_parameters_and_data_are_rejected() {
         Err(RoseTreeError::ShapeMismatch { .. })
     ));
 }
+
+/// With one rate, `duration_exceeds(l, r, base, rate, h)` holds only where
+/// `optimal_duration` exceeds `h`, for leaves and for messages propagated up a branch, `h`
+/// at, just below and far from the optimum; and it does hold for most `h` a relative
+/// `10⁻⁷` below an interior optimum. With several rates it never holds.
+#[test]
+fn duration_exceeds_only_below_the_optimal_duration_with_one_rate() {
+    let mut r = rng(41);
+    let (mut yes, mut near, mut near_yes) = (0, 0, 0);
+    for case in 0..400 {
+        let ks: Vec<usize> = (0..1 + case % 12).map(|_| r.random_range(2..=4)).collect();
+        let q: Vec<Vec<f64>> = ks.iter().map(|&k| random_distribution(k, &mut r)).collect();
+        let lambda = 0.2 + 2.0 * r.random::<f64>();
+        let model = MultinomialMutation::new(&q, &[lambda]).unwrap();
+        let x = random_codes(2, &ks, 0.2, &mut r);
+        let (l, _) = model.leaf_message(x.row(0), 0).unwrap();
+        let (rr, _) = model.leaf_message(x.row(1), 1).unwrap();
+        let (a, b) = (0.5 * r.random::<f64>(), 0.5 * r.random::<f64>());
+        let (l, rr) = if case % 2 == 0 {
+            (l, rr)
+        } else {
+            (model.propagate(&l, a), model.propagate(&rr, b))
+        };
+        let base = if case % 3 == 0 { 0.0 } else { 0.3 * r.random::<f64>() };
+        let rate = [1.0, 0.5, 3.0][case % 3];
+        let delta = model
+            .optimal_duration(&model.pair(&l, &rr), base, rate)
+            .unwrap();
+        for h in [
+            0.0,
+            delta,
+            delta.next_down(),
+            delta * (1.0 - 1e-12),
+            delta * (1.0 - 1e-7),
+            delta * r.random::<f64>(),
+            delta * (1.0 + r.random::<f64>()),
+        ] {
+            if model.duration_exceeds(&l, &rr, base, rate, h) {
+                assert!(delta > h, "case {case}: {delta} vs {h}");
+                yes += 1;
+            }
+        }
+        if delta > 1e-6 {
+            near += 1;
+            let h = delta * (1.0 - 1e-7);
+            near_yes += usize::from(model.duration_exceeds(&l, &rr, base, rate, h));
+        }
+        if ks.len() > 1 {
+            let rates: Vec<f64> = ks.iter().map(|_| 0.2 + r.random::<f64>()).collect();
+            let several = MultinomialMutation::new(&q, &rates).unwrap();
+            assert!(!several.duration_exceeds(&l, &rr, base, rate, 0.0));
+        }
+    }
+    assert!(yes > 200 && near_yes * 10 >= near * 9, "{yes} {near_yes}/{near}");
+}
