@@ -11,6 +11,14 @@ CPU times (``process_time``; with ``--n-jobs 1``, one core's work against one co
 
     python benchmarks/bench_coalescent.py --sizes 1000 2000 4000 8000 --repeat 3 --n-jobs 1
 
+With ``--binary`` the rows are instead ``--d`` bits drawn from 16 random prototypes with
+10 % of the bits flipped, fitted by the default ``rt.KingmanCoalescent()`` (whose
+``likelihood="auto"`` takes the mutation model for 0/1 rows) against
+``linkage(pdist(X, "hamming"), "average")``:
+
+    python benchmarks/bench_coalescent.py --binary --d 64 --sizes 1000 2000 4000 \
+        --repeat 1 --n-jobs 1
+
 With ``--inference greedy-maxprob greedy-minduration`` it instead times those cubic
 searches against Greedy-Rate1 on the same data in the same run (best of ``--repeat``),
 and reports each one's time, its ratio to Greedy-Rate1, and the growth exponent
@@ -39,6 +47,14 @@ def data(n: int, d: int, seed: int = 0) -> np.ndarray:
     return means[rng.integers(0, 10, size=n)] + rng.normal(size=(n, d))
 
 
+def bits(n: int, d: int, seed: int = 0) -> np.ndarray:
+    """``n`` rows of ``d`` bits from 16 seeded prototypes, 10 % of the bits flipped."""
+    rng = np.random.default_rng(seed)
+    prototypes = rng.random((16, d)) < 0.5
+    flips = rng.random((n, d)) < 0.1
+    return (prototypes[rng.integers(0, 16, size=n)] ^ flips).astype(np.float64)
+
+
 def best(f, repeat: int) -> float:
     """The least of ``repeat`` wall-clock times of ``f()``."""
     return best_times(f, repeat)[0]
@@ -63,6 +79,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n-jobs", type=int, default=None)
     ap.add_argument(
+        "--binary",
+        action="store_true",
+        help="binary rows and the default (mutation) model against Hamming average linkage",
+    )
+    ap.add_argument(
         "--inference",
         nargs="+",
         default=None,
@@ -75,10 +96,16 @@ def main() -> None:
     print("| n | d | Greedy-Rate1 s | SciPy average s | ratio | CPU ratio |")
     print("|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
-        X = data(n, args.d)
-        est = rt.KingmanCoalescent(Lambda=1.0, n_jobs=args.n_jobs)
+        if args.binary:
+            X, metric = bits(n, args.d), "hamming"
+            est = rt.KingmanCoalescent(n_jobs=args.n_jobs, verbose=False)
+        else:
+            X, metric = data(n, args.d), "euclidean"
+            est = rt.KingmanCoalescent(Lambda=1.0, n_jobs=args.n_jobs)
         t_rt, c_rt = best_times(lambda est=est, X=X: est.fit(X), args.repeat)
-        t_sp, c_sp = best_times(lambda X=X: linkage(pdist(X), "average"), args.repeat)
+        t_sp, c_sp = best_times(
+            lambda X=X, metric=metric: linkage(pdist(X, metric), "average"), args.repeat
+        )
         print(
             f"| {n} | {args.d} | {t_rt:.3f} | {t_sp:.3f} | {t_rt / t_sp:.2f} | {c_rt / c_sp:.2f} |",
             flush=True,
