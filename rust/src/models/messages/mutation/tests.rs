@@ -518,7 +518,11 @@ fn duration_exceeds_only_below_the_optimal_duration_with_one_rate() {
         } else {
             (model.propagate(&l, a), model.propagate(&rr, b))
         };
-        let base = if case % 3 == 0 { 0.0 } else { 0.3 * r.random::<f64>() };
+        let base = if case % 3 == 0 {
+            0.0
+        } else {
+            0.3 * r.random::<f64>()
+        };
         let rate = [1.0, 0.5, 3.0][case % 3];
         let delta = model
             .optimal_duration(&model.pair(&l, &rr), base, rate)
@@ -548,5 +552,8 @@ fn duration_exceeds_only_below_the_optimal_duration_with_one_rate() {
             assert!(!several.duration_exceeds(&l, &rr, base, rate, 0.0));
         }
     }
-    assert!(yes > 200 && near_yes * 10 >= near * 9, "{yes} {near_yes}/{near}");
+    assert!(
+        yes > 200 && near_yes * 10 >= near * 9,
+        "{yes} {near_yes}/{near}"
+    );
 }
