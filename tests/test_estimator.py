@@ -209,6 +209,21 @@ def test_approximate_search_is_close_to_exact_and_reproducible():
     assert all(abs(g) < 0.005 * abs(exact.log_evidence_) for g in gaps), gaps
 
 
+def test_approximate_search_finds_many_small_clusters():
+    # 100 clusters of about 15 rows in 1,500, parts of at most 300 rows: the sample of each
+    # split misses many clusters, whose rows go to several parts. Regrouping the parts'
+    # clusters, finer and then rebuilt, brings them together (measured: gaps 0.00-0.12 % for
+    # seeds 0-3, 0.38-0.91 % when the parts' plausible clusters were regrouped only).
+    rng = np.random.default_rng(0)
+    protos = rng.random((100, 32)) < 0.5
+    X = (protos[rng.integers(0, 100, 1500)] ^ (rng.random((1500, 32)) < 0.08)).astype(float)
+    exact = rt.BayesianRoseTree().fit(X).log_evidence_
+    for seed in range(4):
+        est = rt.BayesianRoseTree(approximate=True, exact_below=300, random_state=seed).fit(X)
+        assert est.log_evidence_ == pytest.approx(rt.log_evidence(X, est.tree_), rel=1e-12)
+        assert est.log_evidence_ - exact > -0.003 * abs(exact), seed
+
+
 @pytest.mark.parametrize(
     "X",
     [

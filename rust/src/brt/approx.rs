@@ -8,10 +8,15 @@
 //! 1,024 of them), the sample tree's structure above the groups is kept, and each part is
 //! treated the same way until it is small enough for the exact greedy search
 //! ([`super::greedy`]). Rows of a cluster that has no rows in the sample may be sent
-//! to several parts; so at the end the parts' clusters (at most `exact_below` of them) are
-//! joined afresh by the greedy search, each as one cluster of its rows ([`regroup`]), and
-//! whichever of the two trees has the higher evidence is returned. Trees are evaluated
-//! exactly, so the reported `ln p(D | T)` is the true evidence of the tree returned. With
+//! to several parts; so at the end the parts' plausible clusters (at most `exact_below` of
+//! them) are joined afresh by the greedy search, each as one cluster of its rows
+//! ([`regroup`]). Where that raises the evidence by more than [`REBUILD_GAIN`] nats a row
+//! (the parts split clusters), finer units are joined the same way (the parts' trees split
+//! down to `exact_below` units, the least plausible nodes first), and, where there are at
+//! most [`REBUILD_ROWS_PER_UNIT`] rows a unit, that tree's largest subtrees of at most
+//! `exact_below` rows are rebuilt by the exact search ([`Approx::rebuild`]). Of the trees
+//! made, the one with the highest evidence is returned. Trees are evaluated exactly, so the
+//! reported `ln p(D | T)` is the true evidence of the tree returned. With
 //! `n ≤ exact_below` this *is* the exact search.
 //!
 //! Cost: a level scores each row against at most 1,024 clusters (one
@@ -19,11 +24,14 @@
 //! `O(exact_below)` pair scores per row, so the total is about `n · exact_below` instead of
 //! `n²` pair scores. A part whose rows the sample does not split (they look alike) is cut
 //! into blocks of `sample` rows, each built exactly: `O(sample)` pair scores per row.
+//! Regrouping costs one or two greedy searches over at most `exact_below` units; the
+//! rebuild, where it runs, about as much again as the exact parts.
 //!
 //! The parts are independent: they are built in parallel, each with its own seed drawn
 //! from its parent's generator before any is built, so the tree does not depend on the
 //! number of threads or on the order in which parts finish.
 
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rand::SeedableRng;
@@ -49,9 +57,9 @@ const MAX_DEPTH: usize = 32;
 enum Shape {
     Leaf(usize),
     Node(Vec<Shape>),
-    /// A node of an exact part that is plausibly one cluster (one of [`top_clusters`] of
-    /// the part's tree): a unit of the final regrouping ([`regroup`]).
-    Cluster(Vec<Shape>),
+    /// A node of an exact part, with its `ln r` (eq 1.26): the final regrouping
+    /// ([`regroup`]) takes these nodes, the least plausible split first, as its units.
+    Exact(f64, Vec<Shape>),
 }
 
 struct Approx<'a, M: RowQueries> {
@@ -98,59 +106,120 @@ pub fn approximate<M: RowQueries>(
             n,
         );
     };
-    let shape = threads.run_polled(interrupt, &report, |stop| {
-        let search = Approx {
-            model,
-            mixing,
-            binary,
-            rule,
-            leaves: &leaves,
-            threads,
-            stop,
-            placed: &placed,
-            params,
+    // The search's settings, with the stop flag of one polled run.
+    macro_rules! search {
+        ($stop:expr) => {
+            Approx {
+                model,
+                mixing,
+                binary,
+                rule,
+                leaves: &leaves,
+                threads,
+                stop: $stop,
+                placed: &placed,
+                params,
+            }
         };
-        progress::watch_with(None, || search.build((0..n).collect(), 0, params.seed))
+    }
+    let shape = threads.run_polled(interrupt, &report, |stop| {
+        progress::watch_with(None, || {
+            search!(stop).build((0..n).collect(), 0, params.seed)
+        })
     })?;
-    // Both trees are scored from their nodes' `ln f` alone; only the one returned is built.
-    let mut internal = Vec::new();
-    number(&shape, n, &mut internal);
-    let assembled = Topology::new(n, internal)?;
-    let assembled_log_f = node_log_f(model, &assembled, &leaves)?;
-    let Some(regrouped) = regroup(
-        model, mixing, binary, rule, &leaves, shape, params, threads, interrupt,
-    )?
-    else {
-        return from_log_f(&assembled, &assembled_log_f, mixing);
+    // Every candidate is scored from its nodes' `ln f` alone, the better one kept as the
+    // next is made; only the one returned is built.
+    let score = |shape: &Shape| -> Result<Candidate> {
+        let mut internal = Vec::new();
+        number(shape, n, &mut internal);
+        let topology = Topology::new(n, internal)?;
+        let log_f = node_log_f(model, &topology, &leaves)?;
+        let log_evidence = log_evidence_from_log_f(&topology, &log_f, mixing)?;
+        Ok(Candidate {
+            topology,
+            log_f,
+            log_evidence,
+        })
     };
-    let mut internal = Vec::new();
-    number(&regrouped, n, &mut internal);
-    drop(regrouped);
-    let regrouped = Topology::new(n, internal)?;
-    let regrouped_log_f = node_log_f(model, &regrouped, &leaves)?;
-    drop(leaves);
-    // The better of the two trees, both evaluated exactly; the assembled one on a tie.
-    let better = log_evidence_from_log_f(&regrouped, &regrouped_log_f, mixing)?
-        > log_evidence_from_log_f(&assembled, &assembled_log_f, mixing)?;
-    if better {
-        drop((assembled, assembled_log_f));
-        from_log_f(&regrouped, &regrouped_log_f, mixing)
-    } else {
-        drop((regrouped, regrouped_log_f));
-        from_log_f(&assembled, &assembled_log_f, mixing)
+    let assembled = score(&shape)?;
+    let gain_needed = assembled.log_evidence + REBUILD_GAIN * n as f64;
+    let mut best = assembled;
+    let join_units = |shape: Shape, max_log_r: f64| {
+        let units = Units {
+            max: params.exact_below,
+            max_log_r,
+        };
+        regroup(
+            model, mixing, binary, rule, &leaves, shape, units, threads, interrupt,
+        )
+    };
+    // The parts' plausible clusters joined afresh.
+    let Some(regrouped) = join_units(shape, 0.5f64.ln())? else {
+        return from_log_f(&best.topology, &best.log_f, mixing);
+    };
+    best = best.or(score(&regrouped)?);
+    // Regrouping that raised the evidence by more than `REBUILD_GAIN` nats a row met parts
+    // that split clusters: finer units are joined, and the parts drawn again from that
+    // tree and rebuilt.
+    if best.log_evidence > gain_needed {
+        if let Some(finer) = join_units(regrouped, f64::INFINITY)? {
+            best = best.or(score(&finer)?);
+            if n <= REBUILD_ROWS_PER_UNIT * params.exact_below {
+                let rebuilt =
+                    threads.run_polled(interrupt, &|| {}, |stop| search!(stop).rebuild(finer))?;
+                best = best.or(score(&rebuilt)?);
+            }
+        }
+    }
+    from_log_f(&best.topology, &best.log_f, mixing)
+}
+
+/// The gain in `ln p(D | T)` per row from regrouping the parts' plausible clusters above
+/// which finer units are regrouped and the parts rebuilt. Smaller gains come from
+/// rearranging the top (20 clusters of skewed sizes in 8,000 rows: 0.001 nats a row);
+/// parts that split clusters lose more (1,000 clusters of 8 rows in 8,000: 0.13).
+const REBUILD_GAIN: f64 = 0.01;
+
+/// The most rows per unit, on average (`n / exact_below`), at which the parts are rebuilt.
+/// With larger units the regrouping has joined whole clusters, and the rebuild, as costly
+/// as the exact parts, gains little (1,000 clusters in 10⁵ rows: 0.008 nats a row for
+/// twice the time).
+const REBUILD_ROWS_PER_UNIT: usize = 8;
+
+/// A candidate tree of [`approximate`], evaluated.
+struct Candidate {
+    topology: Topology,
+    log_f: Vec<f64>,
+    log_evidence: f64,
+}
+
+impl Candidate {
+    /// The one with the higher evidence; `self` on a tie.
+    fn or(self, other: Self) -> Self {
+        if other.log_evidence > self.log_evidence {
+            other
+        } else {
+            self
+        }
     }
 }
 
-/// The assembled tree's units (its [`Shape::Cluster`]s and the rows outside them) joined
-/// afresh by the greedy search, each unit taken as one cluster of its rows, with the
-/// units' own subtrees below; `None` where there are fewer than three units or more than
-/// `exact_below` of them.
+/// The assembled tree's units joined afresh by the greedy search, each unit taken as one
+/// cluster of its rows, with the units' own subtrees below; `None` where there are fewer
+/// than three units or more than `units.max` parts.
+///
+/// The units start as the exact parts' roots (and the rows outside them, and below a
+/// regrouped tree its units); the least plausible one (lowest `ln r`, eq 1.26) over all
+/// parts is replaced by its children while its `ln r` is below `units.max_log_r` and there
+/// are at most `units.max` units, a unit whose split would pass `units.max` being kept
+/// whole. So the units are the parts' most plausible clusters, as fine as the budget
+/// allows.
 ///
 /// The assembled tree keeps the sample tree's top: rows whose cluster has none in the
 /// sample are sent to several parts and end up in several units that never meet (1,000
 /// clusters of 8 rows in 8,000: 18.7 % of the exact tree's evidence lost). Joining the
 /// units again over all parts lets them meet, at the cost of a greedy search over at most
-/// `exact_below` units.
+/// `units.max` units.
 #[allow(clippy::too_many_arguments)] // the greedy search's own options travel with it
 fn regroup<M: RowQueries>(
     model: &M,
@@ -159,20 +228,24 @@ fn regroup<M: RowQueries>(
     rule: MergeRule,
     leaves: &[M::Stats],
     shape: Shape,
-    params: ApproxParams,
+    units: Units,
     threads: &Threads,
     interrupt: &dyn Fn() -> bool,
 ) -> Result<Option<Shape>> {
-    // The units, without recursion: the assembled tree may be deep.
-    let mut units = Vec::new();
+    // The parts' roots, without recursion: the assembled tree may be deep.
+    let mut roots = Vec::new();
     let mut stack = vec![shape];
     while let Some(s) = stack.pop() {
         match s {
             Shape::Node(children) => stack.extend(children),
-            unit => units.push(unit),
+            unit => roots.push(unit),
         }
     }
-    if units.len() < 3 || units.len() > params.exact_below {
+    if roots.len() > units.max {
+        return Ok(None);
+    }
+    let units = split_units(roots, units);
+    if units.len() < 3 {
         return Ok(None);
     }
     // Units in the order of their first row, so that the search's ties do not depend on
@@ -213,6 +286,74 @@ fn regroup<M: RowQueries>(
     Ok(done[top.root()].take())
 }
 
+/// How far [`regroup`] splits the parts' trees into units.
+#[derive(Debug, Clone, Copy)]
+struct Units {
+    /// The most units.
+    max: usize,
+    /// Nodes with `ln r` at least this are not split.
+    max_log_r: f64,
+}
+
+/// `units` with the least plausible [`Shape::Exact`] (lowest `ln r`; ties: the earlier
+/// unit) replaced by its children while its `ln r` is below `limits.max_log_r` and there
+/// are at most `limits.max` units; a unit whose split would pass `limits.max` is kept
+/// whole. The units left, the unsplit ones first, then the children of split ones in the
+/// order of their splits.
+fn split_units(units: Vec<Shape>, limits: Units) -> Vec<Shape> {
+    /// A unit's place in the min-heap: `ln r`, then the unit's index.
+    struct Key(f64, usize);
+    impl PartialEq for Key {
+        fn eq(&self, other: &Self) -> bool {
+            self.cmp(other).is_eq()
+        }
+    }
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Key {
+        // Reversed, for the lowest first.
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            other.0.total_cmp(&self.0).then(other.1.cmp(&self.1))
+        }
+    }
+    let mut count = units.len();
+    let mut slots: Vec<Option<Shape>> = units.into_iter().map(Some).collect();
+    let mut heap: BinaryHeap<Key> = slots
+        .iter()
+        .enumerate()
+        .filter_map(|(k, u)| match u {
+            Some(Shape::Exact(log_r, _)) => Some(Key(*log_r, k)),
+            _ => None,
+        })
+        .collect();
+    while let Some(Key(log_r, k)) = heap.pop() {
+        if log_r >= limits.max_log_r {
+            break;
+        }
+        let Some(Shape::Exact(_, children)) = &slots[k] else {
+            unreachable!("only exact nodes are queued")
+        };
+        if count - 1 + children.len() > limits.max {
+            continue;
+        }
+        count += children.len() - 1;
+        let Some(Shape::Exact(_, children)) = slots[k].take() else {
+            unreachable!("checked above")
+        };
+        for child in children {
+            if let Shape::Exact(log_r, _) = &child {
+                heap.push(Key(*log_r, slots.len()));
+            }
+            slots.push(Some(child));
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
 /// The rows below a shape.
 fn rows_of(shape: &Shape) -> Vec<usize> {
     let mut rows = Vec::new();
@@ -220,7 +361,7 @@ fn rows_of(shape: &Shape) -> Vec<usize> {
     while let Some(s) = stack.pop() {
         match s {
             Shape::Leaf(r) => rows.push(*r),
-            Shape::Node(children) | Shape::Cluster(children) => stack.extend(children),
+            Shape::Node(children) | Shape::Exact(_, children) => stack.extend(children),
         }
     }
     rows
@@ -275,7 +416,7 @@ fn clusters_at_most(top: &RoseTree, max_groups: usize) -> Vec<usize> {
 fn number(shape: &Shape, n: usize, internal: &mut Vec<Vec<usize>>) -> usize {
     match shape {
         Shape::Leaf(i) => *i,
-        Shape::Node(children) | Shape::Cluster(children) => {
+        Shape::Node(children) | Shape::Exact(_, children) => {
             let ids = children.iter().map(|c| number(c, n, internal)).collect();
             internal.push(ids);
             n + internal.len() - 1
@@ -311,8 +452,7 @@ impl<M: RowQueries> Approx<'_, M> {
         let stats = rows.iter().map(|&r| self.leaves[r].clone()).collect();
         let tree = self.greedy(stats)?;
         self.placed.fetch_add(rows.len(), Ordering::Relaxed);
-        let units = top_clusters(&tree);
-        fn shape(tree: &RoseTree, id: usize, rows: &[usize], units: &[usize]) -> Shape {
+        fn shape(tree: &RoseTree, id: usize, rows: &[usize]) -> Shape {
             let node = tree.node(id);
             if node.is_leaf() {
                 return Shape::Leaf(rows[id]);
@@ -320,15 +460,51 @@ impl<M: RowQueries> Approx<'_, M> {
             let children = node
                 .children
                 .iter()
-                .map(|&c| shape(tree, c, rows, units))
+                .map(|&c| shape(tree, c, rows))
                 .collect();
-            if units.binary_search(&id).is_ok() {
-                Shape::Cluster(children)
-            } else {
-                Shape::Node(children)
+            Shape::Exact(tree.value(id).log_r(), children)
+        }
+        Ok(shape(&tree, tree.root(), rows))
+    }
+
+    /// `shape` with each of its largest subtrees of at most `exact_below` rows rebuilt by
+    /// the exact search, in parallel; the structure above them is kept.
+    fn rebuild(&self, shape: Shape) -> Result<Shape> {
+        enum Cut {
+            Part(usize),
+            Node(Vec<Cut>),
+        }
+        fn cut(shape: Shape, limit: usize, parts: &mut Vec<Vec<usize>>) -> Cut {
+            let mut rows = rows_of(&shape);
+            if rows.len() <= limit {
+                rows.sort_unstable();
+                parts.push(rows);
+                return Cut::Part(parts.len() - 1);
+            }
+            match shape {
+                Shape::Node(children) | Shape::Exact(_, children) => {
+                    Cut::Node(children.into_iter().map(|c| cut(c, limit, parts)).collect())
+                }
+                Shape::Leaf(_) => unreachable!("a leaf has one row"),
             }
         }
-        Ok(shape(&tree, tree.root(), rows, &units))
+        fn paste(cut: Cut, built: &mut Vec<Option<Shape>>) -> Shape {
+            match cut {
+                Cut::Part(k) => built[k].take().expect("built once"),
+                Cut::Node(children) => {
+                    Shape::Node(children.into_iter().map(|c| paste(c, built)).collect())
+                }
+            }
+        }
+        let mut parts = Vec::new();
+        let top = cut(shape, self.params.exact_below, &mut parts);
+        let mut built: Vec<Option<Shape>> = self
+            .threads
+            .try_map_owned(parts, 2, |rows| self.exact(&rows))?
+            .into_iter()
+            .map(Some)
+            .collect();
+        Ok(paste(top, &mut built))
     }
 
     /// The tree of the rows `rows`, with the generator of this part seeded by `seed`.
@@ -504,7 +680,7 @@ mod tests {
         let model = BetaBernoulli::new(&[1.0], &[1.0], 24).unwrap();
         let leaves = model.leaf_stats_all(x.view()).unwrap();
         let cluster =
-            |rows: std::ops::Range<usize>| Shape::Cluster(rows.map(Shape::Leaf).collect());
+            |rows: std::ops::Range<usize>| Shape::Exact(0.0, rows.map(Shape::Leaf).collect());
         // The assembled tree: A's halves in different parts, each beside another cluster.
         let assembled = || {
             Shape::Node(vec![
@@ -512,10 +688,10 @@ mod tests {
                 Shape::Node(vec![cluster(4..8), cluster(12..16)]),
             ])
         };
-        let params = ApproxParams {
-            exact_below: 10,
-            sample: 4,
-            seed: 0,
+        // The parts' plausible clusters (ln r = 0 ≥ ln ½) are not split.
+        let units = Units {
+            max: 10,
+            max_log_r: 0.5f64.ln(),
         };
         let threads = Threads::new(Some(1)).unwrap();
         for binary in [false, true] {
@@ -527,7 +703,7 @@ mod tests {
                 MergeRule::LikelihoodRatio,
                 &leaves,
                 shape,
-                params,
+                units,
                 &threads,
                 &|| false,
             )
@@ -549,7 +725,7 @@ mod tests {
             );
         }
         // More units than exact_below, or fewer than three: nothing to regroup.
-        let few = Shape::Node(vec![cluster(0..8), cluster(8..16)]);
+        let few = Shape::Node(vec![Shape::Leaf(0), Shape::Leaf(1)]);
         let many = Shape::Node((0..16).map(Shape::Leaf).collect());
         for shape in [few, many] {
             let mixing = Mixing::Brt { gamma: 0.5 };
@@ -561,12 +737,68 @@ mod tests {
                 rule,
                 &leaves,
                 shape,
-                params,
+                units,
                 &threads,
                 &|| false,
             );
             assert!(none.unwrap().is_none());
         }
+    }
+
+    /// Units split the least plausible first, up to the budget and below `max_log_r`; a
+    /// unit too wide for the budget stays whole while narrower ones are split.
+    #[test]
+    fn units_split_the_least_plausible_first_within_the_budget() {
+        let leaves = |rows: std::ops::Range<usize>| rows.map(Shape::Leaf).collect::<Vec<_>>();
+        // Part one: a root (ln r = -5) over a wide node (-3, 6 rows) and a pair (-1).
+        // Part two: a node (-2) over a pair (-0.5) and a row.
+        let parts = || {
+            vec![
+                Shape::Exact(
+                    -5.0,
+                    vec![
+                        Shape::Exact(-3.0, leaves(0..6)),
+                        Shape::Exact(-1.0, leaves(6..8)),
+                    ],
+                ),
+                Shape::Exact(
+                    -2.0,
+                    vec![Shape::Exact(-0.5, leaves(8..10)), Shape::Leaf(10)],
+                ),
+            ]
+        };
+        let split = |max, max_log_r| {
+            let mut rows: Vec<Vec<usize>> = split_units(parts(), Units { max, max_log_r })
+                .iter()
+                .map(|u| {
+                    let mut r = rows_of(u);
+                    r.sort_unstable();
+                    r
+                })
+                .collect();
+            rows.sort_unstable();
+            rows
+        };
+        let r = |v: std::ops::Range<usize>| v.collect::<Vec<_>>();
+        // Two units: nothing can be split without passing the budget.
+        assert_eq!(split(2, f64::INFINITY), vec![r(0..8), r(8..11)]);
+        // Three: the root of part one (-5) goes first.
+        assert_eq!(split(3, f64::INFINITY), vec![r(0..6), r(6..8), r(8..11)]);
+        // Five: then part one's wide node (-3) would make 8; part two's node (-2) is split,
+        // then the pair (-1), then the pair of part two (-0.5) would make 6.
+        assert_eq!(
+            split(5, f64::INFINITY),
+            vec![r(0..6), r(6..7), r(7..8), r(8..10), r(10..11)]
+        );
+        // Nothing at or above ln r = -2.5 is split.
+        let mut want: Vec<Vec<usize>> = (0..6).map(|i| vec![i]).collect();
+        want.extend([r(6..8), r(8..11)]);
+        assert_eq!(split(100, -2.5), want);
+        // Everything, with room for all rows.
+        assert_eq!(
+            split(11, f64::INFINITY),
+            (0..11).map(|i| vec![i]).collect::<Vec<_>>()
+        );
     }
 
     /// The sample stays at `params.sample` rows where its clusters are large, and grows to
