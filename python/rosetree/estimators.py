@@ -120,13 +120,19 @@ class BayesianRoseTree(ClusterEstimator):
         rows, which get the exact greedy search (in the manner of Heller & Ghahramani's
         randomised BHC). A part whose rows the sample does not split
         (they look alike) is cut into blocks of 1,000 rows, each built exactly, under one
-        node. What is approximated is the search, not the model: merges are only
-        considered within a part, so rows sent to different parts are never siblings
-        below the top of the tree; ``log_evidence_`` is the exact evidence of the tree
-        returned. The parts are built in parallel, and the tree does not depend on
-        ``n_jobs``. The cost is at most about ``n * exact_below`` pair scores instead of
-        ``n**2``: linear in ``n`` (10⁶ binary rows in about a minute on two cores;
-        ``benchmarks/bench_scale.py``). With ``n <= exact_below`` this is the exact search.
+        node. The parts' plausible clusters (at most ``exact_below`` of them) are then
+        joined afresh by the greedy search, so that a cluster whose rows went to several
+        parts can meet again; where that raises the evidence by more than 0.01 nats a row
+        (the parts split clusters), finer units are joined, and with at most 8 rows a unit
+        the parts are drawn again from that tree and rebuilt exactly. Of these trees the
+        most probable is returned. What is approximated is the search, not the model:
+        merges are only considered within a part or between whole units;
+        ``log_evidence_`` is the exact evidence of the tree returned. The parts are built
+        in parallel, and the tree does not depend on ``n_jobs``. The cost is at most about
+        ``n * exact_below`` pair scores instead of ``n**2``: linear in ``n`` (10⁶ binary
+        rows in about a minute on two cores; ``benchmarks/bench_scale.py``). Where the
+        rebuild runs (data with many small clusters, ``n <= 8 * exact_below``) it can cost
+        more than the exact search. With ``n <= exact_below`` this is the exact search.
     exact_below : int, default=4000
         Part size below which the approximate search is exact.
     random_state : int, default=None
