@@ -155,6 +155,7 @@ pub fn approximate<M: RowQueries>(
     };
     // The parts' plausible clusters joined afresh.
     let Some(regrouped) = join_units(shape, 0.5f64.ln())? else {
+        drop(leaves);
         return from_log_f(&best.topology, &best.log_f, mixing);
     };
     best = best.or(score(&regrouped)?);
@@ -171,6 +172,8 @@ pub fn approximate<M: RowQueries>(
             }
         }
     }
+    // The leaves' statistics are not needed to build the tree returned.
+    drop(leaves);
     from_log_f(&best.topology, &best.log_f, mixing)
 }
 
