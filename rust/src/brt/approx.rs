@@ -12,7 +12,8 @@
 //! them) are joined afresh by the greedy search, each as one cluster of its rows
 //! ([`regroup`]). Where that raises the evidence by more than [`REBUILD_GAIN`] nats a row
 //! (the parts split clusters), finer units are joined the same way (the parts' trees split
-//! down to `exact_below` units, the least plausible nodes first), and, where there are at
+//! down to `exact_below` units and at least two rows a unit, the least plausible nodes
+//! first), and, where there are at
 //! most [`REBUILD_ROWS_PER_UNIT`] rows a unit, that tree's largest subtrees of at most
 //! `exact_below` rows are rebuilt by the exact search ([`Approx::rebuild`]). Of the trees
 //! made, the one with the highest evidence is returned. Trees are evaluated exactly, so the
@@ -144,26 +145,30 @@ pub fn approximate<M: RowQueries>(
     let assembled = score(&shape)?;
     let gain_needed = assembled.log_evidence + REBUILD_GAIN * n as f64;
     let mut best = assembled;
-    let join_units = |shape: Shape, max_log_r: f64| {
-        let units = Units {
-            max: params.exact_below,
-            max_log_r,
-        };
+    let join_units = |shape: Shape, units: Units| {
         regroup(
             model, mixing, binary, rule, &leaves, shape, units, threads, interrupt,
         )
     };
     // The parts' plausible clusters joined afresh.
-    let Some(regrouped) = join_units(shape, 0.5f64.ln())? else {
+    let plausible = Units {
+        max: params.exact_below,
+        max_log_r: 0.5f64.ln(),
+    };
+    let Some(regrouped) = join_units(shape, plausible)? else {
         drop(leaves);
         return from_log_f(&best.topology, &best.log_f, mixing);
     };
     best = best.or(score(&regrouped)?);
     // Regrouping that raised the evidence by more than `REBUILD_GAIN` nats a row met parts
-    // that split clusters: finer units are joined, and the parts drawn again from that
-    // tree and rebuilt.
+    // that split clusters: finer units (at most `exact_below`, at least two rows a unit on
+    // average) are joined, and the parts drawn again from that tree and rebuilt.
     if best.log_evidence > gain_needed {
-        if let Some(finer) = join_units(regrouped, f64::INFINITY)? {
+        let finest = Units {
+            max: params.exact_below.min(n / 2),
+            max_log_r: f64::INFINITY,
+        };
+        if let Some(finer) = join_units(regrouped, finest)? {
             best = best.or(score(&finer)?);
             if n <= REBUILD_ROWS_PER_UNIT * params.exact_below {
                 let rebuilt =
