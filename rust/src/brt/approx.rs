@@ -479,22 +479,54 @@ impl<M: RowQueries> Approx<'_, M> {
     /// the exact search, in parallel; the structure above them is kept.
     fn rebuild(&self, shape: Shape) -> Result<Shape> {
         enum Cut {
+            /// A subtree of at most `limit` rows, and its number of rows.
+            Whole(Shape, usize),
+            /// A subtree to rebuild: its index in `parts`.
             Part(usize),
+            /// A node above the parts.
             Node(Vec<Cut>),
         }
+        /// The cut, bottom-up: each node's rows are counted once, and collected only for
+        /// the parts.
         fn cut(shape: Shape, limit: usize, parts: &mut Vec<Vec<usize>>) -> Cut {
-            let mut rows = rows_of(&shape);
-            if rows.len() <= limit {
-                rows.sort_unstable();
-                parts.push(rows);
-                return Cut::Part(parts.len() - 1);
+            let (log_r, children) = match shape {
+                Shape::Leaf(_) => return Cut::Whole(shape, 1),
+                Shape::Node(children) => (None, children),
+                Shape::Exact(log_r, children) => (Some(log_r), children),
+            };
+            let cuts: Vec<Cut> = children.into_iter().map(|c| cut(c, limit, parts)).collect();
+            let rows = cuts.iter().try_fold(0, |acc, c| match c {
+                Cut::Whole(_, rows) => Some(acc + rows),
+                _ => None,
+            });
+            if let Some(rows) = rows.filter(|&rows| rows <= limit) {
+                let children = cuts
+                    .into_iter()
+                    .map(|c| match c {
+                        Cut::Whole(shape, _) => shape,
+                        _ => unreachable!("all children are whole"),
+                    })
+                    .collect();
+                let shape = match log_r {
+                    Some(log_r) => Shape::Exact(log_r, children),
+                    None => Shape::Node(children),
+                };
+                return Cut::Whole(shape, rows);
             }
-            match shape {
-                Shape::Node(children) | Shape::Exact(_, children) => {
-                    Cut::Node(children.into_iter().map(|c| cut(c, limit, parts)).collect())
-                }
-                Shape::Leaf(_) => unreachable!("a leaf has one row"),
-            }
+            let children = cuts
+                .into_iter()
+                .map(|c| match c {
+                    Cut::Whole(shape, _) => part(&shape, parts),
+                    split => split,
+                })
+                .collect();
+            Cut::Node(children)
+        }
+        fn part(shape: &Shape, parts: &mut Vec<Vec<usize>>) -> Cut {
+            let mut rows = rows_of(shape);
+            rows.sort_unstable();
+            parts.push(rows);
+            Cut::Part(parts.len() - 1)
         }
         fn paste(cut: Cut, built: &mut Vec<Option<Shape>>) -> Shape {
             match cut {
@@ -502,10 +534,14 @@ impl<M: RowQueries> Approx<'_, M> {
                 Cut::Node(children) => {
                     Shape::Node(children.into_iter().map(|c| paste(c, built)).collect())
                 }
+                Cut::Whole(..) => unreachable!("whole subtrees are parts"),
             }
         }
         let mut parts = Vec::new();
-        let top = cut(shape, self.params.exact_below, &mut parts);
+        let top = match cut(shape, self.params.exact_below, &mut parts) {
+            Cut::Whole(shape, _) => part(&shape, &mut parts),
+            top => top,
+        };
         let mut built: Vec<Option<Shape>> = self
             .threads
             .try_map_owned(parts, 2, |rows| self.exact(&rows))?
