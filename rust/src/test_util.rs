@@ -82,3 +82,17 @@ pub(crate) fn covariance_log_likelihood(x: &Array2<f64>, tree: &Tree, sigma2: f6
     }
     total
 }
+
+/// Durations at which to test `duration_exceeds` around a pair's best duration `delta`: 0,
+/// `delta` itself, three just below it, and one drawn below and one above it.
+pub(crate) fn durations_around(delta: f64, r: &mut impl rand::Rng) -> [f64; 7] {
+    [
+        0.0,
+        delta,
+        delta.next_down(),
+        delta * (1.0 - 1e-12),
+        delta * (1.0 - 1e-7),
+        delta * r.random::<f64>(),
+        delta * (1.0 + r.random::<f64>()),
+    ]
+}

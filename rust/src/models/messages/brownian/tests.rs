@@ -14,6 +14,7 @@ use crate::models::messages::tests::{
     shared_lengths,
 };
 use crate::models::messages::{tree_log_likelihood, tree_log_likelihood_from_leaves};
+use crate::test_util::durations_around;
 
 /// `ln N(x; 0, cov)` by a dense Cholesky factor.
 pub(crate) fn mvn_log_density(x: &DVector<f64>, cov: &DMatrix<f64>) -> f64 {
@@ -334,15 +335,7 @@ fn duration_exceeds_only_below_the_optimal_duration() {
                     let f = |t: f64| objective(&diff, &lambda, w, rate, t);
                     golden_max(f, 0.0, 10.0 * (1.0 + delta))
                 });
-                for h in [
-                    0.0,
-                    delta,
-                    delta.next_down(),
-                    delta * (1.0 - 1e-12),
-                    delta * (1.0 - 1e-7),
-                    delta * r.random::<f64>(),
-                    delta * (1.0 + r.random::<f64>()),
-                ] {
+                for h in durations_around(delta, &mut r) {
                     if !model.duration_exceeds(&l, &rr, base, rate, h) {
                         continue;
                     }

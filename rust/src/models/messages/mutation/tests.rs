@@ -12,6 +12,7 @@ use crate::models::messages::tests::{
     caterpillar, cherry_at_zero, golden_max, invalid_parameter, random_tree, rng,
 };
 use crate::models::messages::tree_log_likelihood;
+use crate::test_util::durations_around;
 use crate::tree::{Topology, Tree};
 
 const NAN: f64 = f64::NAN;
@@ -527,15 +528,7 @@ fn duration_exceeds_only_below_the_optimal_duration_with_one_rate() {
         let delta = model
             .optimal_duration(&model.pair(&l, &rr), base, rate)
             .unwrap();
-        for h in [
-            0.0,
-            delta,
-            delta.next_down(),
-            delta * (1.0 - 1e-12),
-            delta * (1.0 - 1e-7),
-            delta * r.random::<f64>(),
-            delta * (1.0 + r.random::<f64>()),
-        ] {
+        for h in durations_around(delta, &mut r) {
             if model.duration_exceeds(&l, &rr, base, rate, h) {
                 assert!(delta > h, "case {case}: {delta} vs {h}");
                 yes += 1;
