@@ -73,6 +73,21 @@ def test_subsets_are_seeded_and_balanced(bench):
     assert (X0 == X0b).all() and not (X0 == X1).all()
 
 
+def test_whole_sets_come_in_different_row_orders(bench):
+    source = bench.Source(bench.DATA_DIR)
+    toy = rt.datasets.load_toy()
+    orders = [source.subset("toy", i) for i in range(3)]
+    rows = {tuple(map(tuple, X)) for X, _ in orders}
+    assert len(rows) == 3  # three orders, not one
+    for X, y in orders:  # each the whole set, rows and labels moved together
+        assert X.shape == toy.data.shape
+        whole = sorted(zip(map(tuple, toy.data), toy.target, strict=True))
+        assert sorted(zip(map(tuple, X), y, strict=True)) == whole
+    assert "whole data set, 10 row orders" in bench.markdown(
+        {"datasets": {"toy": bench.run_dataset("toy", 10, set(), source, print, set())}}
+    )
+
+
 def test_real_valued_sets_are_standardized_subsets(bench):
     pytest.importorskip("sklearn")
     source = bench.Source(bench.DATA_DIR)
