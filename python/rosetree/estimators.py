@@ -124,7 +124,8 @@ class BayesianRoseTree(ClusterEstimator):
         joined afresh by the greedy search, so that a cluster whose rows went to several
         parts can meet again; where that raises the evidence by more than 0.01 nats a row
         (the parts split clusters), finer units are joined, and with at most 8 rows a unit
-        the parts are drawn again from that tree and rebuilt exactly. Of these trees the
+        the parts are drawn again from that tree and rebuilt exactly, and their finer units
+        joined once more. Of these trees the
         most probable is returned. What is approximated is the search, not the model:
         merges are only considered within a part or between whole units;
         ``log_evidence_`` is the exact evidence of the tree returned. The parts are built
