@@ -13,15 +13,14 @@
 //! ([`regroup`]). Where that raises the evidence by more than [`REBUILD_GAIN`] nats a row
 //! (the parts split clusters), finer units are joined the same way (the parts' trees split
 //! down to `exact_below` units and at least two rows a unit, the least plausible nodes
-//! first), and, where there are at
-//! most [`REBUILD_ROWS_PER_UNIT`] rows a unit, that tree's largest subtrees of at most
-//! `exact_below` rows are rebuilt by the exact search ([`Approx::rebuild`]) and the rebuilt
-//! parts' finer units joined afresh in turn (the rebuild finds rows' nearest partners
-//! across the old parts, the joining a new top above them: one cluster of independent
-//! bits, n = 8,000: 0.65 % of the exact tree's evidence lost without it, 0.29 % with it).
-//! Of the trees made, the one with the highest evidence is returned. Trees are evaluated exactly, so the
-//! reported `ln p(D | T)` is the true evidence of the tree returned. With
-//! `n ≤ exact_below` this *is* the exact search.
+//! first), and, where there are at most [`REBUILD_ROWS_PER_UNIT`] rows a unit, that tree's
+//! largest subtrees of at most `exact_below` rows are rebuilt by the exact search
+//! ([`Approx::rebuild`]) and the rebuilt tree's finer units are joined afresh in turn: the
+//! rebuild pairs rows across the old parts, and the joining gives them a new top (one
+//! cluster of independent bits, n = 8,000: 0.65 % of the exact tree's evidence lost
+//! without this last step, 0.29 % with it). Of the trees made, the one with the highest
+//! evidence is returned. Trees are evaluated exactly, so the reported `ln p(D | T)` is the
+//! true evidence of the tree returned. With `n ≤ exact_below` this *is* the exact search.
 //!
 //! Cost: a level scores each row against at most 1,024 clusters (one
 //! [`ClusterModel::log_marginal_query`] each), and the parts at the bottom cost
