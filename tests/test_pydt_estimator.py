@@ -636,6 +636,44 @@ def _lca_times(tree: rt.Tree) -> np.ndarray:
     return out
 
 
+def _scipy_summary(samples: list[rt.Tree]) -> tuple[set[frozenset[int]], dict[frozenset, float]]:
+    """The summary by SciPy: its cophenetic distances and average linkage, merges within
+    1e-12 of their child's time joined; each branch point's leaves and time."""
+    from scipy.cluster.hierarchy import cophenet, linkage
+
+    n = samples[0].n_leaves
+    distance = np.mean([cophenet(t.to_linkage()) for t in samples], axis=0)
+    Z = linkage(distance, "average")
+    times = 1.0 - Z[:, 2]
+    leaves: dict[int, frozenset[int]] = {i: frozenset([i]) for i in range(n)}
+    joined: set[int] = set()
+    for k, (a, b) in enumerate(Z[:, :2].astype(int)):
+        leaves[n + k] = leaves[a] | leaves[b]
+        joined |= {c for c in (a, b) if c >= n and times[c - n] - times[k] <= 1e-12}
+    kept = [k for k in range(n - 1) if n + k not in joined]
+    return {leaves[n + k] for k in kept}, {leaves[n + k]: times[k] for k in kept}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_mean_summary_is_scipys_average_linkage(seed):
+    # The core's summary (kodama's average linkage on its own parting distances) against
+    # SciPy's cophenetic distances and average linkage: the same branch points and times.
+    samples = _mcmc(n_iter=40, random_state=seed).samples_
+    stars = [  # samples with multi-way branch points, whose merges tie
+        rt.Tree(25, [list(range(10)), list(range(10, 25)), [25, 26]], [1.0] * 25 + [0.6, 0.5, 0.2]),
+        rt.Tree(25, [list(range(25))], [1.0] * 25 + [0.4]),
+    ]
+    for chain in (samples, stars, samples + stars):
+        summary = rt.Tree.__new__(rt.Tree)
+        summary._set_structure(rt.pydt._mean_divergence_tree(chain))
+        expected, times = _scipy_summary(chain)
+        got = {frozenset(summary.leaves(v)) for v in summary.internal_nodes}
+        assert got == expected
+        for v in summary.internal_nodes:
+            expected_time = times[frozenset(summary.leaves(v))]
+            assert summary.heights[v] == pytest.approx(expected_time, abs=1e-12)
+
+
 def test_the_mean_summary_is_average_linkage_on_the_mean_divergence_times():
     est = _mcmc(n_iter=40)
     assert est.summary == "mean" and len(est.samples_) == 20

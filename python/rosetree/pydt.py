@@ -1086,35 +1086,10 @@ def _mean_divergence_tree(samples: list[Tree]) -> Any:
     part; one minus it, averaged over the samples, is the distance that average linkage
     (UPGMA) merges on, and each merge becomes a branch point at one minus its average
     distance. Those are in (0, 1) and never later than the branch points below them;
-    merges at the same time (within ``1e-12``) are joined into one branch point.
+    merges at the same time (within ``1e-12``) are joined into one branch point
+    (``rosetree::pydt::summary`` in the core).
     """
-    from scipy.cluster.hierarchy import cophenet, linkage
-
-    n = samples[0].n_leaves
-    distance = np.zeros(n * (n - 1) // 2)
-    for tree in samples:  # a sample's linkage heights are 1 - t (leaves at t = 1)
-        distance += cophenet(tree.to_linkage())
-    distance /= len(samples)
-    Z = linkage(distance, "average")
-    times = 1.0 - Z[:, 2]
-    children: dict[int, list[int]] = {}
-    for k, pair in enumerate(Z[:, :2].astype(np.int64)):
-        kids: list[int] = []
-        for c in pair.tolist():
-            if c >= n and times[c - n] - times[k] <= 1e-12:
-                kids.extend(children.pop(c))  # a child at the parent's time: one branch point
-            else:
-                kids.append(c)
-        children[n + k] = kids
-    ids: dict[int, int] = {}
-    internal: list[list[int]] = []
-    heights = [1.0] * n
-    for k in range(n - 1):
-        if n + k in children:
-            ids[n + k] = n + len(internal)
-            internal.append([ids.get(c, c) for c in children[n + k]])
-            heights.append(float(times[k]))
-    return Tree(n, internal, heights)._structure
+    return _core.pydt_mean_tree([tree._structure for tree in samples])
 
 
 def _probit_log_joint(X: np.ndarray, state: _core.PydtState) -> float:

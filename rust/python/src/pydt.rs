@@ -20,6 +20,7 @@ use rosetree::pydt::mcmc::{
 };
 use rosetree::pydt::predict::{MessagePredictor, Predictor};
 use rosetree::pydt::probit::{self, EpConfig};
+use rosetree::pydt::summary;
 use rosetree::pydt::{self, PydtParams};
 
 /// The hyperparameters a chain or a search learns, by name: any of `"alpha"`, `"beta"`,
@@ -236,6 +237,15 @@ fn pydt_log_likelihood(
         &tree.get().inner,
         sigma2,
     )?)
+}
+
+/// The tree of the mean divergence times of `samples` (`rosetree::pydt::summary`): average
+/// linkage on one minus each pair's parting time, averaged over the samples.
+#[pyfunction]
+fn pydt_mean_tree(py: Python<'_>, samples: Vec<PyRef<'_, PyTree>>) -> PyResult<PyTree> {
+    let trees: Vec<&rosetree::tree::Tree> = samples.iter().map(|s| &*s.inner).collect();
+    let summary = py.detach(|| summary::mean_divergence_tree(&trees))?;
+    Ok(summary.into())
 }
 
 /// `(X, tree)`: `n` points in `d` dimensions and their tree, drawn from the seed.
@@ -619,6 +629,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pydt_predictor, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;
+    m.add_function(wrap_pyfunction!(pydt_mean_tree, m)?)?;
     m.add_function(wrap_pyfunction!(sample_pydt, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_mcmc, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_partial_fit, m)?)?;

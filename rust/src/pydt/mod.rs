@@ -5,7 +5,8 @@
 //! This module has the foundation: the exact log density of a tree's structure and times
 //! ([`log_prior`]), the Gaussian likelihood with the internal locations integrated out
 //! ([`log_likelihood`]), and the generative process ([`sampler`]); the MCMC sampler
-//! ([`mcmc`]) and the probit likelihood for binary data ([`probit`]) build on it.
+//! ([`mcmc`]) and the probit likelihood for binary data ([`probit`]) build on it, and
+//! [`summary`] reduces a chain's samples to one tree.
 //!
 //! # The tree
 //! Time runs forward from the origin (`t = 0`, location 0) to the data (`t = 1`). A tree is
@@ -112,6 +113,7 @@ pub mod predict;
 pub mod probit;
 pub mod sampler;
 pub(crate) mod slice;
+pub mod summary;
 
 pub use divergence::{PydtParams, harmonic_gap};
 pub use fitted::Fitted;
