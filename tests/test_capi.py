@@ -154,7 +154,7 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
         est = rt.PitmanYorDiffusionTree(
             alpha=1.0, beta=0.0, c=1.0, sigma2=1.0, scale=None, inference="mcmc",
             init="prior", learn_hyperparameters=False, n_iter=100, burn_in=50,
-            summary="best", random_state=seed,  # the C interface reports the best sample
+            random_state=seed,  # the summary tree of the mean divergence times, as in C
         ).fit(X)  # fmt: skip
     out: dict[str, object] = {"newick": est.tree_.to_newick(), "nodes": est.tree_.n_nodes}
     if family in ("brt", "brt-learn", "bhc"):

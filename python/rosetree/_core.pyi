@@ -5,6 +5,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "PYDT_MEAN_SUMMARY_MAX_ROWS",
     "BrtFit",
     "BrtParams",
     "CoalescentModel",
@@ -426,6 +427,9 @@ def pydt_predictor(
 def pydt_log_prior(tree: Tree, *, alpha: float, beta: float, c: float) -> float: ...
 def pydt_log_likelihood(x: npt.NDArray[np.float64], tree: Tree, *, sigma2: float) -> float: ...
 def pydt_mean_tree(samples: Sequence[Tree]) -> Tree: ...
+
+PYDT_MEAN_SUMMARY_MAX_ROWS: int
+
 def sample_pydt(
     n: int, d: int, params: PydtParams, *, seed: int
 ) -> tuple[npt.NDArray[np.float64], Tree]: ...

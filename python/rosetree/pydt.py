@@ -1076,7 +1076,7 @@ def _refuse_log_joint() -> NoReturn:
 
 #: Above this many rows ``summary="mean"`` reports the best sample (the mean divergence
 #: times take ``n (n - 1) / 2`` numbers: 64 MB at this size).
-_MEAN_SUMMARY_MAX_ROWS = 4000
+_MEAN_SUMMARY_MAX_ROWS: int = _core.PYDT_MEAN_SUMMARY_MAX_ROWS
 
 
 def _mean_divergence_tree(samples: list[Tree]) -> Any:

@@ -119,9 +119,13 @@ enum rt_status rt_coalescent_fit(const struct rt_coalescent_params *params,
                                  struct rt_fit **out);
 
 // Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
-// the random seed `seed`; the fit's tree and score are those of the kept state (after the
-// burn-in) with the highest log joint, the first of equals, and its predictive density is
-// the mean over every kept state.
+// the random seed `seed`. The fit's tree is the tree of the kept states' (after the
+// burn-in) mean divergence times: average linkage on one minus each pair's parting time,
+// averaged over the states, each merge a branch point at one minus its distance, as
+// `PitmanYorDiffusionTree(summary="mean")`; its score is that tree's log joint under the
+// hyperparameters of the kept state with the highest log joint. With one kept state, or
+// more than 4,000 rows, the tree and score are those of that best state. The predictive
+// density is the mean over every kept state.
 enum rt_status rt_pydt_fit(const struct rt_pydt_params *params,
                            const struct rt_data *data,
                            uint64_t seed,
@@ -132,7 +136,7 @@ enum rt_status rt_fit_size(const struct rt_fit *fit, size_t *n_leaves, size_t *n
 
 // The fit's score: for a rose tree the log evidence `ln p(D | T)` (BRT eq 1.5); for the
 // coalescent `ln p(x, π)` (eq 7 of Teh et al.); for the diffusion tree
-// `ln p(X, T, t | α, β, c, σ²)` of the chain's last state.
+// `ln p(X, T, t | α, β, c, σ²)` of the fit's tree (see `rt_pydt_fit`).
 enum rt_status rt_fit_score(const struct rt_fit *fit, double *score);
 
 // Each node's parent id into `parents` (`n_nodes` values; −1 at the root).

@@ -125,8 +125,22 @@ enum Fitted {
     Brt(Box<BrtFit>),
     /// Kingman's coalescent, with its messages for prediction.
     Coalescent(Box<CoalescentFitted>),
-    /// A diffusion-tree chain's kept states (the fit's tree: the best of them).
-    Pydt(Box<pydt::Fitted>),
+    /// A diffusion-tree chain's kept states and the state the fit reports.
+    Pydt(Box<PydtFit>),
+}
+
+/// A diffusion-tree chain's kept states, and the state the fit reports: the tree of their
+/// mean divergence times ([`pydt::Fitted::mean_summary`]), or the best state where there is
+/// no summary (one kept state, or more rows than the summary takes).
+pub(crate) struct PydtFit {
+    chain: pydt::Fitted,
+    summary: Option<mcmc::Sample>,
+}
+
+impl PydtFit {
+    fn reported(&self) -> &mcmc::Sample {
+        self.summary.as_ref().unwrap_or_else(|| self.chain.best())
+    }
 }
 
 /// A fitted coalescent under the model the fit used (missing entries: the masked model).
@@ -173,7 +187,7 @@ impl RtFit {
         match &self.0 {
             Fitted::Brt(fit) => fit.tree().tree(),
             Fitted::Coalescent(c) => &c.search_result().tree,
-            Fitted::Pydt(fit) => &fit.best().tree,
+            Fitted::Pydt(fit) => &fit.reported().tree,
         }
     }
 
@@ -282,9 +296,13 @@ fn refuse_infinite(fit: &CoalescentFit) -> Result<()> {
 }
 
 /// Samples Pitman–Yor diffusion trees for `data` by MCMC from a draw of the prior, with
-/// the random seed `seed`; the fit's tree and score are those of the kept state (after the
-/// burn-in) with the highest log joint, the first of equals, and its predictive density is
-/// the mean over every kept state.
+/// the random seed `seed`. The fit's tree is the tree of the kept states' (after the
+/// burn-in) mean divergence times: average linkage on one minus each pair's parting time,
+/// averaged over the states, each merge a branch point at one minus its distance, as
+/// `PitmanYorDiffusionTree(summary="mean")`; its score is that tree's log joint under the
+/// hyperparameters of the kept state with the highest log joint. With one kept state, or
+/// more than 4,000 rows, the tree and score are those of that best state. The predictive
+/// density is the mean over every kept state.
 #[unsafe(no_mangle)]
 pub extern "C" fn rt_pydt_fit(
     params: *const RtPydtParams,
@@ -307,7 +325,9 @@ pub extern "C" fn rt_pydt_fit(
         };
         let interrupt = || Interrupt::poll(params.interrupt);
         let result = mcmc::run(x, start, &config, seed, &interrupt, &mut |_, _| {})?;
-        let fit = pydt::Fitted::new(x, result, PYDT_PREDICTIVE_POINTS)?;
+        let chain = pydt::Fitted::new(x, result, PYDT_PREDICTIVE_POINTS)?;
+        let summary = chain.mean_summary()?;
+        let fit = PydtFit { chain, summary };
         handle::emit(out, "out", RtFit(Fitted::Pydt(Box::new(fit))))
     })
 }
@@ -328,14 +348,14 @@ pub extern "C" fn rt_fit_size(
 
 /// The fit's score: for a rose tree the log evidence `ln p(D | T)` (BRT eq 1.5); for the
 /// coalescent `ln p(x, π)` (eq 7 of Teh et al.); for the diffusion tree
-/// `ln p(X, T, t | α, β, c, σ²)` of the chain's last state.
+/// `ln p(X, T, t | α, β, c, σ²)` of the fit's tree (see `rt_pydt_fit`).
 #[unsafe(no_mangle)]
 pub extern "C" fn rt_fit_score(fit: *const RtFit, score: *mut f64) -> RtStatus {
     guard(|| {
         let value = match &handle::get(fit, "fit")?.0 {
             Fitted::Brt(fit) => fit.tree().log_evidence(),
             Fitted::Coalescent(c) => c.search_result().log_joint,
-            Fitted::Pydt(fit) => fit.best().log_joint,
+            Fitted::Pydt(fit) => fit.reported().log_joint,
         };
         buffer::scalar(value, score, "score")
     })
@@ -485,8 +505,8 @@ pub extern "C" fn rt_fit_score_samples(
                 rose.log_predictive(x)?
             }
             Fitted::Pydt(pydt) => {
-                check(pydt.x().ncols())?;
-                pydt.log_density(x, &Threads::new(None)?)?
+                check(pydt.chain.x().ncols())?;
+                pydt.chain.log_density(x, &Threads::new(None)?)?
             }
             Fitted::Coalescent(c) => {
                 check(c.n_features())?;

@@ -630,6 +630,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pydt_log_prior, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_log_likelihood, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_mean_tree, m)?)?;
+    m.add("PYDT_MEAN_SUMMARY_MAX_ROWS", summary::MAX_ROWS)?;
     m.add_function(wrap_pyfunction!(sample_pydt, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_mcmc, m)?)?;
     m.add_function(wrap_pyfunction!(pydt_partial_fit, m)?)?;

@@ -8,6 +8,7 @@ use super::mcmc::{ChainLikelihood, Isotropic, McmcResult, Sample};
 use crate::error::{Result, RoseTreeError};
 use crate::math::log_sum_exp;
 use crate::parallel::Threads;
+use crate::tree::Tree;
 
 /// The kept states of a diffusion-tree chain with its training rows: the best state (the
 /// highest log joint, the first of equals) as the fit's tree, and the predictive density of
@@ -30,6 +31,13 @@ use crate::parallel::Threads;
 /// let near = fitted.log_density(array![[0.0, 0.0]].view(), &Threads::new(Some(1))?)?;
 /// let far = fitted.log_density(array![[9.0, -9.0]].view(), &Threads::new(Some(1))?)?;
 /// assert!(near[0] > far[0]);
+/// // One tree for the chain: its states' mean divergence times, scored under the best
+/// // state's hyperparameters.
+/// let summary = fitted.mean_summary()?.expect("50 kept states");
+/// let best = fitted.best();
+/// let log_joint = rosetree::pydt::log_prior(&summary.tree, &best.params)?
+///     + rosetree::pydt::log_likelihood(x.view(), &summary.tree, best.sigma2)?;
+/// assert_eq!(summary.log_joint, log_joint);
 /// # Ok::<(), rosetree::RoseTreeError>(())
 /// ```
 ///
@@ -58,6 +66,34 @@ impl Fitted<Isotropic> {
         // Each state predicts with its own σ².
         let lik = Isotropic::new(chain.last.sigma2);
         Self::with_likelihood(lik, x, chain, n_points)
+    }
+}
+
+impl Fitted<Isotropic> {
+    /// The tree of the kept states' mean divergence times
+    /// ([`mean_divergence_tree`](super::summary::mean_divergence_tree)) as a state with the
+    /// best state's hyperparameters and its own log joint under them: what the Python
+    /// estimator's `summary="mean"` reports. `None` with fewer than two kept states or more
+    /// than [`MAX_ROWS`](super::summary::MAX_ROWS) rows.
+    ///
+    /// # Errors
+    /// As [`mean_divergence_tree`](super::summary::mean_divergence_tree),
+    /// [`log_prior`](super::log_prior) and [`log_likelihood`](super::log_likelihood).
+    pub fn mean_summary(&self) -> Result<Option<Sample>> {
+        if self.samples.len() < 2 || self.x.nrows() > super::summary::MAX_ROWS {
+            return Ok(None);
+        }
+        let trees: Vec<&Tree> = self.samples.iter().map(|s| &s.tree).collect();
+        let tree = super::summary::mean_divergence_tree(&trees)?;
+        let best = self.best();
+        let log_joint = super::log_prior(&tree, &best.params)?
+            + super::log_likelihood(self.x.view(), &tree, best.sigma2)?;
+        Ok(Some(Sample {
+            tree,
+            params: best.params,
+            sigma2: best.sigma2,
+            log_joint,
+        }))
     }
 }
 

@@ -15,6 +15,11 @@ use crate::tree::{Topology, Tree};
 /// Merges of average linkage whose times differ by at most this much are one branch point.
 pub const SAME_TIME: f64 = 1e-12;
 
+/// The most rows for which a chain is summarised by [`mean_divergence_tree`]: its mean
+/// divergence times take `n (n − 1) / 2` numbers (64 MB at this size). Above it, a fit
+/// reports its best sample.
+pub const MAX_ROWS: usize = 4000;
+
 /// The tree of the mean divergence times of `samples`, which are trees over the same leaves
 /// with heights: the leaves at 1 and every branch point at its divergence time.
 ///
