@@ -664,8 +664,7 @@ def test_the_mean_summary_is_scipys_average_linkage(seed):
         rt.Tree(25, [list(range(25))], [1.0] * 25 + [0.4]),
     ]
     for chain in (samples, stars, samples + stars):
-        summary = rt.Tree.__new__(rt.Tree)
-        summary._set_structure(rt.pydt._mean_divergence_tree(chain))
+        summary = rt.pydt._wrap(rt.pydt._mean_divergence_tree(chain))
         expected, times = _scipy_summary(chain)
         got = {frozenset(summary.leaves(v)) for v in summary.internal_nodes}
         assert got == expected
