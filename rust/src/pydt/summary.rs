@@ -46,10 +46,11 @@ pub fn mean_divergence_tree(samples: &[&Tree]) -> Result<Tree> {
     let pairs = n * (n - 1) / 2;
     let mut distance = vec![0.0; pairs];
     for (k, sample) in samples.iter().enumerate() {
-        let Some(heights) = sample.heights() else {
+        // Each branch point's distance from the leaves, `1 − t`.
+        let Ok(gaps) = sample.distances() else {
             return bad(format!("sample {k} has no divergence times"));
         };
-        add_parting_distances(sample, heights, n, &mut distance);
+        add_parting_distances(sample, &gaps, n, &mut distance);
     }
     let count = samples.len() as f64;
     for d in &mut distance {
@@ -89,9 +90,9 @@ pub fn mean_divergence_tree(samples: &[&Tree]) -> Result<Tree> {
     Tree::new(&Topology::new(n, internal)?, Some(heights))
 }
 
-/// Adds `1 − t` to `distance` (condensed, row-major over `i < j`) for every pair of leaves of
-/// `tree` that part at a branch point at time `t`.
-fn add_parting_distances(tree: &Tree, heights: &[f64], n: usize, distance: &mut [f64]) {
+/// Adds `gaps[v]` to `distance` (condensed, row-major over `i < j`) for every pair of leaves
+/// of `tree` that part at the branch point `v`.
+fn add_parting_distances(tree: &Tree, gaps: &[f64], n: usize, distance: &mut [f64]) {
     let index = |i: usize, j: usize| {
         let (i, j) = if i < j { (i, j) } else { (j, i) };
         n * i - i * (i + 1) / 2 + (j - i - 1)
@@ -99,9 +100,8 @@ fn add_parting_distances(tree: &Tree, heights: &[f64], n: usize, distance: &mut 
     // Node ids are in topological order (children before parents): each node's leaves are
     // its children's, concatenated.
     let mut leaves: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
-    for (v, &t) in heights.iter().enumerate().skip(n) {
+    for (v, &gap) in gaps.iter().enumerate().skip(n) {
         let children = &tree.node(v).children;
-        let gap = 1.0 - t;
         for (a, &ca) in children.iter().enumerate() {
             for &cb in &children[a + 1..] {
                 for &i in &leaves[ca] {
