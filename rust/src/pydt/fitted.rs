@@ -67,9 +67,7 @@ impl Fitted<Isotropic> {
         let lik = Isotropic::new(chain.last.sigma2);
         Self::with_likelihood(lik, x, chain, n_points)
     }
-}
 
-impl Fitted<Isotropic> {
     /// The tree of the kept states' mean divergence times
     /// ([`mean_divergence_tree`](super::summary::mean_divergence_tree)) as a state with the
     /// best state's hyperparameters and its own log joint under them: what the Python

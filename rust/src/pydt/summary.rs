@@ -27,7 +27,7 @@ pub const MAX_ROWS: usize = 4000;
 ///
 /// # Errors
 /// [`RoseTreeError::InvalidParameter`] on `samples` for no sample, samples over different
-/// numbers of leaves, or a sample without heights.
+/// numbers of leaves, or a sample without heights or with an infinite one.
 pub fn mean_divergence_tree(samples: &[&Tree]) -> Result<Tree> {
     let bad = |why: String| Err(RoseTreeError::param("samples", why));
     let Some(first) = samples.first() else {
@@ -50,6 +50,9 @@ pub fn mean_divergence_tree(samples: &[&Tree]) -> Result<Tree> {
         let Ok(gaps) = sample.distances() else {
             return bad(format!("sample {k} has no divergence times"));
         };
+        if let Some(v) = gaps.iter().position(|g| !g.is_finite()) {
+            return bad(format!("sample {k} has node {v} at an infinite time"));
+        }
         add_parting_distances(sample, &gaps, n, &mut distance);
     }
     let count = samples.len() as f64;
@@ -172,7 +175,14 @@ mod tests {
         let two = tree(2, vec![vec![0, 1]], vec![1.0, 1.0, 0.5]);
         let three = tree(3, vec![vec![0, 1, 2]], vec![1.0, 1.0, 1.0, 0.5]);
         let bare = Tree::new(&Topology::new(2, vec![vec![0, 1]]).unwrap(), None).unwrap();
-        for samples in [vec![], vec![&two, &three], vec![&two, &bare]] {
+        let endless = tree(2, vec![vec![0, 1]], vec![1.0, 1.0, f64::NEG_INFINITY]);
+        let cases = [
+            vec![],
+            vec![&two, &three],
+            vec![&two, &bare],
+            vec![&two, &endless],
+        ];
+        for samples in cases {
             let err = mean_divergence_tree(&samples).unwrap_err();
             assert!(
                 matches!(err, RoseTreeError::InvalidParameter { .. }),
