@@ -85,6 +85,12 @@ impl Threads {
     fn parallel(&self, len: usize, min_parallel: usize) -> bool {
         !self.sequential() && len >= min_parallel.max(2)
     }
+
+    /// Whether [`try_fold`](Self::try_fold) over `len` items is split between threads.
+    #[must_use]
+    pub(crate) fn folds_in_parallel(&self, len: usize) -> bool {
+        self.parallel(len, PAR_THRESHOLD)
+    }
 }
 
 impl Threads {

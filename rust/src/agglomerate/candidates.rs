@@ -43,6 +43,20 @@ impl<K: TotalOrder, C> Candidates<K, C> {
         }
     }
 
+    /// An empty list with this one's room, floor and cutoff: a partner that ranks below the
+    /// floor stays out of it from the start.
+    pub(crate) fn empty_above_floor(&self) -> Self
+    where
+        C: Clone,
+    {
+        Self {
+            cap: self.cap,
+            list: Vec::with_capacity(self.cap + 1),
+            floor: self.floor,
+            cutoff: self.cutoff.clone(),
+        }
+    }
+
     /// Whichever ranks first of the floor and `entry` becomes the floor.
     #[inline]
     fn lower_floor(&mut self, entry: (K, u32), cutoff: &impl Fn(&K) -> Option<C>) {
@@ -138,6 +152,56 @@ mod tests {
             }
             assert_eq!(c.floor.is_none(), listed == m);
             assert_eq!(c.cutoff, c.floor.map(|f| f.0));
+        }
+    }
+
+    /// A scan in rounds: each round's chunks start from the floor of the rounds before it
+    /// and leave out what ranks below that floor. The listed entries are still the best
+    /// ones, in order, and nothing unlisted ranks before the final floor.
+    #[test]
+    fn rounds_that_start_from_the_floor_keep_the_best_partners() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let cut = |k: &f64| Some(*k);
+        for round in 0..400 {
+            let room = [1, 3, CANDIDATES, 32][round % 4];
+            let m = (next() % 120) as usize;
+            let entries: Vec<(f64, u32)> =
+                (0..m).map(|j| ((next() % 15) as f64, j as u32)).collect();
+            let mut found = Candidates::with_room(room);
+            let mut done = 0;
+            while done < m {
+                let end = (done + 1 + (next() as usize) % 40).min(m);
+                // Two chunks, each seeded from the floor so far.
+                let middle = done + (next() as usize) % (end - done + 1);
+                let mut a = found.empty_above_floor();
+                let mut b = found.empty_above_floor();
+                for &e in &entries[done..middle] {
+                    a.push(e, &cut);
+                }
+                for &e in &entries[middle..end] {
+                    b.push(e, &cut);
+                }
+                found = found.merged(a.merged(b, &cut), &cut);
+                done = end;
+            }
+            let mut sorted = entries.clone();
+            sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let listed = found.list.len();
+            assert!(listed <= room);
+            assert_eq!(found.list, sorted[..listed]);
+            for &e in &sorted[listed..] {
+                let f = found.floor.expect("an unlisted entry sets a floor");
+                assert!(!before(e, f));
+            }
+            // A list with room to spare lists everything.
+            assert!(listed == room.min(m) || found.floor.is_some());
+            assert_eq!(found.cutoff, found.floor.map(|f| f.0));
         }
     }
 }

@@ -290,22 +290,33 @@ impl<M: RowQueries> RoseLinkage<'_, M> {
         if self.words == 0 {
             return None;
         }
-        let row = |t: u32| {
-            let t = t as usize;
-            self.packed[t].then(|| &self.rows[t * self.words..(t + 1) * self.words])
-        };
         let leaf = |t: u32| t < self.n_rows;
         match (leaf(i), leaf(j)) {
-            (true, true) => self
-                .model
-                .log_marginal_upper_packed(probe?, row(i), row(j)?),
-            (false, true) => self
-                .model
-                .log_marginal_upper_packed(self.query_of(i), None, row(j)?),
-            (true, false) => self
-                .model
-                .log_marginal_upper_packed(self.query_of(j), None, row(i)?),
+            (true, true) => self.model.log_marginal_upper_packed(
+                probe?,
+                self.packed_row(i),
+                self.packed_row(j)?,
+            ),
+            (false, true) => {
+                self.model
+                    .log_marginal_upper_packed(self.query_of(i), None, self.packed_row(j)?)
+            }
+            (true, false) => {
+                self.model
+                    .log_marginal_upper_packed(self.query_of(j), None, self.packed_row(i)?)
+            }
             (false, false) => None,
+        }
+    }
+
+    /// The packed form of leaf `t`, where it has one.
+    #[inline(always)]
+    fn packed_row(&self, t: u32) -> Option<&[u64]> {
+        let t = t as usize;
+        if self.packed[t] {
+            Some(&self.rows[t * self.words..(t + 1) * self.words])
+        } else {
+            None
         }
     }
 
