@@ -59,8 +59,18 @@ impl Threads {
     }
 
     /// Whether every loop runs on the calling thread.
-    fn sequential(&self) -> bool {
+    pub(crate) fn sequential(&self) -> bool {
         matches!(self.kind, Kind::Sequential)
+    }
+
+    /// How many threads run the parallel sections.
+    #[must_use]
+    pub(crate) fn count(&self) -> usize {
+        match &self.kind {
+            Kind::Pool(pool) => pool.current_num_threads(),
+            Kind::Global => rayon::current_num_threads(),
+            Kind::Sequential => 1,
+        }
     }
 
     /// Whether a job gains nothing from [`run_polled`](Self::run_polled): with one thread,

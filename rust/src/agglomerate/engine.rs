@@ -38,6 +38,10 @@ use crate::progress;
 /// with 8 entries, 15,500 with 32), while the first scan of every row keeps the short list.
 const RESCAN_ROOM: usize = 32;
 
+/// Heap slots a thread looked at for other clusters to rescan beside the top
+/// ([`Engine::rescan`]).
+const RESCAN_PROBE: usize = 4;
+
 /// A scan goes through its partners in rounds ([`Engine::scan`]): `SEED_SCAN` partners per
 /// entry of room first, then each round `SCAN_GROWTH` times as many as the one before.
 const SEED_SCAN: usize = 4;
@@ -283,12 +287,44 @@ impl<L: Linkage> Engine<'_, L> {
                     // The key went down: another cluster may now be on top.
                     self.heap.set(k as usize, key);
                 }
-                _ => {
-                    let fresh = self.scan(k, RESCAN_ROOM)?;
-                    self.set_candidates(k, fresh);
-                }
+                _ => self.rescan(k)?,
             }
         }
+    }
+
+    /// Rescans `k`, whose listed partners ahead of its floor have all merged away.
+    ///
+    /// On several threads, the clusters in the first slots of the heap (`RESCAN_PROBE` a
+    /// thread) whose lists have run out too are rescanned with it, a cluster to a thread. A
+    /// scan is valid whenever it is made, and such a cluster would be rescanned when it
+    /// reached the top, unless it merged first as another cluster's partner; the slots
+    /// near the top hold few of those. A single rescan split between threads gains little:
+    /// it is a few tens of microseconds of work. Many clusters wait for one (binary rows,
+    /// n = 8,000: 550 on average at each rescan), and eight slots on two threads rescan
+    /// 3 % more clusters in 30 % of the parallel sections.
+    fn rescan(&mut self, k: u32) -> Result<()> {
+        let mut due = vec![k];
+        if !self.threads.sequential() {
+            let live = &self.live;
+            let exhausted = |t: u32| {
+                let c = &self.candidates[t as usize];
+                c.floor.is_some() && c.list.iter().all(|&(_, j)| !live[j as usize])
+            };
+            due.extend(
+                self.heap
+                    .near_top(RESCAN_PROBE * self.threads.count())
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != k && exhausted(t)),
+            );
+        }
+        let fresh = self
+            .threads
+            .try_map(&due, 2, |&t| self.scan(t, RESCAN_ROOM))?;
+        for (t, c) in due.into_iter().zip(fresh) {
+            self.set_candidates(t, c);
+        }
+        Ok(())
     }
 
     /// Merges `i` and `j` into `m`. Each survivor scores `m` and files it among its own

@@ -49,6 +49,11 @@ impl<K: TotalOrder> IndexedHeap<K> {
         self.heap.first().map(|&i| i as usize)
     }
 
+    /// The ids in the first `k` slots of the heap: the top, then ids near it (not in order).
+    pub(crate) fn near_top(&self, k: usize) -> &[u32] {
+        &self.heap[..k.min(self.heap.len())]
+    }
+
     pub(crate) fn contains(&self, id: usize) -> bool {
         self.pos[id] != ABSENT
     }
