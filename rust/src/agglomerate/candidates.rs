@@ -109,18 +109,43 @@ impl<K: TotalOrder, C> Candidates<K, C> {
 mod tests {
     use super::*;
 
+    /// A xorshift generator: enough to draw test cases.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    /// `c` lists a prefix of `entries` in candidate order, at most `room` of them; nothing
+    /// unlisted ranks before its floor; its cutoff is its floor's key. Returns how many it
+    /// lists.
+    fn assert_keeps_the_best(
+        c: &Candidates<f64, f64>,
+        entries: &[(f64, u32)],
+        room: usize,
+    ) -> usize {
+        let mut sorted = entries.to_vec();
+        sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        let listed = c.list.len();
+        assert!(listed <= room);
+        assert_eq!(c.list, sorted[..listed]);
+        for &e in &sorted[listed..] {
+            let f = c.floor.expect("an unlisted entry sets a floor");
+            assert!(!before(e, f));
+        }
+        assert_eq!(c.cutoff, c.floor.map(|f| f.0));
+        listed
+    }
+
     /// Whatever the order of pushes and however they are split for a reduction, the listed
     /// entries are the true best ones ahead of the floor, and nothing unlisted beats the
     /// floor.
     #[test]
     fn keeps_the_best_partners_ahead_of_the_floor() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for round in 0..400 {
             let room = [1, 3, CANDIDATES, 32][round % 4];
             let m = (next() % 40) as usize;
@@ -139,19 +164,9 @@ mod tests {
                 }
             }
             let c = a.merged(b, &cut);
-            let mut sorted = entries.clone();
-            sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-            let listed = c.list.len();
-            assert!(listed <= room);
-            // The listed entries are a prefix of the sorted order.
-            assert_eq!(c.list, sorted[..listed]);
-            // Nothing unlisted ranks before the floor, and the floor is unlisted or absent.
-            for &e in &sorted[listed..] {
-                let f = c.floor.expect("an unlisted entry sets a floor");
-                assert!(!before(e, f));
-            }
+            let listed = assert_keeps_the_best(&c, &entries, room);
+            // Without a floor every entry is listed.
             assert_eq!(c.floor.is_none(), listed == m);
-            assert_eq!(c.cutoff, c.floor.map(|f| f.0));
         }
     }
 
@@ -160,13 +175,7 @@ mod tests {
     /// ones, in order, and nothing unlisted ranks before the final floor.
     #[test]
     fn rounds_that_start_from_the_floor_keep_the_best_partners() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let cut = |k: &f64| Some(*k);
         for round in 0..400 {
             let room = [1, 3, CANDIDATES, 32][round % 4];
@@ -190,18 +199,9 @@ mod tests {
                 found = found.merged(a.merged(b, &cut), &cut);
                 done = end;
             }
-            let mut sorted = entries.clone();
-            sorted.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
-            let listed = found.list.len();
-            assert!(listed <= room);
-            assert_eq!(found.list, sorted[..listed]);
-            for &e in &sorted[listed..] {
-                let f = found.floor.expect("an unlisted entry sets a floor");
-                assert!(!before(e, f));
-            }
+            let listed = assert_keeps_the_best(&found, &entries, room);
             // A list with room to spare lists everything.
             assert!(listed == room.min(m) || found.floor.is_some());
-            assert_eq!(found.cutoff, found.floor.map(|f| f.0));
         }
     }
 }
