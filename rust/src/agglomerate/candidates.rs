@@ -43,17 +43,13 @@ impl<K: TotalOrder, C> Candidates<K, C> {
         }
     }
 
-    /// An empty list with this one's room, floor and cutoff: a partner that ranks below the
-    /// floor stays out of it from the start.
-    pub(crate) fn empty_above_floor(&self) -> Self
-    where
-        C: Clone,
-    {
+    /// An empty list with this one's room and floor, and the floor's cutoff by `cutoff`: a
+    /// partner that ranks below the floor stays out of it from the start.
+    pub(crate) fn empty_above_floor(&self, cutoff: &impl Fn(&K) -> Option<C>) -> Self {
         Self {
-            cap: self.cap,
-            list: Vec::with_capacity(self.cap + 1),
             floor: self.floor,
-            cutoff: self.cutoff.clone(),
+            cutoff: self.floor.and_then(|f| cutoff(&f.0)),
+            ..Self::with_room(self.cap)
         }
     }
 
@@ -188,8 +184,8 @@ mod tests {
                 let end = (done + 1 + (next() as usize) % 40).min(m);
                 // Two chunks, each seeded from the floor so far.
                 let middle = done + (next() as usize) % (end - done + 1);
-                let mut a = found.empty_above_floor();
-                let mut b = found.empty_above_floor();
+                let mut a = found.empty_above_floor(&cut);
+                let mut b = found.empty_above_floor(&cut);
                 for &e in &entries[done..middle] {
                     a.push(e, &cut);
                 }

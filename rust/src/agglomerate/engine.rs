@@ -211,7 +211,7 @@ impl<L: Linkage> Engine<'_, L> {
             let round = &partners[done..partners.len().min(done + size)];
             let more = self.threads.try_fold(
                 round,
-                || found.empty_above_floor(),
+                || found.empty_above_floor(&cutoff),
                 visit,
                 |a, b| a.merged(b, &cutoff),
             )?;

@@ -66,7 +66,7 @@ pub trait Linkage: Send + Sync {
     /// What [`score_above`](Linkage::score_above) needs to know of a key to tell, without
     /// computing a pair's key, that the pair ranks below it; `()` for a client without
     /// such a test.
-    type Cutoff: Clone + Send + Sync;
+    type Cutoff: Send + Sync;
 
     /// The cutoff of `key`, or `None` (the default) where the client has no test that could
     /// tell a pair below it.
