@@ -343,6 +343,12 @@ impl PyRoseTree {
         Ok(rosetree::brt::remix(&self.inner, &mixing).into())
     }
 
+    /// The most probable coarsening of the tree under `"brt"` or `"gamma"` mixing.
+    fn coarsen(&self, mixing: &str, gamma: f64, dp_alpha: f64) -> PyResult<Self> {
+        let mixing = super::parse_mixing(mixing, gamma, dp_alpha)?;
+        Ok(rosetree::brt::coarsen(&self.inner, &mixing)?.into())
+    }
+
     /// Cluster nodes of `remix(mixing, gamma, dp_alpha).cut(threshold)`, without the
     /// remixed tree.
     fn cut_remixed(

@@ -1,6 +1,7 @@
 //! Bayesian rose trees (Blundell, Teh & Heller) and their binary special case, Bayesian
 //! hierarchical clustering (Heller & Ghahramani): greedy construction, evaluation of a given
-//! tree, exhaustive search for small data sets, the optional edge-contraction pass, and
+//! tree, exhaustive search for small data sets, the optional edge-contraction pass, the most
+//! probable coarsening of a given tree ([`coarsen()`]), and
 //! insertion of new rows into a fitted tree ([`GrowingTree`]).
 //!
 //! The five systems of the BRT chapter are parameter choices:
@@ -14,6 +15,7 @@
 //! | BHC-DP | `Dp { alpha }`    | `true` |
 
 mod approx;
+mod coarsen;
 mod contract;
 mod evaluate;
 mod exhaustive;
@@ -30,6 +32,7 @@ mod score;
 mod stitch;
 
 pub use approx::{ApproxParams, approximate, top_clusters};
+pub use coarsen::{MAX_COARSEN_ENTRIES, coarsen};
 pub use contract::contract_edges;
 pub use evaluate::{cut_remixed, evaluate, from_log_f, node_stats, remix};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
