@@ -111,3 +111,25 @@ def test_a_failing_system_is_recorded_not_fatal(bench, monkeypatch):
     assert res["systems"][label]["purity"] is None
     assert res["failures"][label] == ["subset 0: InvalidDataError: refused"]
     assert "failed on 1 of 1 subsets" in bench.markdown({"datasets": {"toy": res}})
+
+
+def test_search_evidence_scores_the_same_subsets(bench, monkeypatch, tmp_path):
+    # bench_search_evidence.py reads bench_quality's subsets: its greedy tree is the
+    # default rose tree there, and its SciPy trees are on the rose tree's scale.
+    search = importlib.import_module("bench_search_evidence")
+    out = tmp_path / "s.md"
+    results = search.main(["--datasets", "toy", "--subsets", "2", "--markdown", str(out)])
+    quality = bench.main(
+        ["--datasets", "toy", "--subsets", "2", "--learn", "none", "--families", "brt"]
+    )
+    rows = results["toy"]["raw"]
+    default = quality["datasets"]["toy"]["raw"]["rosetree default (BayesianRoseTree())"]
+    assert [r["greedy"][1] for r in rows] == default["purity"]
+    source = bench.Source(bench.DATA_DIR)
+    for i, r in enumerate(rows):
+        X, _ = source.subset("toy", i)
+        assert r["greedy"][0] == rt.BayesianRoseTree().fit(X).log_evidence_
+        # The coarsened average-linkage tree: at least as probable as the binary one.
+        binary = rt.evaluate_tree(X, search.linkage_tree(X, "binary", "average"))
+        assert r["average"][0] >= binary.log_evidence
+    assert out.read_text().startswith("| data set |")
