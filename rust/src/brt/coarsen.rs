@@ -88,6 +88,10 @@ pub fn coarsen(tree: &RoseTree, mixing: &Mixing) -> Result<RoseTree> {
         ));
     }
     let log_f: Vec<f64> = tree.values().iter().map(|v| v.log_f).collect();
+    if nodes.len() == n {
+        // A single row: nothing to dissolve.
+        return from_log_f(&tree.topology(), &log_f, mixing);
+    }
     let plan = Plan::new(tree, &log_f, mixing);
     let (topology, kept) = plan.coarsened(tree)?;
     let kept_log_f: Vec<f64> = kept.iter().map(|&v| log_f[v]).collect();
@@ -107,13 +111,15 @@ impl Plan {
     fn new(tree: &RoseTree, log_f: &[f64], mixing: &Mixing) -> Self {
         let n = tree.n_leaves();
         let nodes = tree.nodes();
-        // C tables of the nodes whose parent is still to come; taken by the parent.
-        let mut table: Vec<Option<Vec<f64>>> = Vec::with_capacity(nodes.len());
+        // C tables of the nodes whose parent is still to come, taken by the parent: entry
+        // c − 1 is `None` where no c disjoint nodes cover the subtree (with 3 children, a
+        // dissolved node cannot make 2 parts).
+        let mut table: Vec<Option<Table>> = Vec::with_capacity(nodes.len());
         let mut parts = vec![1; nodes.len()];
         let mut splits: Vec<Vec<Vec<u32>>> = vec![Vec::new(); nodes.len()];
         for (v, node) in nodes.iter().enumerate() {
             if v < n {
-                table.push(Some(vec![log_f[v]]));
+                table.push(Some(vec![Some(log_f[v])]));
                 continue;
             }
             let mut children = node.children.iter().map(|&u| {
@@ -128,20 +134,24 @@ impl Plan {
                 acc = merged;
                 node_splits.push(split);
             }
-            // acc[c − 1]: the best Σ P over c parts with v dissolved (c ≥ k_v).
+            // acc[c − 1]: the best Σ P over c parts with v dissolved (c ≥ k_v; c = k_v, one
+            // part a child, is always possible).
             let k = node.children.len();
             let log_p = |c: usize| {
-                let prior = mixing.node_prior(c, node.n_leaves, 0.0);
-                log_add_exp(prior.log_pi + log_f[v], prior.log_1m_pi + acc[c - 1])
+                acc[c - 1].map(|sum| {
+                    let prior = mixing.node_prior(c, node.n_leaves, 0.0);
+                    log_add_exp(prior.log_pi + log_f[v], prior.log_1m_pi + sum)
+                })
             };
-            let (mut best_c, mut best) = (k, log_p(k));
+            let (mut best_c, mut best) = (k, log_p(k).expect("one part a child"));
             for c in k + 1..=acc.len() {
-                let p = log_p(c);
-                if p > best {
+                if let Some(p) = log_p(c)
+                    && p > best
+                {
                     (best_c, best) = (c, p);
                 }
             }
-            acc[0] = best;
+            acc[0] = Some(best);
             parts[v] = best_c;
             splits[v] = node_splits;
             table.push(Some(acc));
@@ -210,20 +220,27 @@ impl Plan {
     }
 }
 
-/// The max-plus convolution of two tables (`a[i]`: the best value with `i + 1` parts):
-/// `out[c − 1] = max_{i + j = c} a[i − 1] + b[j − 1]`, with the number of parts taken from
-/// `b` at each `c` (on a tie, the most).
-fn max_plus(a: &[f64], b: &[f64]) -> (Vec<f64>, Vec<u32>) {
+/// A table of a subtree: entry `c − 1`, the best `Σ ln p` over `c` parts, `None` where
+/// there are no such parts.
+type Table = Vec<Option<f64>>;
+
+/// The max-plus convolution of two tables: `out[c − 1] = max_{i + j = c} a[i − 1] +
+/// b[j − 1]` over the entries that exist, with the number of parts taken from `b` at each
+/// `c` (on a tie, the most). Where every such sum is `−∞` (clusters the model finds
+/// impossible), the first is kept, so that every count that exists has a split.
+fn max_plus(a: &[Option<f64>], b: &[Option<f64>]) -> (Table, Vec<u32>) {
     let len = a.len() + b.len();
-    let mut out = vec![f64::NEG_INFINITY; len];
-    let mut from_b = vec![1_u32; len];
-    for (i, &x) in a.iter().enumerate() {
-        for (j, &y) in b.iter().enumerate() {
+    let mut out: Table = vec![None; len];
+    let mut from_b = vec![0_u32; len];
+    for (i, x) in a.iter().enumerate() {
+        let Some(x) = *x else { continue };
+        for (j, y) in b.iter().enumerate() {
+            let Some(y) = *y else { continue };
             // i + 1 parts from a, j + 1 from b: i + j + 2 in all, at index i + j + 1.
             let s = x + y;
             let at = i + j + 1;
-            if s > out[at] {
-                out[at] = s;
+            if out[at].is_none_or(|best| s > best) {
+                out[at] = Some(s);
                 from_b[at] = (j + 1) as u32;
             }
         }
@@ -383,6 +400,63 @@ mod tests {
                 assert_eq!(twice.topology(), best.topology());
             }
         }
+    }
+
+    /// The most probable coarsening by trying every one, from `ln f` alone.
+    fn brute_force_from_log_f(tree: &RoseTree, mixing: &Mixing) -> f64 {
+        let topology = tree.topology();
+        let n = tree.n_leaves();
+        let m = topology.internal().len();
+        let mut best = f64::NEG_INFINITY;
+        for mask in 0_u32..1 << (m - 1) {
+            let dissolve: Vec<bool> = (0..m).map(|k| k < m - 1 && mask >> k & 1 == 1).collect();
+            let t = dissolved(&topology, &dissolve);
+            let kept: Vec<usize> = (0..n)
+                .chain((0..m).filter(|&k| !dissolve[k]).map(|k| n + k))
+                .collect();
+            let log_f: Vec<f64> = kept.iter().map(|&v| tree.values()[v].log_f).collect();
+            best = best.max(from_log_f(&t, &log_f, mixing).unwrap().log_evidence());
+        }
+        best
+    }
+
+    #[test]
+    fn impossible_clusters_and_single_rows_are_ordinary_input() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mixing = Mixing::Brt { gamma: 0.5 };
+        for trial in 0..40 {
+            let n = rng.random_range(3..=8);
+            let topology = random_topology(n, &mut rng);
+            let total = n + topology.internal().len();
+            // Internal clusters impossible (ln f = −∞) at random, all of them in every
+            // fourth trial; in every third, a row impossible by itself, so that every
+            // tree is impossible.
+            let log_f: Vec<f64> = (0..total)
+                .map(|v| {
+                    if v >= n && (trial % 4 == 0 || rng.random_bool(0.5))
+                        || v == 0 && trial % 3 == 0
+                    {
+                        f64::NEG_INFINITY
+                    } else {
+                        -rng.random_range(1.0..10.0)
+                    }
+                })
+                .collect();
+            let tree = from_log_f(&topology, &log_f, &mixing).unwrap();
+            let best = coarsen(&tree, &mixing).unwrap();
+            let expected = brute_force_from_log_f(&tree, &mixing);
+            if expected == f64::NEG_INFINITY {
+                assert_eq!(best.log_evidence(), expected, "trial {trial}");
+            } else {
+                assert!(
+                    (best.log_evidence() - expected).abs() <= 1e-9 * expected.abs(),
+                    "trial {trial}: {} against {expected}",
+                    best.log_evidence()
+                );
+            }
+        }
+        let one = from_log_f(&Topology::new(1, vec![]).unwrap(), &[-2.0], &mixing).unwrap();
+        assert_eq!(coarsen(&one, &mixing).unwrap().log_evidence(), -2.0);
     }
 
     #[test]
