@@ -4,7 +4,7 @@ use nalgebra::{DMatrix, DVector};
 use ndarray::Array2;
 
 use crate::models::RowQueries;
-use crate::tree::Tree;
+use crate::tree::{Topology, Tree};
 
 /// `ln f` of all rows of `x` as one cluster, through every path a model offers: evaluated
 /// from the merged statistics, merged from two parts (all rows but the last, and the last),
@@ -95,4 +95,21 @@ pub(crate) fn durations_around(delta: f64, r: &mut impl rand::Rng) -> [f64; 7] {
         delta * r.random::<f64>(),
         delta * (1.0 + r.random::<f64>()),
     ]
+}
+
+/// A random rose tree over `n` leaves: merge random groups of 2 to `max_children` trees
+/// until one is left.
+pub(crate) fn random_topology(n: usize, max_children: usize, rng: &mut impl rand::Rng) -> Topology {
+    let mut roots: Vec<usize> = (0..n).collect();
+    let mut internal = Vec::new();
+    while roots.len() > 1 {
+        let k = rng.random_range(2..=max_children.min(roots.len()));
+        let mut children = Vec::new();
+        for _ in 0..k {
+            children.push(roots.swap_remove(rng.random_range(0..roots.len())));
+        }
+        roots.push(n + internal.len());
+        internal.push(children);
+    }
+    Topology::new(n, internal).unwrap()
 }

@@ -257,23 +257,7 @@ mod tests {
     use super::*;
     use crate::brt::{contract_edges, evaluate};
     use crate::models::{BetaBernoulli, ClusterModel, NormalGamma};
-
-    /// A random rose tree over `n` leaves: merge random groups of 2–4 trees until one is
-    /// left.
-    fn random_topology(n: usize, rng: &mut Xoshiro256PlusPlus) -> Topology {
-        let mut roots: Vec<usize> = (0..n).collect();
-        let mut internal = Vec::new();
-        while roots.len() > 1 {
-            let k = rng.random_range(2..=4.min(roots.len()));
-            let mut children = Vec::new();
-            for _ in 0..k {
-                children.push(roots.swap_remove(rng.random_range(0..roots.len())));
-            }
-            roots.push(n + internal.len());
-            internal.push(children);
-        }
-        Topology::new(n, internal).unwrap()
-    }
+    use crate::test_util::random_topology;
 
     /// The topology left when the internal nodes flagged in `dissolve` give their children
     /// to their parents (the root is never dissolved).
@@ -344,7 +328,7 @@ mod tests {
             let n = rng.random_range(2..=9);
             let x = binary_rows(n, 6, &mut rng);
             let topology = if trial % 2 == 0 {
-                random_topology(n, &mut rng)
+                random_topology(n, 4, &mut rng)
             } else {
                 // A binary chain, the deepest shape.
                 let internal = (0..n - 1)
@@ -389,7 +373,7 @@ mod tests {
             let x = Array2::from_shape_fn((n, 3), |(i, _)| (i % 4) as f64 + rng.random::<f64>());
             let model = NormalGamma::new(&[1.5], 1.0, 2.0, &[0.5], 3).unwrap();
             let leaves = model.leaf_stats_all(x.view()).unwrap();
-            let topology = random_topology(n, &mut rng);
+            let topology = random_topology(n, 4, &mut rng);
             for mixing in [Mixing::Brt { gamma: 0.5 }, Mixing::Gamma { gamma: 0.5 }] {
                 let tree = evaluate(&model, &mixing, &topology, &leaves).unwrap();
                 let best = coarsen(&tree, &mixing).unwrap();
@@ -426,7 +410,7 @@ mod tests {
         let mixing = Mixing::Brt { gamma: 0.5 };
         for trial in 0..40 {
             let n = rng.random_range(3..=8);
-            let topology = random_topology(n, &mut rng);
+            let topology = random_topology(n, 4, &mut rng);
             let total = n + topology.internal().len();
             // Internal clusters impossible (ln f = −∞) at random, all of them in every
             // fourth trial; in every third, a row impossible by itself, so that every

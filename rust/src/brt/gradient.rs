@@ -144,22 +144,7 @@ mod tests {
 
     use super::*;
     use crate::models::{BetaBernoulli, DirichletMultinomial, NormalGamma, NormalInverseWishart};
-
-    /// A random rose tree over `n` leaves: merge random groups of 2–3 trees until one is left.
-    fn random_topology(n: usize, rng: &mut Xoshiro256PlusPlus) -> Topology {
-        let mut roots: Vec<usize> = (0..n).collect();
-        let mut internal = Vec::new();
-        while roots.len() > 1 {
-            let k = rng.random_range(2..=3.min(roots.len()));
-            let mut children = Vec::new();
-            for _ in 0..k {
-                children.push(roots.swap_remove(rng.random_range(0..roots.len())));
-            }
-            roots.push(n + internal.len());
-            internal.push(children);
-        }
-        Topology::new(n, internal).unwrap()
-    }
+    use crate::test_util::random_topology;
 
     fn mixing_with(mixing: &Mixing, theta: f64) -> Mixing {
         match mixing {
@@ -186,7 +171,7 @@ mod tests {
             Mixing::Gamma { gamma: 0.6 },
             Mixing::Dp { alpha: 1.7 },
         ] {
-            let topology = random_topology(x.nrows(), &mut rng);
+            let topology = random_topology(x.nrows(), 3, &mut rng);
             let g = evidence_gradient(model, &mixing, &topology, &leaves).unwrap();
             let value = |m: &M, mix: &Mixing| {
                 let leaves = m.leaf_stats_all(x.view()).unwrap();
