@@ -792,10 +792,11 @@ class RoseTree(Tree):
         the tree from the ``log_f`` it holds, so no data are needed. It is never less
         probable than the tree itself or than greedy contraction
         (``BayesianRoseTree(contract=True)``). Where two choices give the same
-        :math:`\ln p` to the last bit, a node keeps the fewest children. Time and memory
-        grow with :math:`\sum_v (k_v - 1) n_v` over the internal nodes (*k* children, *n*
+        :math:`\ln p` to the last bit, a node keeps the fewest children. It forms at most
+        one sum per pair of rows, :math:`n^2 / 2` (about a second at 45,000 rows), and keeps
+        :math:`\sum_v (k_v - 1) n_v` numbers over the internal nodes (*k* children, *n*
         leaves each): :math:`O(n \log n)` for a balanced binary tree, :math:`O(n^2)` for a
-        chain (refused beyond :math:`2^{28}`).
+        chain. Beyond :math:`2^{30}` sums or :math:`2^{28}` numbers it is refused.
 
         With :func:`evaluate_tree`, it puts any binary tree, such as SciPy's linkage, on the
         scale of the rose tree's evidence (a binary tree's own evidence is that of BHC).
@@ -812,8 +813,8 @@ class RoseTree(Tree):
         Raises
         ------
         InvalidParameterError
-            For ``"dp"`` mixing or a tree too deep for its size, naming ``mixing`` or
-            ``tree``.
+            For ``"dp"`` mixing, or a tree too large or too deep for its size, naming
+            ``mixing`` or ``tree``.
 
         Examples
         --------

@@ -30,6 +30,11 @@ use crate::tree::Topology;
 /// internal node `v`): about `n log₂ n` for a balanced binary tree, `n² / 2` for a chain.
 pub const MAX_COARSEN_ENTRIES: u64 = 1 << 28;
 
+/// The most sums [`coarsen`] forms: 2³⁰, about a second. A tree needs one for every pair of
+/// leaves at most (each pair of parts of two children of a node), `n² / 2` for any tree of
+/// `n` leaves: trees of up to about 46,000 leaves always pass.
+pub const MAX_COARSEN_SUMS: u64 = 1 << 30;
+
 /// The most probable coarsening of `tree` under `mixing` (see the module docs): the rose
 /// tree of highest `ln p(D | T)` among those whose clusters are all clusters of `tree`, with
 /// every node's quantities computed from the `ln f` that `tree` holds (no data are needed).
@@ -37,8 +42,9 @@ pub const MAX_COARSEN_ENTRIES: u64 = 1 << 28;
 /// keeps the fewest (the least dissolved). The comparisons are of sums of `ln p` in double
 /// precision, so "most probable" holds up to their rounding.
 ///
-/// Time and memory are `Σ_v (k_v − 1) n_v` over the internal nodes (`k_v` children, `n_v`
-/// leaves): `O(n log n)` for a balanced binary tree, `O(n²)` for a chain.
+/// Memory is `Σ_v (k_v − 1) n_v` over the internal nodes (`k_v` children, `n_v` leaves):
+/// `O(n log n)` for a balanced binary tree, `O(n²)` for a chain. Time is at most one sum
+/// for each pair of leaves, `O(n²)`.
 ///
 /// # Examples
 /// ```
@@ -62,7 +68,8 @@ pub const MAX_COARSEN_ENTRIES: u64 = 1 << 28;
 ///
 /// # Errors
 /// [`RoseTreeError::InvalidParameter`] on `mixing` for [`Mixing::Dp`] and on `tree` when it
-/// would need more than [`MAX_COARSEN_ENTRIES`] table entries; [`RoseTreeError::Numerical`]
+/// would need more than [`MAX_COARSEN_ENTRIES`] table entries or [`MAX_COARSEN_SUMS`] sums;
+/// [`RoseTreeError::Numerical`]
 /// where a node's `ln p` is NaN.
 pub fn coarsen(tree: &RoseTree, mixing: &Mixing) -> Result<RoseTree> {
     if mixing.depends_on_subtree() {
@@ -74,16 +81,23 @@ pub fn coarsen(tree: &RoseTree, mixing: &Mixing) -> Result<RoseTree> {
     }
     let n = tree.n_leaves();
     let nodes = tree.nodes();
-    let entries: u64 = nodes[n..]
-        .iter()
-        .map(|v| (v.children.len() as u64 - 1) * v.n_leaves as u64)
-        .sum();
-    if entries > MAX_COARSEN_ENTRIES {
+    let (mut entries, mut sums) = (0_u64, 0_u64);
+    for v in &nodes[n..] {
+        let mut below = nodes[v.children[0]].n_leaves as u64;
+        for &c in &v.children[1..] {
+            let size = nodes[c].n_leaves as u64;
+            sums += below * size;
+            below += size;
+            entries += below;
+        }
+    }
+    if entries > MAX_COARSEN_ENTRIES || sums > MAX_COARSEN_SUMS {
         return Err(RoseTreeError::param(
             "tree",
             format!(
-                "its most probable coarsening needs {entries} table entries, more than \
-                 {MAX_COARSEN_ENTRIES} (the tree is too deep for its size)"
+                "its most probable coarsening needs {entries} table entries and {sums} sums, \
+                 more than {MAX_COARSEN_ENTRIES} or {MAX_COARSEN_SUMS} (too many leaves, or a \
+                 tree too deep for its size)"
             ),
         ));
     }
@@ -464,6 +478,25 @@ mod tests {
         let chain = Topology::new(n, internal).unwrap();
         let zeros = vec![0.0; 2 * n - 1];
         let tree = RoseTree::from_parts(&chain, &zeros, &zeros, &zeros, &zeros).unwrap();
+        let err = coarsen(&tree, &Mixing::Brt { gamma: 0.5 }).unwrap_err();
+        assert!(matches!(err, RoseTreeError::InvalidParameter { ref name, .. } if name == "tree"));
+
+        // A balanced binary tree of 2¹⁶ leaves needs few entries but about 2³¹ sums.
+        let n = 1 << 16;
+        let mut internal = Vec::with_capacity(n - 1);
+        let mut level: Vec<usize> = (0..n).collect();
+        while level.len() > 1 {
+            level = level
+                .chunks(2)
+                .map(|pair| {
+                    internal.push(pair.to_vec());
+                    n + internal.len() - 1
+                })
+                .collect();
+        }
+        let balanced = Topology::new(n, internal).unwrap();
+        let zeros = vec![0.0; 2 * n - 1];
+        let tree = RoseTree::from_parts(&balanced, &zeros, &zeros, &zeros, &zeros).unwrap();
         let err = coarsen(&tree, &Mixing::Brt { gamma: 0.5 }).unwrap_err();
         assert!(matches!(err, RoseTreeError::InvalidParameter { ref name, .. } if name == "tree"));
     }

@@ -32,7 +32,7 @@ mod score;
 mod stitch;
 
 pub use approx::{ApproxParams, approximate, top_clusters};
-pub use coarsen::{MAX_COARSEN_ENTRIES, coarsen};
+pub use coarsen::{MAX_COARSEN_ENTRIES, MAX_COARSEN_SUMS, coarsen};
 pub use contract::contract_edges;
 pub use evaluate::{cut_remixed, evaluate, from_log_f, node_stats, remix};
 pub use exhaustive::{MAX_EXHAUSTIVE, MAX_EXHAUSTIVE_DP, optimal_tree};
