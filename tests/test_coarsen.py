@@ -8,20 +8,18 @@ import rosetree as rt
 from scipy.cluster.hierarchy import linkage
 
 
-def coarsened(tree: rt.Tree, dissolved: set[int]) -> list:
-    """``tree`` as nested lists, each node in ``dissolved`` replaced by its children."""
-    n = tree.n_leaves
-
-    def kids(v: int) -> list:
-        out: list = []
-        for c in tree.children[v]:
-            out.extend(kids(c) if c in dissolved else [c if c < n else build(c)])
-        return out
-
-    def build(v: int) -> list:
-        return kids(v)
-
-    return build(tree.root)
+def coarsened(tree: rt.Tree, dissolved: set[int], v: int | None = None) -> list:
+    """``tree`` (below ``v``) as nested lists, each node in ``dissolved`` replaced by its
+    children."""
+    out: list = []
+    for c in tree.children[tree.root if v is None else v]:
+        if c < tree.n_leaves:
+            out.append(c)
+        elif c in dissolved:
+            out.extend(coarsened(tree, dissolved, c))
+        else:
+            out.append(coarsened(tree, dissolved, c))
+    return out
 
 
 @pytest.mark.parametrize("mixing", ["brt", "gamma"])
