@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 import warnings
@@ -71,12 +70,6 @@ def one_subset(X: np.ndarray, y: np.ndarray, kind: str) -> dict[str, tuple[float
     return out
 
 
-def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean."""
-    v = np.asarray(values, dtype=np.float64)
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
-
-
 def run(name: str, n_subsets: int, source: bq.Source) -> dict[str, Any]:
     """Every subset of ``name``: per-tree evidence and purity, and the summary."""
     kind = bq.DATASETS[name][0]
@@ -84,19 +77,20 @@ def run(name: str, n_subsets: int, source: bq.Source) -> dict[str, Any]:
     for i in range(n_subsets):
         X, y = source.subset(name, i)
         rows.append(one_subset(X, y, kind))
-    summary: dict[str, Any] = {f"{t} purity": mean_se([r[t][1] for r in rows]) for t in TREES}
+    summary: dict[str, Any] = {f"{t} purity": bq.mean_se([r[t][1] for r in rows]) for t in TREES}
     for t in TREES[1:]:
         summary[f"{t} more probable"] = sum(r[t][0] > r["greedy"][0] for r in rows)
-        summary[f"{t} gain in ln p"] = mean_se([r[t][0] - r["greedy"][0] for r in rows])
-    chosen = [max(TREES, key=lambda t, r=r: r[t][0]) for r in rows]
-    summary["most probable purity"] = mean_se([r[t][1] for r, t in zip(rows, chosen, strict=True)])
+        summary[f"{t} gain in ln p"] = bq.mean_se([r[t][0] - r["greedy"][0] for r in rows])
+    most_probable = [r[max(TREES, key=lambda t, r=r: r[t][0])] for r in rows]
+    summary["most probable purity"] = bq.mean_se([m[1] for m in most_probable])
     summary["subsets"] = n_subsets
     return {"summary": summary, "raw": rows}
 
 
-def fmt(pair: tuple[float, float]) -> str:
-    """``mean ± se`` with three decimals."""
-    return f"{pair[0]:.3f} ± {pair[1]:.3f}"
+def fmt(pair: tuple[float, float | None] | None) -> str:
+    """``mean ± se`` (``bench_quality``'s format)."""
+    assert pair is not None
+    return bq.fmt(*pair)
 
 
 def markdown(results: dict[str, Any]) -> str:
