@@ -202,11 +202,12 @@ impl<L: Linkage> Engine<'_, L> {
         };
         let mut found = Candidates::with_room(room);
         // On one thread, one round. (One call of the fold, so that `visit` is inlined.)
-        let (mut done, mut size) = if self.threads.folds_in_parallel(partners.len()) {
-            (0, SEED_SCAN * room)
+        let mut size = if self.threads.folds_in_parallel(partners.len()) {
+            SEED_SCAN * room
         } else {
-            (0, partners.len())
+            partners.len()
         };
+        let mut done = 0;
         while done < partners.len() {
             let round = &partners[done..partners.len().min(done + size)];
             let more = self.threads.try_fold(
