@@ -132,4 +132,17 @@ def test_search_evidence_scores_the_same_subsets(bench, monkeypatch, tmp_path):
         # The coarsened average-linkage tree: at least as probable as the binary one.
         binary = rt.evaluate_tree(X, search.linkage_tree(X, "binary", "average"))
         assert r["average"][0] >= binary.log_evidence
+        # BHC's tree under the default's model, coarsened: at least as probable as BHC's.
+        est = rt.BayesianRoseTree().fit(X)
+        bhc = rt.BayesianRoseTree(model=est.model_, binary=True).fit(X)
+        assert r["bhc"][0] >= bhc.log_evidence_
     assert out.read_text().startswith("| data set |")
+
+
+def test_search_evidence_does_not_count_rounding_as_a_more_probable_tree():
+    search = importlib.import_module("bench_search_evidence")
+    ln_p = -3687.2612345
+    same = np.nextafter(np.nextafter(ln_p, 0.0), 0.0)  # the same tree, summed otherwise
+    assert same > ln_p
+    assert not search.more_probable((same, 0.5), (ln_p, 0.9))
+    assert search.more_probable((ln_p + 0.01, 0.5), (ln_p, 0.9))
