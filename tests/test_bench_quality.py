@@ -146,3 +146,28 @@ def test_search_evidence_does_not_count_rounding_as_a_more_probable_tree():
     assert same > ln_p
     assert not search.more_probable((same, 0.5), (ln_p, 0.9))
     assert search.more_probable((ln_p + 0.01, 0.5), (ln_p, 0.9))
+
+
+def test_integer_data_benchmark_takes_measurements_as_real_and_counts_as_counts(
+    monkeypatch, tmp_path
+):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    integer = importlib.import_module("bench_integer_data")
+    names = ["iris_mm"]
+    if (integer.bq.DATA_DIR / "newsgroups" / "source").is_dir():
+        names.append("newsgroups_counts")  # its loader checks the counts against the file
+    out = tmp_path / "i.md"
+    results = integer.main(
+        ["--datasets", ",".join(names), "--subsets", "1", "--markdown", str(out)]
+    )
+    iris = results["iris_mm"]
+    assert iris["chosen"] in ({"NormalGamma": 1}, {"NormalInverseWishart": 1})
+    assert iris["zeros"] == 0.0
+    X, y = integer.subset("iris_mm", *integer.SETS["iris_mm"][0](integer.bq.DATA_DIR), 0)
+    assert np.array_equal(X, np.rint(X)) and X.min() > 0
+    assert iris["raw"][0]["BayesianRoseTree()"][0] == rt.dendrogram_purity(
+        rt.BayesianRoseTree().fit(X).tree_, y
+    )
+    if "newsgroups_counts" in results:
+        assert results["newsgroups_counts"]["chosen"] == {"DirichletMultinomial": 1}
+    assert out.read_text().startswith("**iris_mm**")

@@ -70,6 +70,33 @@ def test_counts_get_the_dirichlet_multinomial_model():
     assert est.model_selection_["data"] == "counts"
 
 
+def test_positive_integers_are_measurements_and_zeros_make_them_counts():
+    # Three groups measured in whole millimetres (no zero anywhere): a Gaussian model, as
+    # for the same lengths in centimetres; one zero anywhere makes the table counts.
+    rng = np.random.default_rng(3)
+    mm = np.vstack([rng.normal(c, 4.0, size=(20, 3)) for c in (40.0, 60.0, 80.0)]).round()
+    est = rt.BayesianRoseTree().fit(mm)
+    assert est.model_selection_["data"] == "real"
+    assert isinstance(est.model_, (rt.NormalGamma, rt.NormalInverseWishart))
+    cm = rt.BayesianRoseTree().fit(mm / 10.0)
+    assert type(cm.model_) is type(est.model_)
+    assert rt.dendrogram_purity(est.tree_, np.repeat([0, 1, 2], 20)) > 0.9
+    for table in (mm.astype(np.uint8), mm.astype(np.float32)):
+        assert rt.BayesianRoseTree().fit(table).model_selection_["data"] == "real"
+    with_zero = mm.copy()
+    with_zero[5, 1] = 0.0
+    for table in (with_zero, with_zero.astype(np.uint8), sparse.csr_matrix(with_zero)):
+        est = rt.BayesianRoseTree().fit(table)
+        assert est.model_selection_["data"] == "counts"
+        assert isinstance(est.model_, rt.DirichletMultinomial)
+    # A sparse table's implicit entries are zeros.
+    assert rt.BayesianRoseTree().fit(sparse.csr_matrix(mm)).model_selection_["data"] == "real"
+    gaps = sparse.csr_matrix(mm)
+    gaps[0, 0] = 0.0
+    gaps.eliminate_zeros()
+    assert rt.BayesianRoseTree().fit(gaps).model_selection_["data"] == "counts"
+
+
 def test_sparse_counts_and_sparse_real_data_stay_sparse_models():
     counts = sparse.random(40, 8, density=0.3, random_state=2, format="csr")
     counts.data = np.ceil(counts.data * 5)

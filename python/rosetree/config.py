@@ -399,8 +399,12 @@ class AutoModel:
     The data's type decides first:
 
     - every observed entry 0 or 1: :class:`BetaBernoulli`;
-    - every observed entry a non-negative integer, some above 1 (counts):
-      :class:`DirichletMultinomial`;
+    - every observed entry a non-negative integer, some above 1, and some 0 (counts; a
+      sparse matrix's implicit entries are zeros): :class:`DirichletMultinomial`. Counts
+      start at zero: integers of which none is 0 (lengths in millimetres, masses in grams,
+      years, ratings from 1) are measurements in whole units, and real-valued (iris in
+      millimetres: dendrogram purity 0.82 under the Gaussian model chosen, 0.65 as counts;
+      ``benchmarks/bench_integer_data.py``);
     - anything else (real-valued): a choice between the candidates ``real`` (by default
       :class:`NormalGamma`, diagonal, and :class:`NormalInverseWishart`, full covariance),
       each with its data-driven defaults, by ``rule``. :class:`NormalInverseWishart` takes

@@ -72,7 +72,8 @@ class BayesianRoseTree(ClusterEstimator):
         :class:`NormalInverseWishart`, :class:`NormalGamma`, :class:`DirichletMultinomial`
         or a model of your own; ``"auto"`` (``AutoModel()``, also ``None``) chooses from
         the data: :class:`BetaBernoulli` for binary data, :class:`DirichletMultinomial`
-        for counts, and for real-valued data :class:`NormalGamma` or
+        for counts (non-negative integers, some of them 0), and for real-valued data
+        (integers without a zero among them) :class:`NormalGamma` or
         :class:`NormalInverseWishart`, whichever shows the stronger cluster structure (see
         :class:`AutoModel`; :attr:`model_selection_` records why). Gaussian models whose
         scale comes from the data leave out constant columns (:attr:`constant_features_`).
