@@ -80,7 +80,8 @@ def more_probable(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
     The same tree reached two ways (BHC's tree coarsened back to the greedy rose tree, say)
     sums its terms in another order and can come out a few units in the last place ahead;
-    that is not a more probable tree. ``10⁻⁹`` of ``|ln p|`` is far above such rounding and
+    that is not a more probable tree (nor is one that differs only among rows that make
+    its evidence the same). ``10⁻⁹`` of ``|ln p|`` is far above such rounding and
     far below any real difference between two trees.
     """
     return a[0] - b[0] > 1e-9 * max(1.0, abs(b[0]))
