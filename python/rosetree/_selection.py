@@ -33,7 +33,7 @@ def _observed_values(X: Any) -> np.ndarray:
 
 
 def data_kind(X: Any) -> str:
-    """``"binary"`` (entries 0 or 1), ``"counts"`` (non-negative integers) or ``"real"``.
+    """``"binary"`` (entries 0 or 1), ``"counts"`` (non-negative integers, some 0) or ``"real"``.
 
     NaN entries (missing) are left out; a sparse matrix's implicit entries are zeros.
     Counts start at zero: integers of which none is 0 (lengths in millimetres, masses in
@@ -42,16 +42,14 @@ def data_kind(X: Any) -> str:
     dtype = getattr(X, "dtype", None)
     if dtype == np.bool_ or (dtype == np.uint8 and X.size and X.max() <= 1):
         return "binary"  # read in place: no float64 copy of a large binary array
+    implicit_zero = is_sparse(X) and X.nnz < np.prod(X.shape)
     if dtype == np.uint8:
-        # An implicit zero of a sparse matrix, or a stored one, or none at all.
         stored = X.data if is_sparse(X) else X
-        has_zero = (is_sparse(X) and X.nnz < np.prod(X.shape)) or not stored.all()
-        return "counts" if has_zero else "real"
+        return "counts" if implicit_zero or not stored.all() else "real"
     values = _observed_values(X)
     if np.all((values == 0.0) | (values == 1.0)):
         return "binary"
     if np.all(values >= 0.0) and np.all(values == np.floor(values)):
-        implicit_zero = is_sparse(X) and X.nnz < np.prod(X.shape)
         return "counts" if implicit_zero or np.any(values == 0.0) else "real"
     return "real"
 
