@@ -44,6 +44,7 @@ import re
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,24 +60,24 @@ import bench_quality as bq
 import real_data
 
 
-def _iris_mm(_: Path) -> tuple[np.ndarray, np.ndarray]:
-    X, y = real_data.REAL_SETS["iris"][0](_)
+def _iris_mm(data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    X, y = real_data.REAL_SETS["iris"][0](data_dir)
     return np.rint(X * 10.0), y
 
 
-def _penguins_int(_: Path) -> tuple[np.ndarray, np.ndarray]:
-    X, y = real_data.REAL_SETS["penguins"][0](_)
+def _penguins_int(data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    X, y = real_data.REAL_SETS["penguins"][0](data_dir)
     return np.rint(X * np.array([10.0, 10.0, 1.0, 1.0])), y
 
 
-def _cars_int(_: Path) -> tuple[np.ndarray, np.ndarray]:
-    X, y = real_data.REAL_SETS["cars"][0](_)
+def _cars_int(data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    X, y = real_data.REAL_SETS["cars"][0](data_dir)
     # Miles per gallon, displacement and acceleration have decimals; these four do not.
     return X[:, [1, 3, 4, 6]], y
 
 
-def _digits_counts(_: Path) -> tuple[np.ndarray, np.ndarray]:
-    return real_data.REAL_SETS["digits"][0](_)
+def _digits_counts(data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    return real_data.REAL_SETS["digits"][0](data_dir)
 
 
 def _newsgroups_counts(data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -183,18 +184,10 @@ def run(name: str, n_subsets: int, data_dir: Path) -> dict[str, Any] | None:
         }
         for system in systems
     }
-    chosen: dict[str, int] = {}
-    structure: dict[str, int] = {}
-    for r in rows:
-        chosen[r["chosen"]] = chosen.get(r["chosen"], 0) + 1
-        rule = r["structure rule chose"]
-        structure[rule] = structure.get(rule, 0) + 1
-    zero_share = float(np.mean(X == 0))
     return {
         "summary": summary,
-        "chosen": chosen,
-        "structure rule chose": structure,
-        "zeros": zero_share,
+        **{key: dict(Counter(r[key] for r in rows)) for key in ("chosen", "structure rule chose")},
+        "zeros": float(np.mean(X == 0)),
         "raw": rows,
     }
 
