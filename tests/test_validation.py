@@ -74,11 +74,34 @@ def test_non_numeric_data_is_a_type_error_that_is_also_invalid_data():
         assert isinstance(info.value, rt.InvalidDataError)
 
 
-def test_missing_values_for_a_model_without_them_name_the_entry():
+def test_missing_values_for_a_model_without_them_name_the_entry_and_what_takes_them():
     X = np.random.default_rng(0).normal(size=(6, 2))
     X[4, 1] = np.nan
-    with pytest.raises(rt.InvalidDataError, match="NaN in row 4, column 1"):
-        rt.BayesianRoseTree(model=rt.NormalInverseWishart()).fit(X)
+    full = np.nan_to_num(X)
+    rose = "NormalInverseWishart takes no missing entries; NormalGamma"
+    niw = rt.BayesianRoseTree(model=rt.NormalInverseWishart())
+    for call in (lambda: niw.fit(X), lambda: niw.fit(full).score_samples(X)):
+        with pytest.raises(rt.InvalidDataError, match=f"NaN in row 4, column 1: {rose}") as info:
+            call()
+        assert (info.value.row, info.value.column) == (4, 1)
+    # The fit reads a float32 array in place; the same message.
+    with pytest.raises(rt.InvalidDataError, match=rose):
+        niw.fit(X.astype(np.float32))
+    diffusion = "the Gaussian likelihood takes no missing entries"
+    pydt = rt.PitmanYorDiffusionTree(n_iter=2, random_state=0)
+    with pytest.raises(rt.InvalidDataError, match=f"NaN in row 4, column 1: {diffusion}"):
+        pydt.fit(X)
+    pydt.fit(full)
+    for method in (pydt.score_samples, pydt.predict_proba, pydt.partial_fit):
+        with pytest.raises(rt.InvalidDataError, match=diffusion):
+            method(X)
+    # What the message offers does take the row.
+    rt.BayesianRoseTree(model=rt.NormalGamma()).fit(X)
+    rt.KingmanCoalescent().fit(X)
+    # An infinite value is named as such, with no word about missing entries.
+    X[4, 1] = np.inf
+    with pytest.raises(rt.InvalidDataError, match=r"infinite value in row 4, column 1$"):
+        niw.fit(X)
 
 
 @pytest.mark.parametrize("inference", ["greedy-rate1", "greedy-maxprob", "greedy-minduration"])

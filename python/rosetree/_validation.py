@@ -56,6 +56,7 @@ def check_array(
     min_rows: int = 2,
     name: str = "X",
     keep_narrow: bool = False,
+    nan_hint: str = "",
 ) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-D float64 array, or raise naming the problem.
 
@@ -64,7 +65,8 @@ def check_array(
     cluster model decides whether it supports missing entries. Infinite values are rejected
     here, with their row and column. With ``keep_narrow``, a NumPy array of dtype ``bool``,
     ``uint8`` or ``float32`` keeps its dtype (C-contiguous), so that the core reads it
-    without a float64 copy (binary data at a byte, or less, an entry).
+    without a float64 copy (binary data at a byte, or less, an entry). ``nan_hint`` ends
+    the message on a NaN that is not allowed (what takes missing entries instead).
     """
     if keep_narrow and isinstance(X, np.ndarray) and X.dtype in NARROW_DTYPES and X.ndim == 2:
         _check_shape(X.shape, min_rows, name)
@@ -73,8 +75,7 @@ def check_array(
             bad = np.isinf(narrow) if allow_nan else ~np.isfinite(narrow)
             if bad.any():
                 row, col = (int(i) for i in np.argwhere(bad)[0])
-                what = "an infinite value" if np.isinf(narrow[row, col]) else "NaN"
-                raise InvalidDataError(f"{name} has {what} in row {row}, column {col}", row, col)
+                raise _bad_entry(name, narrow, row, col, nan_hint)
         return narrow
     if is_sparse(X):
         X = X.toarray()
@@ -106,9 +107,16 @@ def check_array(
     bad = np.isinf(arr) if allow_nan else ~np.isfinite(arr)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
-        what = "an infinite value" if np.isinf(arr[row, col]) else "NaN"
-        raise InvalidDataError(f"{name} has {what} in row {row}, column {col}", row, col)
+        raise _bad_entry(name, arr, row, col, nan_hint)
     return arr
+
+
+def _bad_entry(name: str, X: np.ndarray, row: int, col: int, nan_hint: str) -> InvalidDataError:
+    """The error for an infinite value, or a NaN where none is allowed, at ``(row, col)``."""
+    where = f"{name} has {{}} in row {row}, column {col}"
+    if np.isinf(X[row, col]):
+        return InvalidDataError(where.format("an infinite value"), row, col)
+    return InvalidDataError(where.format("NaN") + nan_hint, row, col)
 
 
 def _check_shape(shape: tuple[int, int], min_rows: int, name: str) -> None:
@@ -204,14 +212,16 @@ def check_feature_names(estimator: Any, X: Any) -> None:
         )
 
 
-def check_new_rows(estimator: Any, X: Any, *, allow_nan: bool = True) -> np.ndarray:
+def check_new_rows(
+    estimator: Any, X: Any, *, allow_nan: bool = True, nan_hint: str = ""
+) -> np.ndarray:
     """Rows to predict for a fitted estimator: names and number of columns as in its fit.
 
     The message on a wrong number of columns is scikit-learn's, which its checks match.
     """
     estimator._check_fitted()
     check_feature_names(estimator, X)
-    X = check_array(X, allow_nan=allow_nan, min_rows=1)
+    X = check_array(X, allow_nan=allow_nan, min_rows=1, nan_hint=nan_hint)
     expected = estimator.n_features_in_
     if X.shape[1] != expected:
         raise InvalidDataError(

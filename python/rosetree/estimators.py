@@ -334,7 +334,12 @@ class BayesianRoseTree(ClusterEstimator):
             # The conjugate models read bool, uint8 and float32 arrays in place.
             narrow = not learn and (isinstance(spec, AutoModel) or spec._reads_sparse)
             if not (is_sparse(X) and spec._reads_sparse and not learn):
-                X = check_array(X, allow_nan=spec._accepts_missing, keep_narrow=narrow)
+                X = check_array(
+                    X,
+                    allow_nan=spec._accepts_missing,
+                    keep_narrow=narrow,
+                    nan_hint=_missing_hint(spec),
+                )
             n_features = int(X.shape[1])
             # Under "auto", real-valued data get a Gaussian model either way.
             auto_real = isinstance(spec, AutoModel) and data_kind(X) == "real"
@@ -546,7 +551,9 @@ class BayesianRoseTree(ClusterEstimator):
 
     def _check_new_rows(self, X: Any) -> np.ndarray:
         self._check_fitted()
-        X = check_new_rows(self, X, allow_nan=self.model_._accepts_missing)
+        X = check_new_rows(
+            self, X, allow_nan=self.model_._accepts_missing, nan_hint=_missing_hint(self.model_)
+        )
         return self._fitted_columns(X)
 
     def _fitted_columns(self, X: np.ndarray) -> np.ndarray:
@@ -786,3 +793,11 @@ def _sum_over_members(proba: np.ndarray, members: list[np.ndarray]) -> np.ndarra
         return proba
     starts = np.cumsum([0] + [len(m) for m in members[:-1]])
     return np.add.reduceat(proba, starts, axis=1)
+
+
+def _missing_hint(model: Any) -> str:
+    """How to go on when ``model`` meets a missing entry (NaN) it does not take."""
+    return (
+        f": {type(model).__name__} takes no missing entries; NormalGamma() (real values) and "
+        "BetaBernoulli() (0/1) integrate them out, or impute them first"
+    )

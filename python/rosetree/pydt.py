@@ -387,6 +387,13 @@ def _linkage_start(X: np.ndarray) -> Any:
     return Tree(n, internal, times)._structure
 
 
+#: How to go on when the Gaussian likelihood meets a missing entry (NaN).
+_MISSING_HINT = (
+    ": the Gaussian likelihood takes no missing entries (likelihood='probit' does, for 0/1 "
+    "rows); impute them, or use BayesianRoseTree() or KingmanCoalescent(), which integrate "
+    "them out"
+)
+
 #: The values of ``scale`` besides None.
 _SCALES = ("auto", "columns")
 
@@ -688,7 +695,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         probit = self.likelihood == "probit"
         multinomial = self.likelihood == "multinomial"
         names = feature_names(X)
-        X = check_array(X, allow_nan=probit or multinomial, min_rows=2)
+        X = check_array(X, allow_nan=probit or multinomial, min_rows=2, nan_hint=_MISSING_HINT)
         if probit:
             _check_binary(X)
             center, unit = np.zeros(X.shape[1]), np.ones(X.shape[1])
@@ -951,7 +958,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 "likelihoods; refit with all the rows under the multinomial likelihood",
                 "likelihood",
             )
-        X_new = check_new_rows(self, X, allow_nan=probit)
+        X_new = check_new_rows(self, X, allow_nan=probit, nan_hint=_MISSING_HINT)
         if probit:
             _check_binary(X_new)
         X_new = self._scaled(X_new)
@@ -1006,7 +1013,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
         """
         self._check_fitted()
         likelihood = self._likelihood()
-        X = check_new_rows(self, X, allow_nan=likelihood != "gaussian")
+        X = check_new_rows(self, X, allow_nan=likelihood != "gaussian", nan_hint=_MISSING_HINT)
         if likelihood == "multinomial":
             _refuse_non_categories(X)
         X = self._scaled(X)
@@ -1048,7 +1055,7 @@ class PitmanYorDiffusionTree(ClusterEstimator):
                 "likelihood",
             )
         multinomial = likelihood == "multinomial"
-        X = check_new_rows(self, X, allow_nan=multinomial)
+        X = check_new_rows(self, X, allow_nan=multinomial, nan_hint=_MISSING_HINT)
         if multinomial:
             _refuse_non_categories(X)
         X = self._scaled(X)
