@@ -357,6 +357,18 @@ def test_constant_columns_are_left_out_as_on_one_machine(client):
     assert np.mean(predicted == est.labels_[:200].compute()) > 0.9
 
 
+def test_whole_unit_measurements_get_the_model_they_get_on_one_machine(client):
+    # Positive integers (lengths in millimetres) are measurements, not counts, on the
+    # sample the client chooses from as on one machine.
+    rng = np.random.default_rng(5)
+    mm = np.vstack([rng.normal(c, 4.0, size=(100, 3)) for c in (40.0, 60.0, 80.0)]).round()
+    est = rtd.BayesianRoseTree(random_state=0).fit(da.from_array(mm, chunks=100))
+    local = rt.BayesianRoseTree(approximate=True, random_state=0).fit(mm)
+    assert local.model_selection_["data"] == "real"
+    assert type(est.model_) is type(local.model_) is not rt.DirichletMultinomial
+    assert est.log_evidence_ == local.log_evidence_
+
+
 # ---------------------------------------------------------------------- the coalescent
 def blobs(n, d=4, seed=0, missing=0.0):
     """Gaussian rows around 6 centres in 2 super-clusters; a fraction ``missing`` is NaN."""
