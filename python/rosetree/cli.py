@@ -113,8 +113,9 @@ _PARAMS = {
 }
 
 _MODELS = {
-    "auto": "chosen from the data: bernoulli for 0/1, multinomial for counts, and for "
-    "real values normal-gamma or gaussian, whichever shows the stronger cluster structure",
+    "auto": "chosen from the data: bernoulli for 0/1, multinomial for counts (integers with "
+    "zeros), and for real values (integers without a zero among them too) normal-gamma or "
+    "gaussian, whichever shows the stronger cluster structure",
     "bernoulli": "beta-Bernoulli (binary 0/1 data; empty or NaN cells are missing)",
     "gaussian": "Normal-inverse-Wishart (real-valued data, data-driven prior)",
     "normal-gamma": "independent Normal-Gamma features (real-valued data, data-driven prior; "
