@@ -467,3 +467,20 @@ def test_the_diffusion_tree_writes_its_own_flat_clusters(tmp_path, capsys, blobs
     assert "(r >= 0.5 cut under the DP prior)" in capsys.readouterr().out
     written = [int(r.split(",")[1]) for r in lab.read_text().splitlines()[1:]]
     assert written == est.labels_.tolist()
+
+
+def test_every_choice_of_every_option_is_offered_once():
+    from rosetree.cli import build_parser
+
+    def choices(parser):
+        for action in parser._actions:
+            if action.choices is not None and not isinstance(action.choices, dict):
+                yield action.option_strings, list(action.choices)
+            if isinstance(action.choices, dict):  # subcommands
+                for sub in action.choices.values():
+                    yield from choices(sub)
+
+    seen = list(choices(build_parser()))
+    assert any("--likelihood" in flags for flags, _ in seen)
+    for flags, options in seen:
+        assert len(options) == len(set(options)), (flags, options)

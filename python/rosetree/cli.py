@@ -565,7 +565,8 @@ def _family_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--likelihood",
-        choices=("auto", *COALESCENT_LIKELIHOODS, *PYDT_LIKELIHOODS),
+        # Both families have a multinomial likelihood: each choice once.
+        choices=tuple(dict.fromkeys(("auto", *COALESCENT_LIKELIHOODS, *PYDT_LIKELIHOODS))),
         default=None,
         help="coalescent: auto (default: multinomial for 0/1 rows, else brownian), brownian "
         "(real values) or multinomial (categories 0, 1, ..., empty for missing); pydt: "
