@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run every data set and print (and optionally save) the summaries."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--subsets", type=int, default=6)
-    p.add_argument("--datasets", default=",".join(REAL_SETS))
+    # The penguins by species and sex are the penguins again, with other labels.
+    p.add_argument("--datasets", default=",".join(s for s in REAL_SETS if s != "penguins_sex"))
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     warnings.simplefilter("ignore", rt.DegenerateModelWarning)

@@ -55,8 +55,9 @@ Data (``shared/data`` beside the checkout, or ``$ROSETREE_DATA``; see each READM
   ".[bench]"``; a missing one is skipped): scikit-learn's ``iris``, ``wine``,
   ``breast_cancer`` and ``digits`` (pixel counts taken as real), ``penguins``
   (palmerpenguins) and, held out (nothing was tuned on it), ``cars`` (vega_datasets, origin
-  as the class); 10 subsets of at most 200 rows (iris 120, wine 142), each standardized
-  (every system, rosetree's too, sees the same standardized columns).
+  as the class); ``penguins_sex``: the penguins whose sex is recorded, with species and sex
+  together as the class (6 classes); 10 subsets of at most 200 rows (iris 120, wine 142),
+  each standardized (every system, rosetree's too, sees the same standardized columns).
 
 ``--raw`` gives the real-valued sets as they come, in their own units (grams beside
 millimetres), not standardized: what a new user who does not standardize gets. SciPy then

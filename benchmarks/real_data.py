@@ -40,6 +40,17 @@ def _penguins(_: Path) -> tuple[np.ndarray, np.ndarray]:
     ).cat.codes.to_numpy()
 
 
+def _penguins_by_sex(_: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The penguins whose sex is recorded, with species and sex together as the class."""
+    import palmerpenguins
+
+    frame = palmerpenguins.load_penguins()
+    cols = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"]
+    frame = frame.dropna(subset=[*cols, "sex"])
+    classes = frame["species"].astype(str) + " " + frame["sex"].astype(str)
+    return frame[cols].to_numpy(np.float64), classes.astype("category").cat.codes.to_numpy()
+
+
 def _cars(_: Path) -> tuple[np.ndarray, np.ndarray]:
     from vega_datasets import local_data
 
@@ -82,6 +93,13 @@ REAL_SETS: dict[str, tuple[Loader, str, int, int | None]] = {
     "cars": (
         _cars,
         "cars (vega_datasets), 392 × 7, origin (3); held out: nothing was tuned on it",
+        200,
+        None,
+    ),
+    # Last, so that the sets above keep their subsets (drawn by position).
+    "penguins_sex": (
+        _penguins_by_sex,
+        "Palmer penguins with their sex recorded, 333 × 4, species × sex (6 classes)",
         200,
         None,
     ),
