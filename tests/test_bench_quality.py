@@ -171,3 +171,20 @@ def test_integer_data_benchmark_takes_measurements_as_real_and_counts_as_counts(
     if "newsgroups_counts" in results:
         assert results["newsgroups_counts"]["chosen"] == {"DirichletMultinomial": 1}
     assert out.read_text().startswith("**iris_mm**")
+
+
+def test_many_columns_benchmark_scores_every_system_on_the_same_rows(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    many = importlib.import_module("bench_many_columns")
+    rows = [many.one(X, y) for X, y in many.synthetic(50, 3, 1)]
+    summary = many.summarise(rows)
+    assert set(summary) == {*many.DEFAULTS, "SciPy average", "SciPy ward"}
+    X, y = next(many.synthetic(50, 3, 1))
+    assert X.shape == (60, 50) and np.bincount(y).tolist() == [20, 20, 20]
+    est = rt.KingmanCoalescent().fit(X)
+    assert summary["KingmanCoalescent()"]["purity"][0] == rt.dendrogram_purity(est.tree_, y)
+    assert summary["KingmanCoalescent()"]["clusters"][0] == len(np.unique(est.labels_))
+    noise = many.one(*next(many.synthetic(50, 1, 1)))
+    assert "purity" not in noise["SciPy average"]  # one group: purity says nothing
+    assert noise["SciPy average"]["ari"] == 1.0
+    assert "| three_50 | SciPy ward |" in many.markdown({"three_50": summary})

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+r"""Many columns, few rows: every family's default against SciPy where d is large.
+
+The quality benchmark's real-valued sets have at most 64 columns. This one measures the
+defaults where the columns outnumber the rows of a cluster, as with raw pixels or gene
+expression, all systems on the same rows in one run:
+
+* ``mnist_pixels``: 20 images per digit from ``mnist/mnist5k.npz``, pixels / 255, all 784
+  columns (the constant ones are left out by the rose tree's Gaussian models), 5 subsets;
+  ``mnist_pca20``: the same subsets reduced to 20 principal components (fitted on each
+  subset), the quality benchmark's MNIST setting;
+* ``noise_d``: 40 rows of independent standard normal columns, ``d`` = 50, 200 and 2,000,
+  3 draws each: no structure at all, so one flat cluster is the right answer;
+* ``three_d``: 60 rows in three groups of 20, ``d`` = 50, 200 and 2,000 standard normal
+  columns, of which the first tenth are shifted by 3 for the second group and the next
+  tenth by 3 for the third, 3 draws each.
+
+Reported: dendrogram purity (none for the noise), the number of flat clusters of each
+rosetree default (``labels_``), the adjusted Rand index of those clusters (SciPy's trees
+cut at the true number of groups), and how often ``BayesianRoseTree()``'s ``model="auto"``
+took the full covariance (``BayesianRoseTree(NormalGamma())``, its diagonal candidate, is
+run beside it).
+
+Usage::
+
+    python benchmarks/bench_many_columns.py --json benchmarks/many_columns.json \
+        --markdown benchmarks/many_columns.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rosetree as rt
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import pdist
+from sklearn.metrics import adjusted_rand_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_quality as bq
+
+DEFAULTS: dict[str, Callable[[], Any]] = {
+    "BayesianRoseTree()": lambda: rt.BayesianRoseTree(),
+    "KingmanCoalescent()": lambda: rt.KingmanCoalescent(),
+    "PitmanYorDiffusionTree()": lambda: rt.PitmanYorDiffusionTree(random_state=0),
+    # The default's diagonal candidate, for where the default takes the full covariance.
+    "BayesianRoseTree(NormalGamma())": lambda: rt.BayesianRoseTree(rt.NormalGamma()),
+}
+SCIPY = ("average", "ward")
+DIMENSIONS = (50, 200, 2000)
+
+
+def mnist(pca: bool, n_subsets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The quality benchmark's MNIST subsets, with all 784 pixels or PCA to 20."""
+    with np.load(bq.DATA_DIR / "mnist" / "mnist5k.npz") as z:
+        X, y = z["X"].astype(np.float64) / 255.0, np.asarray(z["y"])
+    for i in range(n_subsets):
+        rows = bq.per_class(y, 20, np.random.default_rng([i, list(bq.DATASETS).index("mnist")]))
+        yield (bq.pca(X[rows], 20) if pca else X[rows]), y[rows]
+
+
+def synthetic(d: int, groups: int, draws: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Pure noise (``groups=1``, 40 rows) or three groups of 20 rows in ``d`` columns."""
+    for i in range(draws):
+        rng = np.random.default_rng([i, d, groups])
+        if groups == 1:
+            yield rng.normal(size=(40, d)), np.zeros(40, dtype=int)
+            continue
+        y = np.repeat(np.arange(3), 20)
+        shift = np.zeros((3, d))
+        tenth = d // 10
+        shift[1, :tenth] = 3.0
+        shift[2, tenth : 2 * tenth] = 3.0
+        yield shift[y] + rng.normal(size=(60, d)), y
+
+
+def one(X: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float]]:
+    """Each system's purity (with more than one group), flat clusters and ARI."""
+    k = len(np.unique(y))
+    out: dict[str, dict[str, float]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rt.DegenerateModelWarning)
+        for label, make in DEFAULTS.items():
+            start = time.perf_counter()
+            est = make().fit(X)
+            out[label] = {
+                "clusters": float(len(np.unique(est.labels_))),
+                "ari": adjusted_rand_score(y, est.labels_),
+                "seconds": time.perf_counter() - start,
+            }
+            if k > 1:
+                out[label]["purity"] = rt.dendrogram_purity(est.tree_, y)
+            if label == "BayesianRoseTree()":
+                # 1 where the default chose the full covariance.
+                out[label]["full covariance"] = float(
+                    isinstance(est.model_, rt.NormalInverseWishart)
+                )
+    for method in SCIPY:
+        Z = linkage(X, "ward") if method == "ward" else linkage(pdist(X), method)
+        labels = fcluster(Z, k, "maxclust")
+        out[f"SciPy {method}"] = {"clusters": float(k), "ari": adjusted_rand_score(y, labels)}
+        if k > 1:
+            out[f"SciPy {method}"]["purity"] = rt.dendrogram_purity(Z, y)
+    return out
+
+
+def summarise(rows: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
+    """Mean ± standard error of every score of every system."""
+    return {
+        system: {score: bq.mean_se([r[system][score] for r in rows]) for score in rows[0][system]}
+        for system in rows[0]
+    }
+
+
+def sets(n_subsets: int, draws: int) -> Iterator[tuple[str, Iterator[Any]]]:
+    """(name, its subsets) for every set of the benchmark."""
+    if (bq.DATA_DIR / "mnist" / "mnist5k.npz").is_file():
+        yield "mnist_pixels", mnist(False, n_subsets)
+        yield "mnist_pca20", mnist(True, n_subsets)
+    for d in DIMENSIONS:
+        yield f"noise_{d}", synthetic(d, 1, draws)
+    for d in DIMENSIONS:
+        yield f"three_{d}", synthetic(d, 3, draws)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """One row per set and system."""
+    lines = [
+        "| data | system | dendrogram purity | flat clusters | ARI of flat clusters | "
+        "seconds per fit | share of fits with the full covariance |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, summary in results.items():
+        for system, s in summary.items():
+            purity = bq.fmt(*s["purity"]) if "purity" in s else "–"
+            seconds = f"{s['seconds'][0]:.2f}" if "seconds" in s else "–"
+            full = f"{s['full covariance'][0]:.2f}" if "full covariance" in s else "–"
+            lines.append(
+                f"| {name} | {system} | {purity} | {s['clusters'][0]:.1f} | "
+                f"{bq.fmt(*s['ari'])} | {seconds} | {full} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print the table, write the requested files; returns the results."""
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--subsets", type=int, default=5, help="MNIST subsets")
+    p.add_argument("--draws", type=int, default=3, help="draws of each synthetic set")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--markdown", type=Path)
+    args = p.parse_args(argv)
+    results: dict[str, Any] = {}
+    start = time.perf_counter()
+    for name, rows in sets(args.subsets, args.draws):
+        results[name] = summarise([one(X, y) for X, y in rows])
+        print(f"{name}: done ({time.perf_counter() - start:.0f} s)", flush=True)
+    table = markdown(results)
+    print("\n" + table)
+    if args.markdown:
+        args.markdown.write_text(table)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
