@@ -230,12 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if out is not None:
             results[name] = out
             print(f"{name}: done ({time.perf_counter() - start:.0f} s)", flush=True)
-    table = markdown(results)
-    print("\n" + table)
-    if args.markdown:
-        args.markdown.write_text(table)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    bq.report(markdown(results), results, args.markdown, args.json)
     return results
 
 

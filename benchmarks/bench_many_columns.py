@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -163,12 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, rows in sets(args.subsets, args.draws):
         results[name] = summarise([one(X, y) for X, y in rows])
         print(f"{name}: done ({time.perf_counter() - start:.0f} s)", flush=True)
-    table = markdown(results)
-    print("\n" + table)
-    if args.markdown:
-        args.markdown.write_text(table)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    bq.report(markdown(results), results, args.markdown, args.json)
     return results
 
 

@@ -354,6 +354,15 @@ def systems_for(
 
 
 # --------------------------------------------------------------------------- running
+def report(table: str, results: Any, markdown_path: Path | None, json_path: Path | None) -> None:
+    """Print a benchmark's markdown table and write it and its results where asked."""
+    print("\n" + table)
+    if markdown_path:
+        markdown_path.write_text(table if table.endswith("\n") else table + "\n")
+    if json_path:
+        json_path.write_text(json.dumps(results, indent=1) + "\n")
+
+
 def mean_se(values: list[float | None]) -> tuple[float, float | None] | None:
     """Mean and standard error of the mean (None for a single value); None without values."""
     if not values or values[0] is None:

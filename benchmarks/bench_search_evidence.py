@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -152,12 +151,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             continue
         results[name] = run(name, args.subsets or bq.DATASETS[name][1], source)
         print(f"{name}: done ({time.perf_counter() - start:.0f} s)", flush=True)
-    table = markdown(results)
-    print("\n" + table)
-    if args.markdown:
-        args.markdown.write_text(table + "\n")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    bq.report(markdown(results), results, args.markdown, args.json)
     return results
 
 
