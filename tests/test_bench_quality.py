@@ -139,7 +139,7 @@ def test_search_evidence_scores_the_same_subsets(bench, monkeypatch, tmp_path):
     assert out.read_text().startswith("| data set |")
 
 
-def test_search_evidence_does_not_count_rounding_as_a_more_probable_tree():
+def test_search_evidence_does_not_count_rounding_as_a_more_probable_tree(bench):
     search = importlib.import_module("bench_search_evidence")
     ln_p = -3687.2612345
     same = np.nextafter(np.nextafter(ln_p, 0.0), 0.0)  # the same tree, summed otherwise
