@@ -135,6 +135,8 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
     """What the Python package gives for the C example's settings."""
     binary = bool(np.isin(X, (0.0, 1.0)).all())
     model = rt.BetaBernoulli() if binary else rt.NormalGamma()
+    if family == "brt-shared":
+        model, family = rt.NormalGamma(shared_precision=True), "brt"
     if family == "brt":
         est = rt.BayesianRoseTree(model=model, mixing="brt", gamma=0.5).fit(X)
     elif family == "brt-learn":
@@ -177,6 +179,7 @@ def _python(family: str, X: np.ndarray, seed: int) -> dict[str, object]:
         ("bhc", _iris),
         ("brt-learn", _animals),
         ("brt-learn", _iris),
+        ("brt-shared", _iris),
         ("coalescent", _iris),
         ("coalescent-learn", _iris),
         ("pydt", _iris),

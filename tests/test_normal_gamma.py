@@ -174,6 +174,8 @@ def test_default_hyperparameters_follow_the_documented_rule():
         (rt.NormalGamma(m0=np.nan), "m0"),
         (rt.NormalGamma(m0=[0.0, 1.0]), "m0"),
         (rt.NormalGamma(kappa0="x"), "kappa0"),
+        (rt.NormalGamma(b0=[1.0, 1.0, 1.0], shared_precision=True), "b0"),
+        (rt.NormalGamma(shared_precision="yes"), "shared_precision"),
     ],
 )
 def test_invalid_hyperparameters_name_the_parameter(model, name):
@@ -319,3 +321,89 @@ def test_cli_fits_with_normal_gamma(tmp_path, capsys):
     data.write_text("\n".join(rows) + "\n")
     assert main(["fit", str(data), "--model", "normal-gamma"]) == 0
     assert "log evidence" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------ shared precision
+def shared_by_quadrature(X, m0, kappa0, a0, b0):
+    """ln f of the shared-precision model: the Gamma(a0, b0) prior on the one precision λ
+    times each feature's observed entries, N(m0_j, (I + 11'/κ0)/λ) given λ (the mean
+    integrated out), integrated over ln λ by adaptive quadrature."""
+
+    def log_integrand(t):
+        lam = np.exp(t)
+        total = stats.gamma.logpdf(lam, a0, scale=1.0 / b0) + t
+        for j in range(X.shape[1]):
+            x = X[~np.isnan(X[:, j]), j]
+            n = x.size
+            cov = (np.eye(n) + np.ones((n, n)) / kappa0) / lam
+            total += stats.multivariate_normal.logpdf(x, np.full(n, m0[j]), cov)
+        return total
+
+    peak = max(log_integrand(t) for t in np.linspace(-15, 15, 301))
+    value, _ = integrate.quad(
+        lambda t: np.exp(log_integrand(t) - peak), -15, 15, epsabs=0, epsrel=1e-12, limit=500
+    )
+    return peak + np.log(value)
+
+
+@pytest.mark.parametrize(("kappa0", "a0", "b0"), [(0.7, 2.5, 1.3), (0.05, 0.6, 4.0)])
+def test_shared_precision_matches_quadrature_over_the_precision(kappa0, a0, b0):
+    X = rng(21).normal(size=(6, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, 2.0]
+    X[2, 1] = np.nan
+    m0 = [0.1, 0.5, 1.5]
+    model = rt.NormalGamma(m0=m0, kappa0=kappa0, a0=a0, b0=b0, shared_precision=True)
+    want = shared_by_quadrature(X, m0, kappa0, a0, b0)
+    assert model.log_marginal(X) == pytest.approx(want, rel=1e-10)
+    # One feature: the shared precision is the feature's own.
+    one = rt.NormalGamma(m0=0.3, kappa0=kappa0, a0=a0, b0=b0)
+    shared = rt.NormalGamma(m0=0.3, kappa0=kappa0, a0=a0, b0=b0, shared_precision=True)
+    assert shared.log_marginal(X[:, :1]) == pytest.approx(one.log_marginal(X[:, :1]), rel=1e-13)
+
+
+def test_shared_precision_defaults_follow_the_documented_rule():
+    X = rng(22).normal(size=(9, 3)) * [1.0, 3.0, 0.2]
+    m0 = X.mean(axis=0)
+    b0 = 0.2 * 5.0 * X.var(axis=0, ddof=1).mean()
+    want = shared_by_quadrature(X, m0, 1.0, 5.0, b0)
+    got = rt.NormalGamma(shared_precision=True).log_marginal(X)
+    assert got == pytest.approx(want, rel=1e-10)
+
+
+def test_shared_precision_weighs_features_by_their_spread():
+    # Two groups apart in one wide feature, twenty narrow features of noise beside it (the
+    # last principal components, say): the shared precision follows the wide feature,
+    # where one precision per feature measures each noise feature against its own spread.
+    r = rng(0)
+    y = np.repeat([0, 1], 15)
+    X = np.column_stack([8.0 * y + r.normal(size=30), 0.05 * r.normal(size=(30, 20))])
+    shared = rt.BayesianRoseTree(rt.NormalGamma(shared_precision=True)).fit(X)
+    assert rt.dendrogram_purity(shared.tree_, y) == 1.0
+    per_feature = rt.BayesianRoseTree(rt.NormalGamma()).fit(X)
+    assert rt.dendrogram_purity(per_feature.tree_, y) < 0.6
+
+
+def test_shared_precision_is_not_learnt_and_says_so():
+    X = rng(24).normal(size=(12, 2))
+    est = rt.BayesianRoseTree(rt.NormalGamma(shared_precision=True), learn_hyperparameters=True)
+    with pytest.raises(rt.InvalidParameterError, match="shared_precision") as err:
+        est.fit(X)
+    assert err.value.parameter == "model"
+    assert not rt.NormalGamma(shared_precision=True)._learnable
+    assert rt.NormalGamma()._learnable
+
+
+def test_shared_precision_sparse_partial_fit_and_pickle_keep_the_model():
+    import pickle
+
+    dense = rng(25).normal(size=(30, 5)) * (rng(26).random((30, 5)) < 0.5)
+    model = rt.NormalGamma(shared_precision=True)
+    est_sparse = rt.BayesianRoseTree(model).fit(sparse.csr_array(dense))
+    est = rt.BayesianRoseTree(model).fit(dense)
+    assert est_sparse.tree_.to_nested() == est.tree_.to_nested()
+    assert est_sparse.log_evidence_ == pytest.approx(est.log_evidence_, rel=1e-12)
+    grown = rt.BayesianRoseTree(model).partial_fit(dense[:20]).partial_fit(dense[20:])
+    assert grown.model_.shared_precision
+    assert np.ndim(grown.model_.b0) == 0
+    assert grown.model_.b0 == pytest.approx(0.2 * 5.0 * dense[:20].var(axis=0, ddof=1).mean())
+    again = pickle.loads(pickle.dumps(grown))
+    np.testing.assert_allclose(again.score_samples(dense[:3]), grown.score_samples(dense[:3]))

@@ -129,6 +129,7 @@ class ModelSpec:
         kappa0: float | None = None,
         a0: float | None = None,
         b0: list[float] | None = None,
+        shared_precision: bool = False,
     ) -> ModelSpec: ...
     @staticmethod
     def dirichlet_multinomial(

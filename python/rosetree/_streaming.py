@@ -50,8 +50,13 @@ def model_from_hyperparameters(family: str, r: dict[str, Any]) -> ClusterModel:
             multinomial_coefficient=bool(r["multinomial_coefficient"]),
         )
     if family == "normal_gamma":
+        shared = bool(r.get("shared_precision", False))
         return NormalGamma(
-            m0=np.asarray(r["m0"]), kappa0=r["kappa0"], a0=r["a0"], b0=np.asarray(r["b0"])
+            m0=np.asarray(r["m0"]),
+            kappa0=r["kappa0"],
+            a0=r["a0"],
+            b0=float(r["b0"][0]) if shared else np.asarray(r["b0"]),
+            shared_precision=shared,
         )
     mu0 = np.asarray(r["mu0"])
     if "psi0_diagonal" in r:

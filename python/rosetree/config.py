@@ -315,7 +315,24 @@ class NormalGamma(ClusterModel):
         Gamma rate of each feature's precision (prior mean precision ``a0 / b0``).
         Default: ``0.2 * a0`` times the column variance (plus a ridge of 1e-6 times the mean
         variance), so that a cluster's prior mean precision is five times that of the whole
-        data; a column with fewer than two observed values takes the mean variance.
+        data; a column with fewer than two observed values takes the mean variance. With
+        ``shared_precision``, one number, by default ``0.2 * a0`` times the columns' mean
+        variance.
+    shared_precision : bool, default=False
+        One precision :math:`\lambda \sim \mathrm{Gamma}(a_0, b_0)` for every feature of
+        a cluster instead of one per feature: a spherical Gaussian, whose clusters are balls
+        as in Ward's criterion. Then
+
+        .. math::
+            \ln f(D) = \sum_j \Big[\tfrac12 \ln\frac{\kappa_0}{\kappa_{n_j}}
+                      - \tfrac{n_j}{2} \ln 2\pi\Big] + \ln\Gamma(a_N) - \ln\Gamma(a_0)
+                      + a_0 \ln b_0 - a_N \ln\Big(b_0 + \sum_j (b_{n_j} - b_0)\Big)
+
+        with :math:`a_N = a_0 + N/2` and :math:`N` the cluster's observed entries. A
+        feature of small variance then weighs little, where the per-feature model measures
+        every feature against its own spread (on standardized columns, the same thing). It
+        suits many columns in one unit (pixels, principal components, embeddings). Its
+        hyperparameters cannot be learnt.
 
     Notes
     -----
@@ -332,13 +349,13 @@ class NormalGamma(ClusterModel):
     kappa0: float | None = None
     a0: float | None = None
     b0: float | ArrayLike | None = None
+    shared_precision: bool = False
 
     _reads_sparse = True
     # Learnt (in the core) with ``b0`` relative to its start and ``m0`` as the shift from
     # its start in units of the prior standard deviation, so that neither depends on the
     # scale of the data; with ``tie``, ``m0`` stays at its start and one factor scales
-    # every ``b0``. κ0 and a0 on a log scale.
-    _learnable = True
+    # every ``b0``. κ0 and a0 on a log scale. The shared precision has no gradient.
 
     def _gradient_parts(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         d = (flat.size - 2) // 2
@@ -349,12 +366,25 @@ class NormalGamma(ClusterModel):
             "b0": flat[d + 2 :],
         }
 
+    @property
+    def _learnable(self) -> bool:  # type: ignore[override]
+        return self.shared_precision is False
+
     def _spec(self) -> _core.ModelSpec:
+        from ._validation import check_flag
+
+        shared = check_flag(self.shared_precision, "shared_precision")
+        b0 = None if self.b0 is None else _vector("b0", self.b0)
+        if shared and b0 is not None and len(b0) != 1:
+            raise InvalidParameterError(
+                f"with shared_precision=True b0 is one number, got {len(b0)} values", "b0"
+            )
         return _core.ModelSpec.normal_gamma(
             m0=None if self.m0 is None else _vector("m0", self.m0),
             kappa0=_optional_scalar("kappa0", self.kappa0),
             a0=_optional_scalar("a0", self.a0),
-            b0=None if self.b0 is None else _vector("b0", self.b0),
+            b0=b0,
+            shared_precision=shared,
         )
 
 

@@ -1025,6 +1025,8 @@ def _resolved(model: ClusterModel, sample: np.ndarray) -> ClusterModel:
     if "psi0" in values:
         d = sample.shape[1]
         values["psi0"] = values["psi0"].reshape(d, d)
+    if "b0" in values and getattr(model, "shared_precision", False) is True:
+        values["b0"] = float(values["b0"][0])  # the one rate of the shared precision
     return dataclasses.replace(model, **values)  # type: ignore[type-var]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from . import _core
 from ._streaming import explicit_model, model_from_hyperparameters
 from ._validation import check_array, check_flag, check_int, check_seed, mixing_args
-from .config import ClusterModel, resolve_model
+from .config import ClusterModel, NormalGamma, resolve_model
 from .exceptions import InvalidParameterError, NumericalError
 from .tree import RoseTree, nested_to_internal
 
@@ -47,6 +47,13 @@ class EvidenceGradient(NamedTuple):
 
 def _check_learnable(model: ClusterModel) -> None:
     if not model._learnable:
+        if isinstance(model, NormalGamma):
+            raise InvalidParameterError(
+                "hyperparameter learning is not available for NormalGamma(shared_precision="
+                "True): its gradient is not implemented; give its hyperparameters, or learn "
+                "those of NormalGamma()",
+                "model",
+            )
         raise InvalidParameterError(
             "hyperparameter learning needs a built-in model (BetaBernoulli, "
             "NormalInverseWishart, NormalGamma or DirichletMultinomial), got "

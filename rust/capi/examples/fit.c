@@ -2,11 +2,12 @@
  * format and its score (and, for rose trees, the flat clusters the Python package reports as
  * labels_ by default and the log predictive density of each row).
  *
- *   fit brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]
+ *   fit brt|brt-learn|brt-shared|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]
  *
  * brt and bhc use the beta-Bernoulli model for 0/1 data and the Normal-Gamma model
  * otherwise, with their data-driven defaults; brt-learn is brt with the model's
- * hyperparameters and gamma learnt with the tree (restarts seeded by SEED); coalescent is Brownian diffusion with rate 1
+ * hyperparameters and gamma learnt with the tree (restarts seeded by SEED); brt-shared is brt
+ * with one precision for all features of a cluster; coalescent is Brownian diffusion with rate 1
  * and observation noise 0.1, by Greedy-Rate1; coalescent-learn learns the rate with the tree
  * (at most 10 rounds, from 1); pydt is the diffusion tree with alpha = 1,
  * beta = 0, c = 1, sigma2 = 1 by 100 sweeps of MCMC from a draw of the prior.
@@ -106,13 +107,15 @@ int main(int argc, char **argv) {
     rt_pydt_params *pydt = NULL;
     rt_fit *fit = NULL;
     int learn = !strcmp(family, "brt-learn");
-    int rose = learn || !strcmp(family, "brt") || !strcmp(family, "bhc");
+    int shared = !strcmp(family, "brt-shared");
+    int rose = learn || shared || !strcmp(family, "brt") || !strcmp(family, "bhc");
 
     int learn_rate = !strcmp(family, "coalescent-learn");
     if (argc < 3 ||
         !(rose || learn_rate || !strcmp(family, "coalescent") || !strcmp(family, "pydt"))) {
         fprintf(stderr,
-                "usage: %s brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]\n",
+                "usage: %s brt|brt-learn|brt-shared|bhc|coalescent|coalescent-learn|pydt FILE.csv "
+                "[SEED]\n",
                 argv[0]);
         return 2;
     }
@@ -120,7 +123,9 @@ int main(int argc, char **argv) {
     CHECK(rt_data_new(x, n_rows, n_cols, &data));
 
     if (rose) {
-        if (is_binary(x, n_rows * n_cols))
+        if (shared)
+            CHECK(rt_model_normal_gamma_shared(NULL, 0, NAN, NAN, NAN, &model));
+        else if (is_binary(x, n_rows * n_cols))
             CHECK(rt_model_beta_bernoulli(NULL, 0, NULL, 0, &model));
         else
             CHECK(rt_model_normal_gamma(NULL, 0, NAN, NAN, NULL, 0, &model));

@@ -2,7 +2,7 @@
 // thrown as exceptions carrying the library's message. Does what fit.c does, with the same
 // arguments and output:
 //
-//   fit_cpp brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]
+//   fit_cpp brt|brt-learn|brt-shared|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]
 //
 // Build, e.g. from the repository root after `cargo build --release -p rosetree-capi`:
 //   c++ -std=c++17 -Wall -Werror -I rust/capi/include rust/capi/examples/fit.cpp
@@ -132,11 +132,13 @@ int main(int argc, char **argv) try {
     using namespace rosetree;
     const std::string family = argc > 1 ? argv[1] : "";
     const bool learn = family == "brt-learn";
-    const bool rose = learn || family == "brt" || family == "bhc";
+    const bool shared = family == "brt-shared";
+    const bool rose = learn || shared || family == "brt" || family == "bhc";
     const bool learn_rate = family == "coalescent-learn";
     if (argc < 3 || !(rose || learn_rate || family == "coalescent" || family == "pydt")) {
         std::cerr << "usage: " << argv[0]
-                  << " brt|brt-learn|bhc|coalescent|coalescent-learn|pydt FILE.csv [SEED]\n";
+                  << " brt|brt-learn|brt-shared|bhc|coalescent|coalescent-learn|pydt FILE.csv"
+                     " [SEED]\n";
         return 2;
     }
     const uint64_t seed = argc > 3 ? std::stoull(argv[3]) : 0;
@@ -149,10 +151,12 @@ int main(int argc, char **argv) try {
         bool binary_data = true;
         for (double v : x) binary_data = binary_data && (v == 0.0 || v == 1.0);
         const Model model =
-            binary_data ? make<Model>("rt_model_beta_bernoulli", rt_model_beta_bernoulli,
-                                      nullptr, size_t{0}, nullptr, size_t{0})
-                        : make<Model>("rt_model_normal_gamma", rt_model_normal_gamma, nullptr,
-                                      size_t{0}, NAN, NAN, nullptr, size_t{0});
+            shared ? make<Model>("rt_model_normal_gamma_shared", rt_model_normal_gamma_shared,
+                                 nullptr, size_t{0}, NAN, NAN, NAN)
+            : binary_data ? make<Model>("rt_model_beta_bernoulli", rt_model_beta_bernoulli,
+                                        nullptr, size_t{0}, nullptr, size_t{0})
+                          : make<Model>("rt_model_normal_gamma", rt_model_normal_gamma,
+                                        nullptr, size_t{0}, NAN, NAN, nullptr, size_t{0});
         const BrtParams params = make<BrtParams>("rt_brt_params_new", rt_brt_params_new);
         if (family == "bhc") {
             check(rt_brt_params_set_binary(params.get(), true), "rt_brt_params_set_binary");

@@ -233,6 +233,19 @@ enum rt_status rt_model_normal_gamma(const double *m0,
                                      size_t n_b0,
                                      struct rt_model **out);
 
+// Real values in spherical Normal–Gamma clusters: one precision shared by all features
+// of a cluster (so that a cluster is a ball, as in Ward's criterion), with means `m0`,
+// their pseudo-count `kappa0`, Gamma shape `a0` and rate `b0` (one number) of the
+// precision. NaN leaves a number to its default; `m0` defaults to the data's column means
+// and `b0` to a fraction of their mean variance. For many columns in one unit (pixels,
+// principal components, embeddings).
+enum rt_status rt_model_normal_gamma_shared(const double *m0,
+                                            size_t n_m0,
+                                            double kappa0,
+                                            double a0,
+                                            double b0,
+                                            struct rt_model **out);
+
 // Gaussian clusters with full covariance under a Normal–inverse-Wishart prior: mean `mu0`
 // (one value per feature), its pseudo-count `kappa0`, degrees of freedom `nu0` and scale
 // `psi0`, given by its `d` diagonal entries or, when `psi0_full` is nonzero, as a

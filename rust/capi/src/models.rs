@@ -7,7 +7,7 @@
 use rosetree::models::{ModelSpec, Psi0};
 
 use crate::buffer;
-use crate::error::{RtStatus, guard};
+use crate::error::{Result, RtStatus, guard};
 use crate::handle::{self, Handle};
 
 /// A conjugate cluster model for `rt_brt_fit`.
@@ -78,15 +78,57 @@ pub extern "C" fn rt_model_normal_gamma(
     n_b0: usize,
     out: *mut *mut RtModel,
 ) -> RtStatus {
+    let b0 = || Ok(owned(buffer::optional(b0, n_b0, "b0")?));
+    normal_gamma(m0, n_m0, kappa0, a0, b0, false, out)
+}
+
+/// Emits the Normal–Gamma model of these hyperparameters, `b0` read by `b0` inside the
+/// guard (one precision per feature, or one for all where `shared`).
+fn normal_gamma(
+    m0: *const f64,
+    n_m0: usize,
+    kappa0: f64,
+    a0: f64,
+    b0: impl FnOnce() -> Result<Option<Vec<f64>>>,
+    shared: bool,
+    out: *mut *mut RtModel,
+) -> RtStatus {
     guard(|| {
         let spec = ModelSpec::NormalGamma {
             m0: owned(buffer::optional(m0, n_m0, "m0")?),
             kappa0: scalar(kappa0),
             a0: scalar(a0),
-            b0: owned(buffer::optional(b0, n_b0, "b0")?),
+            b0: b0()?,
+            shared,
         };
         handle::emit(out, "out", RtModel { spec })
     })
+}
+
+/// Real values in spherical Normal–Gamma clusters: one precision shared by all features
+/// of a cluster (so that a cluster is a ball, as in Ward's criterion), with means `m0`,
+/// their pseudo-count `kappa0`, Gamma shape `a0` and rate `b0` (one number) of the
+/// precision. NaN leaves a number to its default; `m0` defaults to the data's column means
+/// and `b0` to a fraction of their mean variance. For many columns in one unit (pixels,
+/// principal components, embeddings).
+#[unsafe(no_mangle)]
+pub extern "C" fn rt_model_normal_gamma_shared(
+    m0: *const f64,
+    n_m0: usize,
+    kappa0: f64,
+    a0: f64,
+    b0: f64,
+    out: *mut *mut RtModel,
+) -> RtStatus {
+    normal_gamma(
+        m0,
+        n_m0,
+        kappa0,
+        a0,
+        || Ok(scalar(b0).map(|b| vec![b])),
+        true,
+        out,
+    )
 }
 
 /// Gaussian clusters with full covariance under a Normal–inverse-Wishart prior: mean `mu0`

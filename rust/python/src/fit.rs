@@ -400,6 +400,7 @@ impl Explicit for NormalGamma {
         out.set_item("kappa0", self.kappa0())?;
         out.set_item("a0", self.a0())?;
         out.set_item("b0", self.b0().to_vec())?;
+        out.set_item("shared_precision", self.shared_precision())?;
         Ok(out)
     }
 }

@@ -120,16 +120,24 @@ impl PyModelSpec {
         .into())
     }
 
-    /// Independent Normal–Gamma features.
+    /// Normal–Gamma features: independent, or with one precision shared by all of them.
     #[staticmethod]
-    #[pyo3(signature = (m0=None, kappa0=None, a0=None, b0=None))]
+    #[pyo3(signature = (m0=None, kappa0=None, a0=None, b0=None, shared_precision=false))]
     fn normal_gamma(
         m0: Option<Vec<f64>>,
         kappa0: Option<f64>,
         a0: Option<f64>,
         b0: Option<Vec<f64>>,
+        shared_precision: bool,
     ) -> Self {
-        CoreSpec::NormalGamma { m0, kappa0, a0, b0 }.into()
+        CoreSpec::NormalGamma {
+            m0,
+            kappa0,
+            a0,
+            b0,
+            shared: shared_precision,
+        }
+        .into()
     }
 
     /// Dirichlet–multinomial rows of counts.

@@ -217,6 +217,9 @@ pub struct NormalGamma {
     /// `a0 ≥ PRECISE_A0`: the rate terms use the cancellation-free form (two logarithms per
     /// feature instead of one).
     precise: bool,
+    /// One precision `λ` for every feature of a cluster (a spherical Gaussian) instead of
+    /// one per feature; `b0` then holds one value `d` times.
+    shared: bool,
 }
 
 /// Sufficient statistics of a Normal–Gamma cluster: the number of rows and, per feature,
@@ -357,7 +360,118 @@ impl NormalGamma {
             b0,
             count_terms: Vec::new(),
             precise: a0 >= PRECISE_A0,
+            shared: false,
         })
+    }
+
+    /// The model with one precision shared by all features of a cluster (`shared`), or
+    /// one per feature (the default of [`Self::new`]):
+    ///
+    /// `ln f(D) = Σ_j [½ ln(κ0/κ_nj) − (n_j/2) ln 2π] + ln Γ(a_N) − ln Γ(a0) + a0 ln b0
+    ///            − a_N ln(b0 + Σ_j r_j)`
+    ///
+    /// with `a_N = a0 + N/2`, `N = Σ_j n_j` the observed entries of the cluster and
+    /// `r_j = b_nj − b0` what feature `j` adds to the rate (as in the per-feature model).
+    /// The prior is `λ ~ Gamma(a0, rate b0)` and `μ_j | λ ~ N(m0_j, 1/(κ0 λ))`: given `λ`,
+    /// each feature is the per-feature model's, and integrating the one `λ` out gives the
+    /// above. Within a cluster every feature has the same variance, so that a cluster is a
+    /// ball, as in Ward's criterion: features of small variance weigh little, where the
+    /// per-feature model measures each feature against its own spread.
+    ///
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] naming `b0` when `shared` and `b0` holds
+    /// different values.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::array;
+    /// use rosetree::models::{ClusterModel, NormalGamma};
+    ///
+    /// // With one feature the shared precision is the feature's own.
+    /// let diagonal = NormalGamma::new(&[0.0], 1.0, 2.0, &[1.5], 1)?;
+    /// let shared = diagonal.clone().with_shared_precision(true)?;
+    /// let s = diagonal.merge(
+    ///     &diagonal.leaf_stats(array![0.3].view(), 0)?,
+    ///     &diagonal.leaf_stats(array![-1.2].view(), 1)?,
+    /// );
+    /// assert!((shared.log_marginal(&s)? - diagonal.log_marginal(&s)?).abs() < 1e-14);
+    /// assert!(NormalGamma::new(&[0.0], 1.0, 2.0, &[1.0, 2.0], 2)?
+    ///     .with_shared_precision(true)
+    ///     .is_err());
+    /// # Ok::<(), rosetree::RoseTreeError>(())
+    /// ```
+    pub fn with_shared_precision(mut self, shared: bool) -> Result<Self> {
+        if shared && self.b0.iter().any(|&b| b != self.b0[0]) {
+            return Err(RoseTreeError::param(
+                "b0",
+                "with a shared precision b0 is one number (the rate of the one precision)",
+            ));
+        }
+        self.shared = shared;
+        Ok(self)
+    }
+
+    /// The shared-precision model ([`Self::with_shared_precision`]) with the data-driven
+    /// defaults for whatever is `None`: `m0_j` = the mean of column `j`, `κ0` and `a0` as in
+    /// [`Self::with_defaults`], and `b0 = DEFAULT_B0_SCALE · a0 · v̄`, `v̄` the mean variance
+    /// of the columns with at least two observed entries (1 if there is none or it is 0),
+    /// so that a cluster's prior mean variance is a fifth of the data's mean variance.
+    ///
+    /// # Errors
+    /// As [`Self::new`].
+    pub fn shared_with_defaults(
+        moments: &ColumnMoments,
+        m0: Option<Vec<f64>>,
+        kappa0: Option<f64>,
+        a0: Option<f64>,
+        b0: Option<f64>,
+    ) -> Result<Self> {
+        let d = moments.mean.len();
+        let kappa0 = kappa0.unwrap_or(Self::DEFAULT_KAPPA0);
+        let a0 = a0.unwrap_or(Self::DEFAULT_A0);
+        let m0 = m0.unwrap_or_else(|| moments.mean.clone());
+        let b0 = b0.unwrap_or_else(|| {
+            let known: Vec<f64> = (0..d)
+                .filter(|&j| moments.count[j] > 1)
+                .map(|j| moments.variance[j])
+                .collect();
+            let mean_var = known.iter().sum::<f64>() / known.len().max(1) as f64;
+            let unit = if mean_var > 0.0 && mean_var.is_finite() {
+                mean_var
+            } else {
+                1.0
+            };
+            Self::DEFAULT_B0_SCALE * a0 * unit
+        });
+        Self::new(&m0, kappa0, a0, &[b0], d)?.with_shared_precision(true)
+    }
+
+    /// Whether one precision is shared by all features ([`Self::with_shared_precision`]).
+    pub fn shared_precision(&self) -> bool {
+        self.shared
+    }
+
+    /// `ln f` under the shared precision of a cluster whose features have `n_j` observed
+    /// entries and rate increments `r_j` (`features` yields `(n_j, r_j)`).
+    fn log_f_shared(&self, features: impl Iterator<Item = (u32, f64)>) -> f64 {
+        let (mut own, mut total, mut rate) = (0.0, 0.0, 0.0);
+        for (n, r) in features {
+            if n == 0 {
+                continue;
+            }
+            let nf = f64::from(n);
+            own -= 0.5 * (nf / self.kappa0).ln_1p() + nf / 2.0 * LN_2PI;
+            total += nf;
+            rate += r;
+        }
+        if total == 0.0 {
+            return 0.0;
+        }
+        let b0 = self.b0[0];
+        // a0 ln b0 − a_N ln(b0 + R) = −a0 ln(1 + R/b0) − (N/2) ln(b0 + R): no cancellation.
+        own + ln_gamma_ratio(self.a0, total / 2.0)
+            - self.a0 * (rate / b0).ln_1p()
+            - total / 2.0 * (b0 + rate).ln()
     }
 
     /// The model with the data-driven defaults for whatever is `None`:
@@ -643,6 +757,13 @@ impl ClusterModel for NormalGamma {
     /// [`RoseTreeError::Numerical`] when `ln f` is not finite, which only happens when the
     /// data overflow (values near `10¹⁵⁴` or beyond).
     fn log_marginal(&self, s: &NormalGammaStats) -> Result<f64> {
+        if self.shared {
+            let log_f = self.log_f_shared((0..s.mean.len()).map(|j| {
+                let n = s.observed(j);
+                (n, self.rate_increment(f64::from(n), s.mean[j], s.m2[j]))
+            }));
+            return self.finite(log_f, s.n);
+        }
         let log_f = match &s.observed {
             None => {
                 let nf = f64::from(s.n);
@@ -659,6 +780,13 @@ impl ClusterModel for NormalGamma {
     /// statistics.
     fn log_marginal_merged(&self, a: &NormalGammaStats, b: &NormalGammaStats) -> Result<f64> {
         let n = a.n + b.n;
+        if self.shared {
+            let log_f = self.log_f_shared((0..a.mean.len()).map(|j| {
+                let (nj, m, s) = Self::merge_feature(a, b, j);
+                (nj, self.rate_increment(f64::from(nj), m, s))
+            }));
+            return self.finite(log_f, n);
+        }
         let log_f = if a.observed.is_none() && b.observed.is_none() {
             let (fa, fb, nf) = (f64::from(a.n), f64::from(b.n), f64::from(n));
             let (wb, wab) = (fb / nf, fa * fb / nf);
@@ -720,7 +848,7 @@ impl RowQueries for NormalGamma {
         a: &NormalGammaStats,
         b: &NormalGammaStats,
     ) -> Result<f64> {
-        if b.n != 1 || self.precise {
+        if b.n != 1 || self.precise || self.shared {
             return self.log_marginal_merged(a, b);
         }
         let mut log_f = q.base;
@@ -759,10 +887,22 @@ impl Differentiable for NormalGamma {
     fn with_hyperparameters(&self, eta: &[f64]) -> Result<Self> {
         check_hyperparameter_count(eta, self.n_hyperparameters())?;
         let d = self.m0.len();
-        Self::new(&eta[..d], eta[d], eta[d + 1], &eta[d + 2..], d)
+        Self::new(&eta[..d], eta[d], eta[d + 1], &eta[d + 2..], d)?
+            .with_shared_precision(self.shared)
     }
 
+    /// # Errors
+    /// [`RoseTreeError::InvalidParameter`] naming `model` for the shared-precision model,
+    /// whose gradient is not implemented; [`RoseTreeError::Numerical`] when a posterior rate
+    /// is not finite.
     fn add_gradient(&self, s: &NormalGammaStats, weight: f64, grad: &mut [f64]) -> Result<()> {
+        if self.shared {
+            return Err(RoseTreeError::param(
+                "model",
+                "the Normal-Gamma model with a shared precision has no gradient: its \
+                 hyperparameters cannot be learnt",
+            ));
+        }
         let d = self.m0.len();
         let (g_m0, rest) = grad.split_at_mut(d);
         let (g_shared, g_b0) = rest.split_at_mut(2);

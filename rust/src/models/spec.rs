@@ -99,8 +99,11 @@ pub enum ModelSpec {
         kappa0: Option<f64>,
         /// Gamma shape of the precisions.
         a0: Option<f64>,
-        /// Gamma rates of the precisions.
+        /// Gamma rates of the precisions (one value when `shared`).
         b0: Option<Vec<f64>>,
+        /// One precision for all features of a cluster
+        /// ([`NormalGamma::with_shared_precision`]).
+        shared: bool,
     },
     /// Dirichlet–multinomial rows of counts.
     DirichletMultinomial {
@@ -149,9 +152,7 @@ impl ModelSpec {
                 psi0.as_ref(),
                 x,
             )?),
-            Self::NormalGamma { m0, kappa0, a0, b0 } => {
-                normal_gamma(m0, *kappa0, *a0, b0, d, || ColumnMoments::dense(x))?
-            }
+            Self::NormalGamma { .. } => self.normal_gamma(d, || ColumnMoments::dense(x))?,
         })
     }
 
@@ -166,9 +167,7 @@ impl ModelSpec {
         let moments = || Ok(ColumnMoments::bytes(x));
         match self {
             Self::BetaBernoulli { alpha, beta } => bernoulli(alpha, beta, d, moments),
-            Self::NormalGamma { m0, kappa0, a0, b0 } => {
-                normal_gamma(m0, *kappa0, *a0, b0, d, moments)
-            }
+            Self::NormalGamma { .. } => self.normal_gamma(d, moments),
             Self::NormalInverseWishart { .. } => self.build(x.mapv(f64::from).view()),
             spec => spec.build(ndarray::Array2::<f64>::zeros((0, d)).view()),
         }
@@ -190,9 +189,7 @@ impl ModelSpec {
         let moments = || ColumnMoments::csr(indptr, indices, data, n_cols);
         match self {
             Self::BetaBernoulli { alpha, beta } => bernoulli(alpha, beta, n_cols, moments),
-            Self::NormalGamma { m0, kappa0, a0, b0 } => {
-                normal_gamma(m0, *kappa0, *a0, b0, n_cols, moments)
-            }
+            Self::NormalGamma { .. } => self.normal_gamma(n_cols, moments),
             // The other models' defaults do not look at the data, only at its shape.
             spec => spec.build(ndarray::Array2::<f64>::zeros((0, n_cols)).view()),
         }
@@ -260,33 +257,62 @@ fn bernoulli(
     Ok(Conjugate::Bernoulli(model))
 }
 
-/// The Normal–Gamma model for `d` features; `moments` (of the data) is computed only when
-/// `m0` or `b0` is left to its data-driven default.
-fn normal_gamma(
-    m0: &Option<Vec<f64>>,
-    kappa0: Option<f64>,
-    a0: Option<f64>,
-    b0: &Option<Vec<f64>>,
-    d: usize,
-    moments: impl FnOnce() -> Result<ColumnMoments>,
-) -> Result<Conjugate> {
-    let model = match (m0, b0) {
-        (Some(m0), Some(b0)) => {
-            let kappa0 = kappa0.unwrap_or(NormalGamma::DEFAULT_KAPPA0);
-            NormalGamma::new(m0, kappa0, a0.unwrap_or(NormalGamma::DEFAULT_A0), b0, d)?
+impl ModelSpec {
+    /// The Normal–Gamma model of this specification for `d` features (with one precision
+    /// shared by them where `shared`); `moments` (of the data) is computed only when `m0`
+    /// or `b0` is left to its data-driven default.
+    fn normal_gamma(
+        &self,
+        d: usize,
+        moments: impl FnOnce() -> Result<ColumnMoments>,
+    ) -> Result<Conjugate> {
+        let Self::NormalGamma {
+            m0,
+            kappa0,
+            a0,
+            b0,
+            shared,
+        } = self
+        else {
+            return Err(RoseTreeError::param(
+                "model",
+                "not a Normal-Gamma specification",
+            ));
+        };
+        let (kappa0, a0, shared) = (*kappa0, *a0, *shared);
+        if let Some(b0) = b0.as_ref().filter(|b| shared && b.len() != 1) {
+            return Err(RoseTreeError::param(
+                "b0",
+                format!(
+                    "with a shared precision b0 is one number, got {} values",
+                    b0.len()
+                ),
+            ));
         }
-        (m0, b0) => {
-            let moments = moments()?;
-            if !moments.count.is_empty() && moments.count.iter().all(|&c| c == 0) {
-                return Err(RoseTreeError::param(
-                    "X",
-                    "needs observed values to derive the default Normal-Gamma prior (give m0 and b0)",
-                ));
+        let model = match (m0, b0) {
+            (Some(m0), Some(b0)) => {
+                let kappa0 = kappa0.unwrap_or(NormalGamma::DEFAULT_KAPPA0);
+                NormalGamma::new(m0, kappa0, a0.unwrap_or(NormalGamma::DEFAULT_A0), b0, d)?
+                    .with_shared_precision(shared)?
             }
-            NormalGamma::with_defaults(&moments, m0.clone(), kappa0, a0, b0.clone())?
-        }
-    };
-    Ok(Conjugate::NormalGamma(model))
+            (m0, b0) => {
+                let moments = moments()?;
+                if !moments.count.is_empty() && moments.count.iter().all(|&c| c == 0) {
+                    return Err(RoseTreeError::param(
+                        "X",
+                        "needs observed values to derive the default Normal-Gamma prior (give m0 and b0)",
+                    ));
+                }
+                if shared {
+                    let b0 = b0.as_ref().map(|b| b[0]);
+                    NormalGamma::shared_with_defaults(&moments, m0.clone(), kappa0, a0, b0)?
+                } else {
+                    NormalGamma::with_defaults(&moments, m0.clone(), kappa0, a0, b0.clone())?
+                }
+            }
+        };
+        Ok(Conjugate::NormalGamma(model))
+    }
 }
 
 #[cfg(test)]
