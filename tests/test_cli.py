@@ -437,7 +437,7 @@ def test_data_errors_give_the_line_and_column_of_the_file(tmp_path, capsys):
     assert main(["fit", str(data), "--model", "bernoulli"]) == 2
     err = capsys.readouterr().err
     assert "(line 3 of the file, column 'b')" in err
-    assert "use --model auto, normal-gamma or gaussian" in err
+    assert "use --model auto, normal-gamma, gaussian or spherical" in err
     data.write_text("0,1,1\n1,0.5,0\n0,1,1\n")
     assert main(["fit", str(data), "--model", "bernoulli", "--no-header"]) == 2
     assert "(line 2 of the file, column '1')" in capsys.readouterr().err

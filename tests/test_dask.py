@@ -369,6 +369,21 @@ def test_whole_unit_measurements_get_the_model_they_get_on_one_machine(client):
     assert est.log_evidence_ == local.log_evidence_
 
 
+def test_many_columns_in_one_unit_get_the_shared_precision_as_on_one_machine(client):
+    # Three groups apart in 2 of 30 columns: the shared precision, resolved on the sample
+    # (its one rate b0 a number), fits every part as on one machine.
+    rng = np.random.default_rng(6)
+    y = np.repeat(np.arange(3), 100)
+    X = rng.normal(size=(300, 30))
+    X[:, 0] += 4.0 * (y == 1)
+    X[:, 1] += 4.0 * (y == 2)
+    est = rtd.BayesianRoseTree(random_state=0).fit(da.from_array(X, chunks=100))
+    local = rt.BayesianRoseTree(approximate=True, random_state=0).fit(X)
+    assert local.model_ == rt.NormalGamma(shared_precision=True)
+    assert est.model_.shared_precision is True and np.ndim(est.model_.b0) == 0
+    assert est.log_evidence_ == local.log_evidence_
+
+
 # ---------------------------------------------------------------------- the coalescent
 def blobs(n, d=4, seed=0, missing=0.0):
     """Gaussian rows around 6 centres in 2 super-clusters; a fraction ``missing`` is NaN."""

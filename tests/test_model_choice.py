@@ -13,7 +13,8 @@ from scipy.stats import invwishart
 
 
 def _mixture(kind, n=150, d=4, k=3, seed=0):
-    """Rows from k clusters: full random covariances ("niw") or independent features ("ng")."""
+    """Rows from k clusters: full random covariances ("niw"), independent features ("ng"),
+    or one variance for all features of a cluster ("shared")."""
     rng = np.random.default_rng(seed)
     parts = []
     for _ in range(k):
@@ -21,8 +22,11 @@ def _mixture(kind, n=150, d=4, k=3, seed=0):
         if kind == "niw":
             cov = invwishart.rvs(df=d + 4, scale=3.0 * np.eye(d), random_state=rng)
             parts.append(rng.multivariate_normal(mu, cov, n // k))
+        elif kind == "shared":
+            sd = 1.0 / np.sqrt(rng.gamma(5.0, 0.2))
+            parts.append(mu + sd * rng.normal(size=(n // k, d)))
         else:
-            sd = 1.0 / np.sqrt(rng.gamma(5.0, 0.2, d))
+            sd = 1.0 / np.sqrt(rng.gamma(2.0, 0.5, d))
             parts.append(mu + sd * rng.normal(size=(n // k, d)))
     return np.vstack(parts)
 
@@ -104,20 +108,60 @@ def test_sparse_counts_and_sparse_real_data_stay_sparse_models():
     real = sparse.random(40, 8, density=0.5, random_state=2, format="csr")
     real.data -= 0.5
     est = rt.BayesianRoseTree().fit(real)
-    # The full-covariance model needs dense rows and is not a candidate.
-    assert [type(c["model"]) for c in est.model_selection_["candidates"]] == [rt.NormalGamma]
-    assert isinstance(est.model_, rt.NormalGamma)
+    # The full-covariance model needs dense rows, the shared precision ten columns.
+    assert [c["model"] for c in est.model_selection_["candidates"]] == [rt.NormalGamma()]
 
 
-@pytest.mark.parametrize("kind", ["ng", "niw"])
+@pytest.mark.parametrize("kind", ["ng", "niw", "shared"])
 @pytest.mark.parametrize("seed", range(4))
 def test_evidence_rule_picks_the_generating_model(kind, seed):
-    # With 8 features the evidence tells the two apart on every seed; with 4 it takes the
-    # full covariance for independent features on some.
-    X = _mixture(kind, d=8, seed=seed)
+    # With 10 features (the fewest for which the shared precision is a candidate) the
+    # evidence tells the three apart on every seed; with 4 it takes the full covariance for
+    # independent features on some.
+    X = _mixture(kind, d=10, seed=seed)
     est = rt.BayesianRoseTree(model=rt.AutoModel(rule="evidence")).fit(X)
-    want = rt.NormalGamma if kind == "ng" else rt.NormalInverseWishart
-    assert isinstance(est.model_, want)
+    want = {
+        "ng": rt.NormalGamma(),
+        "niw": rt.NormalInverseWishart(),
+        "shared": rt.NormalGamma(shared_precision=True),
+    }[kind]
+    assert est.model_ == want
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_structure_rule_takes_the_shared_precision_for_many_columns_in_one_unit(seed):
+    # Three groups of 20 rows in 50 columns, a tenth of the columns shifted for each of two
+    # groups (bench_many_columns.py's set): the full covariance is no candidate with fewer
+    # than five rows per column, and the per-feature model's tree is impure.
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(3), 20)
+    shift = np.zeros((3, 50))
+    shift[1, :5] = shift[2, 5:10] = 3.0
+    X = shift[y] + rng.normal(size=(60, 50))
+    est = rt.BayesianRoseTree().fit(X)
+    record = est.model_selection_
+    assert [c["model"] for c in record["candidates"]] == [
+        rt.NormalGamma(),
+        rt.NormalGamma(shared_precision=True),
+    ]
+    assert est.model_ == rt.NormalGamma(shared_precision=True)
+    assert rt.dendrogram_purity(est.tree_, y) >= 0.95
+    per_feature = rt.BayesianRoseTree(rt.NormalGamma()).fit(X)
+    assert rt.dendrogram_purity(per_feature.tree_, y) < 0.9
+
+
+def test_the_full_covariance_needs_five_rows_per_column():
+    X = _mixture("niw", n=60, d=8, seed=2)
+    names = [
+        type(c["model"]).__name__
+        for c in rt.BayesianRoseTree().fit(X[:39]).model_selection_["candidates"]
+    ]
+    assert "NormalInverseWishart" not in names
+    names = [
+        type(c["model"]).__name__
+        for c in rt.BayesianRoseTree().fit(X[:40]).model_selection_["candidates"]
+    ]
+    assert "NormalInverseWishart" in names
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -157,7 +201,7 @@ def test_missing_values_leave_the_full_covariance_out():
     X = _mixture("ng", seed=3)
     X[4, 1] = np.nan
     est = rt.BayesianRoseTree().fit(X)
-    assert [type(c["model"]) for c in est.model_selection_["candidates"]] == [rt.NormalGamma]
+    assert [c["model"] for c in est.model_selection_["candidates"]] == [rt.NormalGamma()]
     assert np.isfinite(est.score_samples(X[:5])).all()
 
 
@@ -320,3 +364,25 @@ def test_coalescent_auto_takes_brownian_diffusion_for_real_values_and_counts():
     assert rt.KingmanCoalescent().fit(rng.normal(size=(10, 3))).likelihood_ == "brownian"
     counts = rng.integers(0, 5, (10, 3)).astype(float)
     assert rt.KingmanCoalescent().fit(counts).likelihood_ == "brownian"
+
+
+def test_the_shared_precision_is_a_candidate_only_for_columns_in_one_unit():
+    # Three groups in ten columns, then a column of noise in units 1000 times smaller
+    # (grams for kilograms, say): one precision for every column would let it decide.
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(3), 20)
+    X = np.zeros((60, 10))
+    X[:, 0], X[:, 1] = 3.0 * y, -2.0 * y
+    X += rng.normal(size=(60, 10))
+    names = lambda est: [c["model"] for c in est.model_selection_["candidates"]]  # noqa: E731
+    assert rt.NormalGamma(shared_precision=True) in names(rt.BayesianRoseTree().fit(X))
+    # Fewer than ten columns are taken to be measurements in units of their own.
+    assert rt.NormalGamma(shared_precision=True) not in names(rt.BayesianRoseTree().fit(X[:, :9]))
+    X[:, 5] *= 1000.0
+    est = rt.BayesianRoseTree().fit(X)
+    assert names(est) == [rt.NormalGamma(), rt.NormalInverseWishart()]  # 60 rows, 10 columns
+    shared = rt.BayesianRoseTree(rt.NormalGamma(shared_precision=True)).fit(X)
+    assert rt.dendrogram_purity(shared.tree_, y) < rt.dendrogram_purity(est.tree_, y)
+    # Sparse rows: the ranges count the implicit zeros.
+    S = sparse.csr_array(np.where(np.abs(X) > 0.5, X, 0.0))
+    assert rt.NormalGamma(shared_precision=True) not in names(rt.BayesianRoseTree().fit(S))

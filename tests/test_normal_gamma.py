@@ -321,6 +321,10 @@ def test_cli_fits_with_normal_gamma(tmp_path, capsys):
     data.write_text("\n".join(rows) + "\n")
     assert main(["fit", str(data), "--model", "normal-gamma"]) == 0
     assert "log evidence" in capsys.readouterr().out
+    assert main(["fit", str(data), "--model", "spherical"]) == 0
+    X = np.array([[0.1, 1.0], [0.2, 1.1], [3.0, -1.0], [3.1, np.nan], [2.9, -1.2]])
+    est = rt.BayesianRoseTree(rt.NormalGamma(shared_precision=True)).fit(X)
+    assert f"ln p(D|T) = {est.log_evidence_:.4f}" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------ shared precision

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import is_sparse
+from ._validation import _in_different_units, is_sparse
 from .config import (
     AutoModel,
     BetaBernoulli,
@@ -23,7 +23,26 @@ from .config import (
 )
 from .exceptions import DegenerateModelWarning
 
-__all__ = ["choose_model", "constant_columns", "data_kind"]
+__all__ = ["candidates_for", "choose_model", "constant_columns", "data_kind"]
+
+#: The full covariance (:class:`NormalInverseWishart`) is a candidate of ``model="auto"``
+#: only where the rows number at least this many times the columns. With fewer, most of
+#: its clusters have fewer rows than columns and its structure score outgrew the others'
+#: while its trees were the least pure: three groups in 20 or 50 columns of 60 rows,
+#: MNIST reduced to 50 or 100 principal components of 200 rows
+#: (``benchmarks/bench_many_columns.py``).
+FULL_COVARIANCE_ROWS_PER_COLUMN = 5
+
+#: ``NormalGamma(shared_precision=True)`` is a candidate of ``model="auto"`` only for at
+#: least this many columns, all in one unit (their ranges within ``RANGE_SPREAD``). It
+#: measures every column in one unit, which the ranges cannot always tell: the penguins'
+#: bills in tenths of a millimetre beside their mass in grams have ranges within a factor
+#: of 60, and the shared precision, chosen there, let the mass decide the tree (dendrogram
+#: purity 0.64 against 0.93; ``benchmarks/bench_integer_data.py``). Few columns are most
+#: often measurements in units of their own, and the shared precision gains where many
+#: columns of noise would otherwise weigh as much as the rest
+#: (``benchmarks/bench_many_columns.py``).
+SHARED_PRECISION_MIN_COLUMNS = 10
 
 
 def _observed_values(X: Any) -> np.ndarray:
@@ -52,6 +71,17 @@ def data_kind(X: Any) -> str:
     if np.all(values >= 0.0) and np.all(values == np.floor(values)):
         return "counts" if implicit_zero or np.any(values == 0.0) else "real"
     return "real"
+
+
+def _in_one_unit(rows: Any) -> bool:
+    """Whether the columns look to share a unit (their ranges within ``RANGE_SPREAD``)."""
+    if is_sparse(rows):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo = np.asarray(rows.min(axis=0).todense(), dtype=np.float64).ravel()
+            hi = np.asarray(rows.max(axis=0).todense(), dtype=np.float64).ravel()
+        return not _in_different_units(np.vstack([lo, hi]))[0]
+    return not _in_different_units(np.asarray(rows, dtype=np.float64))[0]
 
 
 def _has_data_driven_scale(model: ClusterModel) -> bool:
@@ -103,12 +133,14 @@ def choose_model(
     X: Any,
     fit_log_evidence: Callable[[ClusterModel, Any], float],
     seed: int,
+    rows_per_column: float = FULL_COVARIANCE_ROWS_PER_COLUMN,
 ) -> tuple[ClusterModel, dict[str, Any]]:
     r"""The model :class:`~rosetree.AutoModel` picks for ``X``, with the record of the choice.
 
     ``fit_log_evidence(model, rows)`` fits the estimator's greedy tree with ``model`` to
     ``rows`` and returns its :math:`\ln p(D \mid T)`. Real-valued data are scored on at
-    most ``auto.sample`` rows drawn with ``seed``.
+    most ``auto.sample`` rows drawn with ``seed``. The full covariance is a candidate where
+    the rows number more than the columns and at least ``rows_per_column`` times them.
     """
     auto._check()
     kind = data_kind(X)
@@ -118,9 +150,32 @@ def choose_model(
     elif kind == "counts":
         model = DirichletMultinomial()
     else:
-        model = _choose_real(auto, X, fit_log_evidence, seed, record)
+        model = _choose_real(auto, X, fit_log_evidence, seed, record, rows_per_column)
     record["chosen"] = type(model).__name__
     return model, record
+
+
+def candidates_for(
+    auto: AutoModel, rows: Any, rows_per_column: float = FULL_COVARIANCE_ROWS_PER_COLUMN
+) -> list[ClusterModel]:
+    """The real-valued candidates of ``auto`` that can be fitted to ``rows`` (maybe none)."""
+    dense = not is_sparse(rows)
+    missing = bool(np.isnan(rows.data if is_sparse(rows) else rows).any())
+    one_unit = _in_one_unit(rows)
+    n, d = rows.shape
+    return [
+        m
+        for m in auto._candidates()
+        if m._reads_sparse or dense
+        if m._accepts_missing or not missing
+        # One precision for every column measures them all in one unit: on columns in
+        # different units (grams beside millimetres) the widest would decide the tree.
+        if (one_unit and d >= SHARED_PRECISION_MIN_COLUMNS)
+        or not (isinstance(m, NormalGamma) and m.shared_precision is True)
+        # A full covariance needs many more rows than columns, or its clusters follow its
+        # prior and its structure score misleads.
+        if not (isinstance(m, NormalInverseWishart) and (n <= d or n < rows_per_column * d))
+    ]
 
 
 def _choose_real(
@@ -129,6 +184,7 @@ def _choose_real(
     fit_log_evidence: Callable[[ClusterModel, Any], float],
     seed: int,
     record: dict[str, Any],
+    rows_per_column: float,
 ) -> ClusterModel:
     n = X.shape[0]
     rows = X
@@ -138,16 +194,7 @@ def _choose_real(
         record["rows"] = int(auto.sample)
     else:
         record["rows"] = int(n)
-    dense = not is_sparse(rows)
-    missing = bool(np.isnan(rows.data if is_sparse(rows) else rows).any())
-    candidates = [
-        m
-        for m in auto._candidates()
-        if m._reads_sparse or dense
-        if m._accepts_missing or not missing
-        # A full covariance needs more rows than columns, or it follows its prior.
-        if not (isinstance(m, NormalInverseWishart) and rows.shape[1] >= rows.shape[0])
-    ]
+    candidates = candidates_for(auto, rows, rows_per_column)
     if not candidates:
         candidates = [NormalGamma()]
     record["candidates"] = []

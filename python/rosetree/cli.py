@@ -114,12 +114,14 @@ _PARAMS = {
 
 _MODELS = {
     "auto": "chosen from the data: bernoulli for 0/1, multinomial for counts (integers with "
-    "zeros), and for real values (integers without a zero among them too) normal-gamma or "
-    "gaussian, whichever shows the stronger cluster structure",
+    "zeros), and for real values (integers without a zero among them too) normal-gamma, "
+    "gaussian or spherical, whichever shows the stronger cluster structure",
     "bernoulli": "beta-Bernoulli (binary 0/1 data; empty or NaN cells are missing)",
     "gaussian": "Normal-inverse-Wishart (real-valued data, data-driven prior)",
     "normal-gamma": "independent Normal-Gamma features (real-valued data, data-driven prior; "
     "empty or NaN cells are missing)",
+    "spherical": "Normal-Gamma features with one precision for all of a cluster's columns "
+    "(real-valued columns in one unit: principal components, embeddings; data-driven prior)",
     "multinomial": "Dirichlet-multinomial (rows of counts)",
 }
 
@@ -140,6 +142,8 @@ def _model(name: str, alpha: float | None, beta: float | None) -> ClusterModel |
         return NormalInverseWishart()
     if name == "normal-gamma":
         return NormalGamma()
+    if name == "spherical":
+        return NormalGamma(shared_precision=True)
     return DirichletMultinomial() if alpha is None else DirichletMultinomial(alpha=alpha)
 
 
@@ -788,7 +792,9 @@ def _run(args: argparse.Namespace) -> int:
         flag = _flag_of(args.family, exc)
         where = _csv_position(exc, columns, not getattr(args, "no_header", False))
         if "beta-Bernoulli model takes" in str(exc):
-            where += "; for real-valued columns use --model auto, normal-gamma or gaussian"
+            where += (
+                "; for real-valued columns use --model auto, normal-gamma, gaussian or spherical"
+            )
         print(f"rosetree: error: {flag}{exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
