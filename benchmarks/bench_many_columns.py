@@ -7,19 +7,20 @@ expression, all systems on the same rows in one run:
 
 * ``mnist_pixels``: 20 images per digit from ``mnist/mnist5k.npz``, pixels / 255, all 784
   columns (the constant ones are left out by the rose tree's Gaussian models), 5 subsets;
-  ``mnist_pca20``: the same subsets reduced to 20 principal components (fitted on each
-  subset), the quality benchmark's MNIST setting;
+  ``mnist_pca20``, ``mnist_pca50``, ``mnist_pca100``: the same subsets reduced to 20, 50
+  or 100 principal components (fitted on each subset; 20 is the quality benchmark's MNIST
+  setting);
 * ``noise_d``: 40 rows of independent standard normal columns, ``d`` = 50, 200 and 2,000,
   3 draws each: no structure at all, so one flat cluster is the right answer;
-* ``three_d``: 60 rows in three groups of 20, ``d`` = 50, 200 and 2,000 standard normal
-  columns, of which the first tenth are shifted by 3 for the second group and the next
-  tenth by 3 for the third, 3 draws each.
+* ``three_d``: 60 rows in three groups of 20, ``d`` = 10, 20, 50, 200 and 2,000 standard
+  normal columns, of which the first tenth are shifted by 3 for the second group and the
+  next tenth by 3 for the third, 3 draws each.
 
 Reported: dendrogram purity (none for the noise), the number of flat clusters of each
 rosetree default (``labels_``), the adjusted Rand index of those clusters (SciPy's trees
 cut at the true number of groups), and how often ``BayesianRoseTree()``'s ``model="auto"``
-took the full covariance (``BayesianRoseTree(NormalGamma())``, its diagonal candidate, is
-run beside it).
+took the full covariance and the shared precision (its three candidates are run beside
+it, each alone).
 
 Usage::
 
@@ -50,20 +51,30 @@ DEFAULTS: dict[str, Callable[[], Any]] = {
     "BayesianRoseTree()": lambda: rt.BayesianRoseTree(),
     "KingmanCoalescent()": lambda: rt.KingmanCoalescent(),
     "PitmanYorDiffusionTree()": lambda: rt.PitmanYorDiffusionTree(random_state=0),
-    # The default's diagonal candidate, for where the default takes the full covariance.
+    # The default's candidates, each alone.
     "BayesianRoseTree(NormalGamma())": lambda: rt.BayesianRoseTree(rt.NormalGamma()),
+    "BayesianRoseTree(NormalInverseWishart())": lambda: rt.BayesianRoseTree(
+        rt.NormalInverseWishart()
+    ),
+    "BayesianRoseTree(NormalGamma(shared_precision=True))": lambda: rt.BayesianRoseTree(
+        rt.NormalGamma(shared_precision=True)
+    ),
 }
 SCIPY = ("average", "ward")
 DIMENSIONS = (50, 200, 2000)
+#: Columns of the three groups: also below 50, where the full covariance needs more rows.
+GROUP_DIMENSIONS = (10, 20, *DIMENSIONS)
+#: Principal components of the MNIST subsets (0: the raw pixels).
+COMPONENTS = (0, 20, 50, 100)
 
 
-def mnist(pca: bool, n_subsets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The quality benchmark's MNIST subsets, with all 784 pixels or PCA to 20."""
+def mnist(components: int, n_subsets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The quality benchmark's MNIST subsets: all 784 pixels, or ``components`` of PCA."""
     with np.load(bq.DATA_DIR / "mnist" / "mnist5k.npz") as z:
         X, y = z["X"].astype(np.float64) / 255.0, np.asarray(z["y"])
     for i in range(n_subsets):
         rows = bq.per_class(y, 20, np.random.default_rng([i, list(bq.DATASETS).index("mnist")]))
-        yield (bq.pca(X[rows], 20) if pca else X[rows]), y[rows]
+        yield (bq.pca(X[rows], components) if components else X[rows]), y[rows]
 
 
 def synthetic(d: int, groups: int, draws: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -88,6 +99,8 @@ def one(X: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rt.DegenerateModelWarning)
         for label, make in DEFAULTS.items():
+            if "NormalInverseWishart" in label and X.shape[1] >= X.shape[0]:
+                continue  # a full covariance with more columns than rows follows its prior
             start = time.perf_counter()
             est = make().fit(X)
             out[label] = {
@@ -98,9 +111,12 @@ def one(X: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float]]:
             if k > 1:
                 out[label]["purity"] = rt.dendrogram_purity(est.tree_, y)
             if label == "BayesianRoseTree()":
-                # 1 where the default chose the full covariance.
+                # 1 where the default chose the full covariance, or the shared precision.
                 out[label]["full covariance"] = float(
                     isinstance(est.model_, rt.NormalInverseWishart)
+                )
+                out[label]["shared precision"] = float(
+                    getattr(est.model_, "shared_precision", False) is True
                 )
     for method in SCIPY:
         Z = linkage(X, "ward") if method == "ward" else linkage(pdist(X), method)
@@ -122,11 +138,11 @@ def summarise(rows: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, An
 def sets(n_subsets: int, draws: int) -> Iterator[tuple[str, Iterator[Any]]]:
     """(name, its subsets) for every set of the benchmark."""
     if (bq.DATA_DIR / "mnist" / "mnist5k.npz").is_file():
-        yield "mnist_pixels", mnist(False, n_subsets)
-        yield "mnist_pca20", mnist(True, n_subsets)
+        for k in COMPONENTS:
+            yield (f"mnist_pca{k}" if k else "mnist_pixels"), mnist(k, n_subsets)
     for d in DIMENSIONS:
         yield f"noise_{d}", synthetic(d, 1, draws)
-    for d in DIMENSIONS:
+    for d in GROUP_DIMENSIONS:
         yield f"three_{d}", synthetic(d, 3, draws)
 
 
@@ -134,14 +150,18 @@ def markdown(results: dict[str, Any]) -> str:
     """One row per set and system."""
     lines = [
         "| data | system | dendrogram purity | flat clusters | ARI of flat clusters | "
-        "seconds per fit | share of fits with the full covariance |",
+        "seconds per fit | fits with the full covariance / the shared precision |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for name, summary in results.items():
         for system, s in summary.items():
             purity = bq.fmt(*s["purity"]) if "purity" in s else "–"
             seconds = f"{s['seconds'][0]:.2f}" if "seconds" in s else "–"
-            full = f"{s['full covariance'][0]:.2f}" if "full covariance" in s else "–"
+            full = (
+                f"{s['full covariance'][0]:.2f} / {s['shared precision'][0]:.2f}"
+                if "full covariance" in s
+                else "–"
+            )
             lines.append(
                 f"| {name} | {system} | {purity} | {s['clusters'][0]:.1f} | "
                 f"{bq.fmt(*s['ari'])} | {seconds} | {full} |"

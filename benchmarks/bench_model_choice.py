@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 r"""Which rule picks the real-valued cluster model whose rose tree is purer.
 
-``BayesianRoseTree(model="auto")`` chooses between :class:`rosetree.NormalGamma` (diagonal)
-and :class:`rosetree.NormalInverseWishart` (full covariance) on real-valued data. This
-benchmark fits both models' greedy trees (rose trees, and binary trees for reference) on
-labelled real-valued sets (``real_data.py``) and asks, subset by subset, whether a rule
-picked the model of the purer tree (dendrogram purity against the classes):
+``BayesianRoseTree(model="auto")`` chooses among :class:`rosetree.NormalGamma` (one
+precision per feature), :class:`rosetree.NormalInverseWishart` (full covariance) and
+``NormalGamma(shared_precision=True)`` (one precision for all features) on real-valued data,
+each where it is a candidate (the full covariance with at least five rows per column, the
+shared precision on columns in one unit). This benchmark fits every model's greedy trees
+(rose trees, and binary trees for reference) on labelled real-valued sets (``real_data.py``)
+and asks, subset by subset, whether a rule picked, among the candidates, the model of the
+purer tree (dendrogram purity against the classes):
 
 * ``structure`` (the default): :math:`\ln p(D \mid T_m) - \ln f_m(D)`, the log Bayes factor
   of each model's tree against one cluster;
@@ -35,10 +38,15 @@ import numpy as np
 import rosetree as rt
 from bench_brt import DATA_DIR
 from real_data import REAL_SETS, load, standardize, subset
+from rosetree._selection import candidates_for
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import pdist
 
-MODELS = {"NormalGamma": rt.NormalGamma(), "NormalInverseWishart": rt.NormalInverseWishart()}
+MODELS = {
+    "NormalGamma": rt.NormalGamma(),
+    "NormalInverseWishart": rt.NormalInverseWishart(),
+    "NormalGamma(shared_precision=True)": rt.NormalGamma(shared_precision=True),
+}
 RULES = ("structure", "evidence", "cv")
 
 
@@ -58,6 +66,7 @@ def one_subset(X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     out: dict[str, Any] = {
         "average": rt.dendrogram_purity(linkage(pdist(standardize(X)), "average"), y)
     }
+    out["candidates"] = [n for n, m in MODELS.items() if m in candidates_for(rt.AutoModel(), X)]
     for name, model in MODELS.items():
         cells: dict[str, float] = {}
         for binary in (False, True):
@@ -86,15 +95,15 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for name in MODELS:
         for key in ("brt", "bhc"):
             summary[f"{name}_{key}_purity"] = mean_se([r[name][f"purity_{key}"] for r in rows])
-    ng, niw = MODELS
+    # The first candidate wins a tie, as in the default.
+    purer = [max(r["candidates"], key=lambda m, r=r: r[m]["purity_brt"]) for r in rows]
     for rule in RULES:
-        picked = [ng if r[ng][rule] >= r[niw][rule] else niw for r in rows]
-        purer = [ng if r[ng]["purity_brt"] >= r[niw]["purity_brt"] else niw for r in rows]
+        picked = [max(r["candidates"], key=lambda m, r=r: r[m][rule]) for r in rows]
         summary[f"{rule}_picks_purer"] = sum(p == q for p, q in zip(picked, purer, strict=True))
         summary[f"{rule}_purity"] = mean_se(
             [r[p]["purity_brt"] for r, p in zip(rows, picked, strict=True)]
         )
-        summary[f"{rule}_picked_normal_gamma"] = picked.count(ng)
+        summary[f"{rule}_picked"] = {m: picked.count(m) for m in MODELS}
     summary["default_purity"] = mean_se([r["default_purity"] for r in rows])
     summary["subsets"] = len(rows)
     return summary
