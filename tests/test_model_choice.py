@@ -386,3 +386,18 @@ def test_the_shared_precision_is_a_candidate_only_for_columns_in_one_unit():
     # Sparse rows: the ranges count the implicit zeros.
     S = sparse.csr_array(np.where(np.abs(X) > 0.5, X, 0.0))
     assert rt.NormalGamma(shared_precision=True) not in names(rt.BayesianRoseTree().fit(S))
+
+
+def test_learning_under_auto_chooses_among_the_learnable_candidates():
+    # Where the shared precision would be chosen, learning keeps to the models it can
+    # learn, rather than failing on the one it cannot.
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 20)
+    shift = np.zeros((3, 50))
+    shift[1, :5] = shift[2, 5:10] = 3.0
+    X = shift[y] + rng.normal(size=(60, 50))
+    assert rt.BayesianRoseTree().fit(X).model_ == rt.NormalGamma(shared_precision=True)
+    est = rt.BayesianRoseTree(learn_hyperparameters=True).fit(X)
+    assert [c["model"] for c in est.model_selection_["candidates"]] == [rt.NormalGamma()]
+    assert isinstance(est.model_, rt.NormalGamma) and not est.model_.shared_precision
+    assert np.isfinite(est.log_evidence_)

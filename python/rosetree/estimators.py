@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -145,7 +146,8 @@ class BayesianRoseTree(ClusterEstimator):
         maximising :math:`\ln p(D \mid T)`: coordinate ascent that alternates the greedy tree
         and gradient steps on the hyperparameters (BRT §1.4.2, eqs 1.27–1.28), starting from
         the given ones. See :func:`rosetree.learn_hyperparameters`. Sparse input is
-        densified.
+        densified. Under ``model="auto"`` the choice is then among the candidates whose
+        hyperparameters can be learnt (not ``NormalGamma(shared_precision=True)``).
     n_restarts : int, default=0
         Further starts of the learning, at random points around the given hyperparameters;
         the most likely result is kept (the BRT chapter used 10).
@@ -385,8 +387,12 @@ class BayesianRoseTree(ClusterEstimator):
             return float(fit.tree().log_evidence)
 
         if isinstance(spec, AutoModel):
+            auto = spec
+            if learn:  # the candidates whose hyperparameters can be learnt
+                learnable = tuple(m for m in spec._candidates() if m._learnable)
+                auto = dataclasses.replace(spec, real=learnable or spec._candidates())
             model, self.model_selection_ = choose_model(
-                spec, X, candidate_log_evidence, self._seed()
+                auto, X, candidate_log_evidence, self._seed()
             )
         else:
             model = spec
