@@ -25,14 +25,6 @@ from .exceptions import DegenerateModelWarning
 
 __all__ = ["candidates_for", "choose_model", "constant_columns", "data_kind"]
 
-#: The full covariance (:class:`NormalInverseWishart`) is a candidate of ``model="auto"``
-#: only where the rows number at least this many times the columns. With fewer, most of
-#: its clusters have fewer rows than columns and its structure score outgrew the others'
-#: while its trees were the least pure: three groups in 20 or 50 columns of 60 rows,
-#: MNIST reduced to 50 or 100 principal components of 200 rows
-#: (``benchmarks/bench_many_columns.py``).
-FULL_COVARIANCE_ROWS_PER_COLUMN = 5
-
 #: ``NormalGamma(shared_precision=True)`` is a candidate of ``model="auto"`` only for at
 #: least this many columns, all in one unit (their ranges within ``RANGE_SPREAD``). It
 #: measures every column in one unit, which the ranges cannot always tell: the penguins'
@@ -133,14 +125,12 @@ def choose_model(
     X: Any,
     fit_log_evidence: Callable[[ClusterModel, Any], float],
     seed: int,
-    rows_per_column: float = FULL_COVARIANCE_ROWS_PER_COLUMN,
 ) -> tuple[ClusterModel, dict[str, Any]]:
     r"""The model :class:`~rosetree.AutoModel` picks for ``X``, with the record of the choice.
 
     ``fit_log_evidence(model, rows)`` fits the estimator's greedy tree with ``model`` to
     ``rows`` and returns its :math:`\ln p(D \mid T)`. Real-valued data are scored on at
-    most ``auto.sample`` rows drawn with ``seed``. The full covariance is a candidate where
-    the rows number more than the columns and at least ``rows_per_column`` times them.
+    most ``auto.sample`` rows drawn with ``seed``.
     """
     auto._check()
     kind = data_kind(X)
@@ -150,14 +140,12 @@ def choose_model(
     elif kind == "counts":
         model = DirichletMultinomial()
     else:
-        model = _choose_real(auto, X, fit_log_evidence, seed, record, rows_per_column)
+        model = _choose_real(auto, X, fit_log_evidence, seed, record)
     record["chosen"] = type(model).__name__
     return model, record
 
 
-def candidates_for(
-    auto: AutoModel, rows: Any, rows_per_column: float = FULL_COVARIANCE_ROWS_PER_COLUMN
-) -> list[ClusterModel]:
+def candidates_for(auto: AutoModel, rows: Any) -> list[ClusterModel]:
     """The real-valued candidates of ``auto`` that can be fitted to ``rows`` (maybe none)."""
     dense = not is_sparse(rows)
     missing = bool(np.isnan(rows.data if is_sparse(rows) else rows).any())
@@ -172,9 +160,8 @@ def candidates_for(
         # different units (grams beside millimetres) the widest would decide the tree.
         if (one_unit and d >= SHARED_PRECISION_MIN_COLUMNS)
         or not (isinstance(m, NormalGamma) and m.shared_precision is True)
-        # A full covariance needs many more rows than columns, or its clusters follow its
-        # prior and its structure score misleads.
-        if not (isinstance(m, NormalInverseWishart) and (n <= d or n < rows_per_column * d))
+        # A full covariance needs more rows than columns, or it follows its prior.
+        if not (isinstance(m, NormalInverseWishart) and d >= n)
     ]
 
 
@@ -184,7 +171,6 @@ def _choose_real(
     fit_log_evidence: Callable[[ClusterModel, Any], float],
     seed: int,
     record: dict[str, Any],
-    rows_per_column: float,
 ) -> ClusterModel:
     n = X.shape[0]
     rows = X
@@ -194,7 +180,7 @@ def _choose_real(
         record["rows"] = int(auto.sample)
     else:
         record["rows"] = int(n)
-    candidates = candidates_for(auto, rows, rows_per_column)
+    candidates = candidates_for(auto, rows)
     if not candidates:
         candidates = [NormalGamma()]
     record["candidates"] = []

@@ -671,10 +671,11 @@ class KingmanCoalescent(ClusterEstimator):
 
         # Every row is scored (the tree is over all of them): no sample. The columns are
         # standardized, and the candidates those of the rose tree before its shared
-        # precision: with it, the flat clusters of MNIST PCA-100 and of three groups in 20
-        # columns came out as one (benchmarks/bench_many_columns.py).
+        # precision: with it (tried beside a full covariance limited to five rows per
+        # column), the flat clusters of MNIST PCA-100 and of three groups in 20 columns
+        # came out as one (benchmarks/bench_many_columns.py).
         auto = AutoModel(real=(NormalGamma(), NormalInverseWishart()), sample=max(data.shape[0], 2))
-        model, record = choose_model(auto, data, structure, 0, rows_per_column=1.0)
+        model, record = choose_model(auto, data, structure, 0)
         if record["data"] != "real":  # standardized columns: real unless degenerate
             model, record = NormalGamma(), {**record, "chosen": "NormalGamma"}
         return model, record

@@ -440,16 +440,15 @@ class AutoModel:
       :class:`NormalGamma`, one precision per feature; :class:`NormalInverseWishart`, full
       covariance; and ``NormalGamma(shared_precision=True)``, one precision for all
       features of a cluster), each with its data-driven defaults, by ``rule``.
-      :class:`NormalInverseWishart` takes no missing entries and needs dense rows, and at
-      least five rows per column (in the rows the choice is made on): otherwise it is
-      not a candidate. The shared precision measures every column in one unit: it is a
-      candidate only for ten columns or more whose ranges lie within a factor of 100 of
-      each other (as for the coalescent's ``Lambda="auto"``). On columns in different
-      units the widest would decide the tree (the raw penguins and wine: dendrogram
-      purity 0.62 and 0.64 against 0.94 and 0.93), and the ranges cannot always tell
-      (the penguins' bills in tenths of a millimetre beside their mass in grams: within a
-      factor of 60, purity 0.64 against 0.93); few columns are most often measurements in
-      units of their own.
+      :class:`NormalInverseWishart` takes no missing entries, needs dense rows and more
+      rows than columns: otherwise it is not a candidate. The shared precision measures
+      every column in one unit: it is a candidate only for ten columns or more whose
+      ranges lie within a factor of 100 of each other (as for the coalescent's
+      ``Lambda="auto"``). On columns in different units the widest would decide the tree
+      (the raw penguins and wine: dendrogram purity 0.62 and 0.64 against 0.94 and 0.93),
+      and the ranges cannot always tell (the penguins' bills in tenths of a millimetre
+      beside their mass in grams: within a factor of 60, purity 0.64 against 0.93); few
+      columns are most often measurements in units of their own.
 
     Each real-valued candidate fits the greedy tree of the estimator's own settings to the
     data (or to a random sample of ``sample`` rows) and is scored by ``rule``:
@@ -475,18 +474,21 @@ class AutoModel:
     into pieces.
 
     The shared precision is for many columns in one unit, where one precision per feature
-    measures every column against its own spread, so that columns of noise (the last of 50
-    or 100 principal components, or a few informative columns among many) weigh as much as
-    those that separate the clusters. The structure score chose it on those
-    (``benchmarks/bench_many_columns.py``: MNIST reduced to 50 and 100 components,
-    dendrogram purity 0.45 and 0.45 where the default had taken the full covariance, 0.36
-    and 0.28; three groups in 10, 20 and 50 columns of 60 rows, 0.79–0.99 against
-    0.51–0.67) and on MNIST PCA-20 on 47 of 50 subsets (0.449 against 0.445); on the
+    measures every column against its own spread, so that columns of noise (a few
+    informative columns among many, the last of many principal components) weigh as much
+    as those that separate the clusters (``benchmarks/bench_many_columns.py``). The
+    structure score chose it for three groups in 10, 200 and 2,000 columns of 60 rows
+    (dendrogram purity 0.79, 1.00 and 1.00, three flat clusters, against 0.55, 0.83 and
+    0.81 before), for the held-out digits reduced to 30 principal components (0.70
+    against 0.54) and on MNIST PCA-20 on 47 of 50 subsets (0.449 against 0.445); on the
     standardized wine, breast cancer and digits of ``benchmarks/bench_quality.py`` it won
-    no subset, and their trees are unchanged. Below five rows per column the full
-    covariance's clusters have fewer rows than columns and follow its prior, and its
-    structure score grew largest where its trees were the least pure (three groups in 20
-    and 50 columns, MNIST PCA-50 and -100), hence the limit.
+    no subset, and their trees are unchanged. A limit: with two to four rows per column
+    the full covariance's structure score outgrows the others' and it is chosen; on MNIST
+    reduced to 50 or 100 components and three groups in 20 or 50 columns its trees are
+    the least pure (0.36 and 0.28 against the shared precision's 0.45 and 0.45), but on
+    the held-out newsgroups reduced by latent semantic analysis to 50 or 100 components
+    they are the purest (0.42 and 0.38 against 0.38 and 0.35), so no such case is ruled
+    out.
 
     Parameters
     ----------
