@@ -14,7 +14,12 @@ expression, all systems on the same rows in one run:
   3 draws each: no structure at all, so one flat cluster is the right answer;
 * ``three_d``: 60 rows in three groups of 20, ``d`` = 10, 20, 50, 200 and 2,000 standard
   normal columns, of which the first tenth are shifted by 3 for the second group and the
-  next tenth by 3 for the third, 3 draws each.
+  next tenth by 3 for the third, 3 draws each;
+* held out (nothing was chosen on them): ``newsgroups_lsa50`` and ``newsgroups_lsa100``,
+  latent semantic analysis of the newsgroups articles (TF-IDF of their bodies, words in at
+  least 3 articles, English stop words left out, then a truncated SVD to 50 or 100
+  components fitted on each subset), 50 articles per group, 5 subsets; ``digits_pca30``:
+  scikit-learn's digits, 200 rows reduced to 30 principal components, 5 subsets.
 
 Reported: dendrogram purity (none for the noise), the number of flat clusters of each
 rosetree default (``labels_``), the adjusted Rand index of those clusters (SciPy's trees
@@ -75,6 +80,39 @@ def mnist(components: int, n_subsets: int) -> Iterator[tuple[np.ndarray, np.ndar
     for i in range(n_subsets):
         rows = bq.per_class(y, 20, np.random.default_rng([i, list(bq.DATASETS).index("mnist")]))
         yield (bq.pca(X[rows], components) if components else X[rows]), y[rows]
+
+
+def lsa(components: int, n_subsets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Latent semantic analysis of subsets of the newsgroups articles (see above)."""
+    import gzip
+    import json
+
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    folder = bq.DATA_DIR / "newsgroups"
+    with gzip.open(folder / "source" / "newsgroups4_bydate_raw.jsonl.gz", "rt") as f:
+        bodies = [json.loads(line)["text"].replace("\t", "\n").partition("\n\n")[2] for line in f]
+    with np.load(folder / "newsgroups4_485.npz") as z:
+        y = np.asarray(z["y"])
+    tfidf = TfidfVectorizer(min_df=3, stop_words="english").fit_transform(bodies)
+    for i in range(n_subsets):
+        rng = np.random.default_rng([i, 123])
+        rows = np.concatenate(
+            [rng.choice(np.flatnonzero(y == c), 50, replace=False) for c in np.unique(y)]
+        )
+        svd = TruncatedSVD(components, random_state=0)
+        yield svd.fit_transform(tfidf[rows]), y[rows]
+
+
+def digits_pca(components: int, n_subsets: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """200 rows of scikit-learn's digits reduced to ``components`` principal components."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    for i in range(n_subsets):
+        rows = np.random.default_rng([i, 321]).choice(len(digits.data), 200, replace=False)
+        yield bq.pca(digits.data[rows], components), digits.target[rows]
 
 
 def synthetic(d: int, groups: int, draws: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -144,6 +182,10 @@ def sets(n_subsets: int, draws: int) -> Iterator[tuple[str, Iterator[Any]]]:
         yield f"noise_{d}", synthetic(d, 1, draws)
     for d in GROUP_DIMENSIONS:
         yield f"three_{d}", synthetic(d, 3, draws)
+    if (bq.DATA_DIR / "newsgroups" / "source" / "newsgroups4_bydate_raw.jsonl.gz").is_file():
+        for k in (50, 100):
+            yield f"newsgroups_lsa{k}", lsa(k, n_subsets)
+    yield "digits_pca30", digits_pca(30, n_subsets)
 
 
 def markdown(results: dict[str, Any]) -> str:
