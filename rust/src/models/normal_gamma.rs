@@ -173,6 +173,15 @@ fn nonfinite(row: usize, col: usize) -> RoseTreeError {
     )
 }
 
+/// The mean variance of the columns with at least two observed entries (0 if none has).
+fn mean_known_variance(moments: &ColumnMoments) -> f64 {
+    let known: Vec<f64> = (0..moments.mean.len())
+        .filter(|&j| moments.count[j] > 1)
+        .map(|j| moments.variance[j])
+        .collect();
+    known.iter().sum::<f64>() / known.len().max(1) as f64
+}
+
 /// Independent Normal–Gamma features:
 ///
 /// `ln f(D) = Σ_j [ln Γ(a_n) − ln Γ(a0) + a0 ln b0_j − a_n ln b_nj + ½ ln(κ0/κ_n)
@@ -431,11 +440,7 @@ impl NormalGamma {
         let a0 = a0.unwrap_or(Self::DEFAULT_A0);
         let m0 = m0.unwrap_or_else(|| moments.mean.clone());
         let b0 = b0.unwrap_or_else(|| {
-            let known: Vec<f64> = (0..d)
-                .filter(|&j| moments.count[j] > 1)
-                .map(|j| moments.variance[j])
-                .collect();
-            let mean_var = known.iter().sum::<f64>() / known.len().max(1) as f64;
+            let mean_var = mean_known_variance(moments);
             let unit = if mean_var > 0.0 && mean_var.is_finite() {
                 mean_var
             } else {
@@ -503,11 +508,7 @@ impl NormalGamma {
             None => {
                 // The mean variance over the columns with at least two observed entries
                 // stands in for the others' variance, and sets the ridge.
-                let known: Vec<f64> = (0..d)
-                    .filter(|&j| moments.count[j] > 1)
-                    .map(|j| moments.variance[j])
-                    .collect();
-                let mean_var = known.iter().sum::<f64>() / known.len().max(1) as f64;
+                let mean_var = mean_known_variance(moments);
                 let scale = Self::DEFAULT_B0_SCALE * a0;
                 if mean_var > 0.0 && mean_var.is_finite() {
                     (0..d)
