@@ -92,7 +92,9 @@ def constant_columns(X: Any, model: Any) -> np.ndarray:
     variances, a constant column gets a prior variance near zero, and every cluster's
     density in it grows without bound as it takes more rows: such a column outweighs the
     others and decides the tree alone (a zero column added to scikit-learn's wine data
-    changes its clusters). It says nothing about which rows belong together, so it is left
+    changes its clusters). Under one precision for every column
+    (``NormalGamma(shared_precision=True)``) it only adds entries without spread to every
+    cluster. Either way it says nothing about which rows belong together, so it is left
     out, with a :class:`~rosetree.DegenerateModelWarning`. Returns the indices (empty for
     other models, sparse input, or when every column is constant).
     """
@@ -113,8 +115,9 @@ def warn_constant(constant: np.ndarray, names: Any, who: str, stacklevel: int) -
     more = f" and {constant.size - 10} more" if constant.size > 10 else ""
     warnings.warn(
         f"{who} leaves out {constant.size} constant column(s) "
-        f"({', '.join(shown)}{more}): with a prior scale set from the data, a column without "
-        "variance would decide the tree alone. They are listed in constant_features_.",
+        f"({', '.join(shown)}{more}): a column without variance says nothing about which "
+        "rows belong together, and with a variance per column set from the data it would "
+        "decide the tree alone. They are listed in constant_features_.",
         DegenerateModelWarning,
         stacklevel=stacklevel + 1,
     )
