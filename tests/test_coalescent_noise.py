@@ -13,7 +13,7 @@ import rosetree as rt
 from rosetree import _core
 from rosetree._validation import unit_variances
 from scipy import integrate, optimize, stats
-from sklearn.datasets import load_iris
+from sklearn.datasets import load_digits, load_iris
 from test_coalescent import covariance, log_prior, random_timed_tree
 
 INFERENCES = (
@@ -254,6 +254,24 @@ def test_default_flat_clusters_on_iris_are_not_singletons():
     # Measured 0.653 (4 clusters); the old log-likelihood-ratio rule gives 60 clusters.
     assert est.n_clusters_ <= 6
     assert adjusted_rand_score(y, est.labels_) > 0.6
+
+
+def test_flat_clusters_leave_out_constant_columns():
+    # Pixels that are 0 in every image: under the cluster models' priors, scaled from the
+    # columns' variances, each would add a bonus for merging that grows with the cluster
+    # (11 such columns cut these rows into 12 clusters instead of 17).
+    X, _ = load_digits(return_X_y=True)
+    X = X[:150].astype(float)
+    varying = X.max(axis=0) > X.min(axis=0)
+    assert (~varying).sum() == 11
+    est = rt.KingmanCoalescent().fit(X)
+    model = type(est.cluster_model_)()
+    # The data-driven priors make the cut independent of each column's centre and unit.
+    kept = rt.evaluate_tree(X[:, varying], est.tree_, model=model, mixing="dp").cut(0.5)
+    np.testing.assert_array_equal(est.labels_, kept)
+    every = rt.evaluate_tree(X, est.tree_, model=model, mixing="dp").cut(0.5)
+    assert every.max() + 1 < est.n_clusters_ == 17
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
 
 
 def test_the_flat_clusters_model_is_chosen_by_the_structure_it_finds_in_the_tree():

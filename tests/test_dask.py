@@ -450,7 +450,13 @@ def test_coalescent_stitched_log_joint_is_that_of_the_tree(client, likelihood, m
 
 @pytest.mark.parametrize(
     ("likelihood", "X"),
-    [("brownian", blobs(700, seed=4, missing=0.05)), ("multinomial", categories(700, seed=5))],
+    [
+        ("brownian", blobs(700, seed=4, missing=0.05)),
+        # A constant column, which both leave out of the flat clusters (kept, it would give
+        # 4 clusters instead of 6).
+        ("brownian", np.column_stack([blobs(700, seed=8, missing=0.05), np.full(700, 3.0)])),
+        ("multinomial", categories(700, seed=5)),
+    ],
 )
 def test_coalescent_one_part_is_the_single_machine_fit(client, likelihood, X):
     kw = dict(likelihood=likelihood, exact_below=250, approx_sample=100, random_state=9)

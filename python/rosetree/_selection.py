@@ -100,6 +100,14 @@ def constant_columns(X: Any, model: Any) -> np.ndarray:
     """
     if is_sparse(X) or not _has_data_driven_scale(model):
         return np.empty(0, dtype=np.int64)
+    return equal_valued_columns(X)
+
+
+def equal_valued_columns(X: np.ndarray) -> np.ndarray:
+    """Columns of dense ``X`` whose observed values are all equal (or none observed).
+
+    Empty when every column is so: there is then nothing else to read.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
         lo, hi = np.nanmin(X, axis=0), np.nanmax(X, axis=0)

@@ -14,7 +14,7 @@ from ._choices import COALESCENT_INFERENCES as _INFERENCES
 from ._choices import COALESCENT_LIKELIHOODS as _LIKELIHOODS
 from ._choices import COALESCENT_SMC as _SMC
 from ._flat import FlatClusters, category_indicators
-from ._selection import data_kind
+from ._selection import data_kind, equal_valued_columns
 from ._validation import (
     check_approx,
     check_array,
@@ -225,7 +225,10 @@ class KingmanCoalescent(ClusterEstimator):
         each node of ``tree_`` is scored as one cluster of a conjugate cluster model against
         the tree-consistent splits below it, and, going down from the root, the first node
         whose posterior probability of being one cluster is at least ``cut_threshold`` is a
-        cluster. For Brownian data the cluster model reads the standardized columns and is
+        cluster. For Brownian data the cluster model reads the standardized columns (those
+        whose observed values are all equal left out, as the rose tree leaves them out: they
+        say nothing about clusters, and under the models' data-driven priors each would
+        favour large clusters) and is
         :class:`NormalGamma` (diagonal; NaN marginalised) or :class:`NormalInverseWishart`
         (full covariance; a candidate without NaN and with more rows than columns), each
         with its data-driven defaults, whichever shows the stronger cluster structure on
@@ -620,7 +623,11 @@ class KingmanCoalescent(ClusterEstimator):
     def _cluster_data(self, X: np.ndarray) -> np.ndarray:
         """The rows as the cluster model of ``flat_clusters="dp"`` reads them."""
         if self._model_options["likelihood"] == "brownian":
-            return cast("np.ndarray", (X - self._cluster_center) / self._cluster_scale)
+            # A fit pickled before constant columns were left out read every column.
+            columns = getattr(self, "_cluster_columns", slice(None))
+            return cast(
+                "np.ndarray", ((X - self._cluster_center) / self._cluster_scale)[:, columns]
+            )
         return category_indicators(X, self._n_categories)
 
     def _set_flat_clusters(self, X: np.ndarray, likelihood: str, keep_model: bool = False) -> None:
@@ -641,6 +648,10 @@ class KingmanCoalescent(ClusterEstimator):
         else:
             self._cluster_center = np.nanmean(np.where(np.isnan(X).all(axis=0), 0.0, X), axis=0)
             self._cluster_scale = np.sqrt(_auto_lambda(X))
+            # A column whose observed values are all equal says nothing about clusters, and
+            # under the cluster models' priors, scaled from the columns' variances, it would
+            # decide the cut alone: it is left out, as BayesianRoseTree leaves it out.
+            self._cluster_columns = np.delete(np.arange(X.shape[1]), equal_valued_columns(X))
             data = self._cluster_data(X)
             if keep_model:  # a fit pickled before the choice existed used NormalGamma
                 model = getattr(self, "cluster_model_", None) or NormalGamma()

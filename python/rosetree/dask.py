@@ -46,6 +46,7 @@ import numpy as np
 from . import _core
 from ._base import ParamsMixin
 from ._choices import ROSE_FLAT_CLUSTERS
+from ._selection import equal_valued_columns
 from ._validation import (
     check_choice,
     check_cut_threshold,
@@ -1110,12 +1111,19 @@ def _coal_merge_stats(*stats: dict[str, Any]) -> dict[str, Any]:
 
 
 def _coal_encode(
-    rows: np.ndarray, center: np.ndarray | None, scale: np.ndarray | None, k: list[int] | None
+    rows: np.ndarray,
+    center: np.ndarray | None,
+    scale: np.ndarray | None,
+    k: list[int] | None,
+    keep: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Rows as the flat clusters' model reads them (``KingmanCoalescent._cluster_data``)."""
+    """Rows as the flat clusters' model reads them (``KingmanCoalescent._cluster_data``).
+
+    Brownian rows are centred and scaled, and only the columns ``keep`` are kept.
+    """
     if k is None:
-        assert center is not None and scale is not None
-        return np.ascontiguousarray((rows - center) / scale)
+        assert center is not None and scale is not None and keep is not None
+        return np.ascontiguousarray(((rows - center) / scale)[:, keep])
     columns = []
     for j, kj in enumerate(k):
         col = rows[:, j]
@@ -1252,7 +1260,8 @@ class KingmanCoalescent(_SplitFit):
     The model is the same on every machine: ``Lambda="auto"`` (one rate, the mean of the
     columns' variances, or each column's own for columns in different units) is computed
     **from the sample**, as are the flat clusters'
-    standardization and cluster-model defaults; whether any entry is missing, the columns
+    standardization, the columns they leave out (those constant in the sample) and
+    cluster-model defaults; whether any entry is missing, the columns
     with no observed entry and the multinomial's categories and equilibrium frequencies
     come from a reduction over **all** chunks on the workers (a category that only a few
     rows have must still be a state). With at most ``sample_size`` rows the sample is every
@@ -1450,8 +1459,14 @@ class KingmanCoalescent(_SplitFit):
             else:
                 lam = _lambda(self.Lambda)
             center = np.nanmean(np.where(np.isnan(sample).all(axis=0), 0.0, sample), axis=0)
+            # Columns constant in the sample are left out of the flat clusters, as
+            # KingmanCoalescent leaves out those constant in its rows.
             encode = functools.partial(
-                _coal_encode, center=center, scale=np.sqrt(_auto_lambda(sample)), k=None
+                _coal_encode,
+                center=center,
+                scale=np.sqrt(_auto_lambda(sample)),
+                k=None,
+                keep=np.delete(np.arange(d), equal_valued_columns(sample)),
             )
             cluster_model: ClusterModel = NormalGamma()
         else:
