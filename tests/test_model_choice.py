@@ -255,6 +255,9 @@ def test_constant_columns_are_left_out_with_a_warning(model):
         rt.log_evidence(np.delete(padded, [5, 14], axis=1), est.tree_, model=est.model_),
         rel=1e-12,
     )
+    # Evaluating a tree with the constant columns under a data-driven prior says so.
+    with pytest.warns(rt.DegenerateModelWarning, match=r"2 constant column\(s\) \[5, 14\]"):
+        rt.log_evidence(padded, est.tree_, model=type(est.model_)())
     np.testing.assert_allclose(est.score_samples(padded[:7]), plain.score_samples(X[:7]))
     with pytest.raises(rt.InvalidDataError, match="15 features"):
         est.score_samples(X[:3])

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
 from . import _core
+from ._selection import constant_columns
 from ._validation import check_array, check_flag, check_int, finite_array, mixing_args
 from .config import ClusterModel, resolve_model
-from .exceptions import InvalidParameterError, InvalidTreeError, NumericalError
+from .exceptions import (
+    DegenerateModelWarning,
+    InvalidParameterError,
+    InvalidTreeError,
+    NumericalError,
+)
 from .tree import RoseTree, nested_to_internal
 
 __all__ = ["evaluate_tree", "excess_bits", "log_evidence", "optimal_tree"]
@@ -37,10 +44,29 @@ def evaluate_tree(
         As in :class:`BayesianRoseTree`.
     binary : bool, default=False
         Require a binary tree (raise :class:`InvalidTreeError` otherwise).
+
+    Warns
+    -----
+    DegenerateModelWarning
+        Where ``X`` has constant columns and ``model`` is Gaussian with its prior scale
+        taken from the data. :class:`BayesianRoseTree` leaves such columns out
+        (``constant_features_``); here every column is evaluated, as given.
     """
     X = check_array(X)
     model = resolve_model(model)
     model._check_data(X)
+    constant = constant_columns(X, model)
+    if constant.size:
+        shown = [int(j) for j in constant[:10]]
+        warnings.warn(
+            f"X has {constant.size} constant column(s) {shown}{' …' if constant.size > 10 else ''}"
+            f": under {type(model).__name__}'s prior, whose scale comes from the columns, they "
+            "change every cluster's density without telling rows apart. BayesianRoseTree "
+            "leaves them out (constant_features_); evaluate its tree on "
+            "np.delete(X, est.constant_features_, axis=1) to get its log_evidence_.",
+            DegenerateModelWarning,
+            stacklevel=2,
+        )
     internal = nested_to_internal(tree, X.shape[0])
     if check_flag(binary, "binary") and any(len(c) != 2 for c in internal):
         raise InvalidTreeError("binary=True, but the tree has a node with more than two children")
