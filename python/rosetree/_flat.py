@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from .config import ClusterModel
+from ._selection import choose_model
+from .config import AutoModel, ClusterModel, NormalGamma, NormalInverseWishart
 from .functions import evaluate_tree
 from .tree import RoseTree, Tree
 
@@ -34,6 +35,33 @@ def category_indicators(X: np.ndarray, n_categories: list[int]) -> np.ndarray:
         ind[np.isnan(col)] = np.nan
         columns.append(ind)
     return np.hstack(columns)
+
+
+def choose_cluster_model(
+    data: np.ndarray, tree: Tree, dp_alpha: float = 1.0
+) -> tuple[ClusterModel, dict[str, Any]]:
+    """The Gaussian cluster model of the flat clusters of ``tree``, with why it was chosen.
+
+    :class:`NormalGamma` (diagonal; NaN marginalised) or :class:`NormalInverseWishart`
+    (full covariance; a candidate without NaN and with more rows than columns), each with
+    its data-driven defaults, whichever shows the stronger cluster structure on ``tree``:
+    :class:`AutoModel`'s ``"structure"`` rule, the log Bayes factor of the tree under DP
+    mixing against one cluster of all rows. ``data`` are the real-valued rows the clusters
+    read (standardized, constant columns left out); every row is scored.
+    """
+
+    def structure(model: ClusterModel, rows: np.ndarray) -> float:
+        return evaluate_tree(rows, tree, model=model, mixing="dp", dp_alpha=dp_alpha).log_evidence
+
+    # The candidates of the rose tree before its shared precision: with it (tried beside a
+    # full covariance limited to five rows per column), the coalescent's flat clusters of
+    # MNIST PCA-100 and of three groups in 20 columns came out as one
+    # (benchmarks/bench_many_columns.py).
+    auto = AutoModel(real=(NormalGamma(), NormalInverseWishart()), sample=max(data.shape[0], 2))
+    model, record = choose_model(auto, data, structure, 0)
+    if record["data"] != "real":  # standardized columns: real unless degenerate
+        model, record = NormalGamma(), {**record, "chosen": "NormalGamma"}
+    return model, record
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from ._choices import COALESCENT_FLAT_CLUSTERS as _FLAT_CLUSTERS
 from ._choices import COALESCENT_INFERENCES as _INFERENCES
 from ._choices import COALESCENT_LIKELIHOODS as _LIKELIHOODS
 from ._choices import COALESCENT_SMC as _SMC
-from ._flat import FlatClusters, category_indicators
+from ._flat import FlatClusters, category_indicators, choose_cluster_model
 from ._selection import data_kind, equal_valued_columns
 from ._validation import (
     check_approx,
@@ -35,7 +35,7 @@ from ._validation import (
     set_feature_names,
     unit_variances,
 )
-from .config import BetaBernoulli, NormalGamma, NormalInverseWishart
+from .config import BetaBernoulli, NormalGamma
 from .exceptions import (
     InvalidDataError,
     InvalidParameterError,
@@ -671,25 +671,7 @@ class KingmanCoalescent(ClusterEstimator):
 
     def _cluster_model(self, data: np.ndarray, alpha: float) -> tuple[Any, dict[str, Any]]:
         """The cluster model of the flat clusters, chosen on ``tree_`` (see ``flat_clusters``)."""
-        from ._selection import choose_model
-        from .config import AutoModel
-        from .functions import evaluate_tree
-
-        def structure(model: Any, rows: np.ndarray) -> float:
-            return evaluate_tree(
-                rows, self.tree_, model=model, mixing="dp", dp_alpha=alpha
-            ).log_evidence
-
-        # Every row is scored (the tree is over all of them): no sample. The columns are
-        # standardized, and the candidates those of the rose tree before its shared
-        # precision: with it (tried beside a full covariance limited to five rows per
-        # column), the flat clusters of MNIST PCA-100 and of three groups in 20 columns
-        # came out as one (benchmarks/bench_many_columns.py).
-        auto = AutoModel(real=(NormalGamma(), NormalInverseWishart()), sample=max(data.shape[0], 2))
-        model, record = choose_model(auto, data, structure, 0)
-        if record["data"] != "real":  # standardized columns: real unless degenerate
-            model, record = NormalGamma(), {**record, "chosen": "NormalGamma"}
-        return model, record
+        return choose_cluster_model(data, self.tree_, alpha)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         r"""Posterior probability of each flat cluster (:attr:`labels_`) given each new row.
