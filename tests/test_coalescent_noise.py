@@ -275,41 +275,6 @@ def test_flat_clusters_leave_out_constant_columns():
     np.testing.assert_array_equal(est.predict(X), est.labels_)
 
 
-def test_the_flat_clusters_model_is_chosen_by_the_structure_it_finds_in_the_tree():
-    from sklearn.metrics import adjusted_rand_score
-
-    rng = np.random.default_rng(21)
-    y = np.repeat([0, 1, 2], 40)
-    centres = np.array([[0, 0, 0, 0], [4, -4, 4, -4], [-4, -4, 4, 4]], dtype=float)
-    # Clusters stretched along a direction shared by every column: correlated columns,
-    # which a diagonal model explains as several clusters (6 here, ARI 0.69).
-    factor = rng.normal(scale=3.0, size=120)[:, None] * np.full(4, 0.5)
-    stretched = centres[y] + factor + 0.3 * rng.normal(size=(120, 4))
-    est = rt.KingmanCoalescent().fit(stretched)
-    assert isinstance(est.cluster_model_, rt.NormalInverseWishart)
-    record = est.cluster_model_selection_
-    assert record["chosen"] == "NormalInverseWishart" and record["rule"] == "structure"
-    scores = {type(c["model"]).__name__: c["score"] for c in record["candidates"]}
-    assert scores["NormalInverseWishart"] > scores["NormalGamma"]
-    assert adjusted_rand_score(y, est.labels_) == 1.0
-    # The flat clusters, cluster_tree_ and predictions are those of the chosen model.
-    data = (stretched - stretched.mean(axis=0)) / stretched.std(axis=0)
-    nested = est.tree_.to_nested()
-    chosen = rt.evaluate_tree(data, nested, model=rt.NormalInverseWishart(), mixing="dp")
-    assert est.cluster_tree_.log_evidence == pytest.approx(chosen.log_evidence, rel=1e-12)
-    np.testing.assert_allclose(est.cluster_tree_.log_f, chosen.log_f, rtol=1e-10)
-    np.testing.assert_array_equal(est.predict(stretched), est.labels_)
-    # Rows added later are cut under the model the fit chose.
-    grown = rt.KingmanCoalescent().fit(stretched[::2]).partial_fit(stretched[1::2])
-    assert isinstance(grown.cluster_model_, rt.NormalInverseWishart)
-    assert grown.cluster_model_selection_["chosen"] == "NormalInverseWishart"
-    # Round clusters: the diagonal model shows more structure, and is kept.
-    round_ = centres[y] + rng.normal(size=(120, 4))
-    est = rt.KingmanCoalescent().fit(round_)
-    assert isinstance(est.cluster_model_, rt.NormalGamma)
-    assert adjusted_rand_score(y, est.labels_) == 1.0
-
-
 def test_flat_clusters_with_the_multinomial_likelihood():
     rng = np.random.default_rng(12)
     y = np.repeat([0, 1], 20)

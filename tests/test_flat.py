@@ -375,3 +375,59 @@ def test_split_multiway_refines_the_lowest_cut():
         assert all(len(np.unique(lowest[split == c])) == 1 for c in range(k))
     # Without the option, the root's four children leave no cut with 2 or 3 clusters.
     assert len(np.unique(FOUR_WAY.max_clusters(3))) == 1
+
+
+# The coalescent's and the diffusion tree's flat clusters: their rows as the cluster model
+# reads them (the coalescent: standardized columns; the diffusion tree: its scaled rows).
+FAMILIES = {
+    "coalescent": (
+        lambda: rt.KingmanCoalescent(),
+        lambda est, X: (X - X.mean(axis=0)) / X.std(axis=0),
+    ),
+    "diffusion-tree": (
+        lambda: rt.PitmanYorDiffusionTree(random_state=0),
+        lambda est, X: (X - est.center_) / est.scale_,
+    ),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_flat_clusters_model_is_chosen_by_the_structure_it_finds_in_the_tree(family):
+    from sklearn.metrics import adjusted_rand_score
+
+    make, rows = FAMILIES[family]
+    rng = np.random.default_rng(21)
+    y = np.repeat([0, 1, 2], 40)
+    centres = np.array([[0, 0, 0, 0], [4, -4, 4, -4], [-4, -4, 4, 4]], dtype=float)
+    # Clusters stretched along a direction shared by every column: correlated columns,
+    # which a diagonal model explains as more clusters (7 on the coalescent's tree, 6 on
+    # the diffusion tree's).
+    factor = rng.normal(scale=3.0, size=120)[:, None] * np.full(4, 0.5)
+    stretched = centres[y] + factor + 0.3 * rng.normal(size=(120, 4))
+    est = make().fit(stretched)
+    assert isinstance(est.cluster_model_, rt.NormalInverseWishart)
+    record = est.cluster_model_selection_
+    assert record["chosen"] == "NormalInverseWishart" and record["rule"] == "structure"
+    scores = {type(c["model"]).__name__: c["score"] for c in record["candidates"]}
+    assert scores["NormalInverseWishart"] > scores["NormalGamma"]
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    # The flat clusters and predictions are those of the chosen model, computed here anew.
+    data = rows(est, stretched)
+    nested = est.tree_.to_nested()
+    chosen = rt.evaluate_tree(data, nested, model=rt.NormalInverseWishart(), mixing="dp")
+    np.testing.assert_array_equal(est.labels_, chosen.cut(0.5))
+    diagonal = rt.evaluate_tree(data, nested, model=rt.NormalGamma(), mixing="dp").cut(0.5)
+    assert diagonal.max() + 1 > est.n_clusters_ == 3
+    if family == "coalescent":
+        assert est.cluster_tree_.log_evidence == pytest.approx(chosen.log_evidence, rel=1e-12)
+        np.testing.assert_allclose(est.cluster_tree_.log_f, chosen.log_f, rtol=1e-10)
+    np.testing.assert_array_equal(est.predict(stretched), est.labels_)
+    # Rows added later are cut under the model the fit chose.
+    grown = make().fit(stretched[::2]).partial_fit(stretched[1::2])
+    assert isinstance(grown.cluster_model_, rt.NormalInverseWishart)
+    assert grown.cluster_model_selection_["chosen"] == "NormalInverseWishart"
+    # Round clusters: the diagonal model shows more structure, and is kept.
+    round_ = centres[y] + rng.normal(size=(120, 4))
+    est = make().fit(round_)
+    assert isinstance(est.cluster_model_, rt.NormalGamma)
+    assert adjusted_rand_score(y, est.labels_) == 1.0

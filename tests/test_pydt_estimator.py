@@ -451,40 +451,6 @@ def test_flat_clusters_are_the_dp_cut_of_the_tree():
     np.testing.assert_array_equal(est.labels_, rose.cut(0.5))
 
 
-def test_flat_clusters_model_is_chosen_by_the_structure_it_finds_in_the_tree():
-    rng = np.random.default_rng(21)
-    y = np.repeat([0, 1, 2], 40)
-    centres = np.array([[0, 0, 0, 0], [4, -4, 4, -4], [-4, -4, 4, 4]], dtype=float)
-    # Clusters stretched along a direction shared by every column: correlated columns,
-    # which the diagonal model explains as more clusters (6 here, ARI 0.62).
-    factor = rng.normal(scale=3.0, size=120)[:, None] * np.full(4, 0.5)
-    stretched = centres[y] + factor + 0.3 * rng.normal(size=(120, 4))
-    est = rt.PitmanYorDiffusionTree(random_state=0).fit(stretched)
-    assert isinstance(est.cluster_model_, rt.NormalInverseWishart)
-    record = est.cluster_model_selection_
-    assert record["chosen"] == "NormalInverseWishart" and record["rule"] == "structure"
-    scores = {type(c["model"]).__name__: c["score"] for c in record["candidates"]}
-    assert scores["NormalInverseWishart"] > scores["NormalGamma"]
-    assert adjusted_rand_score(y, est.labels_) == 1.0
-    # The labels are the cut of the tree under the chosen model, computed here anew.
-    Z = (stretched - est.center_) / est.scale_
-    nested = est.tree_.to_nested()
-    chosen = rt.evaluate_tree(Z, nested, model=rt.NormalInverseWishart(), mixing="dp")
-    np.testing.assert_array_equal(est.labels_, chosen.cut(0.5))
-    diagonal = rt.evaluate_tree(Z, nested, model=rt.NormalGamma(), mixing="dp").cut(0.5)
-    assert diagonal.max() + 1 > est.n_clusters_ == 3
-    np.testing.assert_array_equal(est.predict(stretched), est.labels_)
-    # Rows added later are cut under the model the fit chose.
-    grown = rt.PitmanYorDiffusionTree(random_state=0).fit(stretched[::2])
-    grown.partial_fit(stretched[1::2])
-    assert isinstance(grown.cluster_model_, rt.NormalInverseWishart)
-    # Round clusters: the diagonal model shows more structure, and is kept.
-    round_ = centres[y] + rng.normal(size=(120, 4))
-    est = rt.PitmanYorDiffusionTree(random_state=0).fit(round_)
-    assert isinstance(est.cluster_model_, rt.NormalGamma)
-    assert adjusted_rand_score(y, est.labels_) == 1.0
-
-
 def test_predict_proba_is_the_normal_gamma_cluster_posterior_of_labels():
     """P(c | x) ∝ n_c Π_j t(x_j | D_c), the Student-t predictives of the Normal-Gamma
     clusters that chose labels_ (prior from the training columns that vary), computed
