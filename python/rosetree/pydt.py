@@ -910,7 +910,8 @@ class PitmanYorDiffusionTree(ClusterEstimator):
             else:
                 fit = _core.pydt_log_likelihood(X, mean, sigma2=kept.sigma2)
             self.tree_, self.log_joint_ = _wrap(mean), float(prior + fit)
-        # A fit pickled before the choice existed has no cluster_model_: it is chosen now.
+        # A fit pickled before the choice existed keeps the NormalGamma it used
+        # (__setstate__); one without flat clusters (every column constant) chooses anew.
         keep = getattr(self, "cluster_model_", None) if keep_model else None
         self._flat, self._flat_columns, record = _flat_clusters(X, self.tree_, likelihood, keep)
         if record is not None:
